@@ -1,0 +1,46 @@
+# nephele: the two commands a newcomer needs are `make up` and `make test`.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+TOOLS_DIR := hack/tools
+KWOK_DIR  := hack/tools/kwok
+GOTEST_FLAGS ?=
+# Integration tests start real control planes; keep them from fighting over 2 cores.
+TEST_PARALLEL ?= 2
+
+KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
+TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(BIN)/kwok $(BIN)/kwok-stages/.stamp
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: $(TOOL_BINS) ## build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok into bin/
+
+# Each binary depends on the module files that pin it, so a second `make tools` is a no-op
+# and a version bump rebuilds exactly what changed.
+$(BIN)/etcd: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
+	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
+
+$(BIN)/kube-%: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
+	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-$*
+
+$(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
+	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+# kwok's node and pod stage definitions ship inside its module; copy the ones tests use.
+$(BIN)/kwok-stages/.stamp: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
+	rm -rf $(BIN)/kwok-stages && mkdir -p $(BIN)/kwok-stages
+	dir=$$(cd $(KWOK_DIR) && $(GO) mod download -json sigs.k8s.io/kwok | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	  test -n "$$dir" || { echo "could not locate the sigs.k8s.io/kwok module" >&2; exit 1; }; \
+	  cp "$$dir"/kustomize/stage/node/fast/node-initialize.yaml \
+	     "$$dir"/kustomize/stage/node/heartbeat/node-heartbeat.yaml \
+	     "$$dir"/kustomize/stage/pod/fast/pod-ready.yaml \
+	     "$$dir"/kustomize/stage/pod/fast/pod-complete.yaml \
+	     "$$dir"/kustomize/stage/pod/fast/pod-delete.yaml $(BIN)/kwok-stages/
+	chmod u+w $(BIN)/kwok-stages/*.yaml
+	touch $@

@@ -1,0 +1,177 @@
+package cloud
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Provider is a cloud. Each capability method returns an implementation and true, or
+// nil and false when the cloud does not have that capability. The manager asks once, at
+// start, and runs only the controllers the capabilities allow.
+type Provider interface {
+	// ProviderName is the provider's registered name and the scheme of its provider IDs.
+	ProviderName() string
+	// Instances returns the per-node instance capability.
+	Instances() (Instances, bool)
+	// InstanceLister returns the batch listing capability. Providers that have it let
+	// the manager keep one shared inventory, so cloud calls do not grow with nodes.
+	InstanceLister() (InstanceLister, bool)
+	// LoadBalancers returns the load balancer capability.
+	LoadBalancers() (LoadBalancers, bool)
+	// Routes returns the pod-network route capability.
+	Routes() (Routes, bool)
+}
+
+// Initializer is implemented by providers that need a Kubernetes client before use.
+// The manager calls Initialize once, before any controller starts.
+type Initializer interface {
+	Initialize(ctx context.Context, clients ClientBuilder) error
+}
+
+// ClientBuilder hands out Kubernetes clients identified by a user-agent name.
+type ClientBuilder interface {
+	// Config returns a REST config whose user agent carries name.
+	Config(name string) (*rest.Config, error)
+	// Client returns a clientset whose user agent carries name.
+	Client(name string) (kubernetes.Interface, error)
+}
+
+// InstanceState is the lifecycle state of an instance as the cloud reports it.
+type InstanceState string
+
+// Instance states. A terminated instance that the cloud still lists is not "gone": only
+// ErrNotFound is.
+const (
+	InstanceRunning    InstanceState = "running"
+	InstanceStopped    InstanceState = "stopped"
+	InstanceTerminated InstanceState = "terminated"
+	InstanceUnknown    InstanceState = "unknown"
+)
+
+// Instance is what the cloud knows of the machine behind a Node.
+type Instance struct {
+	// ProviderID is the instance's "<provider>://<id>".
+	ProviderID string
+	// NodeName is the name of the Node this instance backs (usually its host name).
+	// Controllers match Nodes without a provider ID by it.
+	NodeName string
+	// InstanceType is the machine type, for node.kubernetes.io/instance-type.
+	InstanceType string
+	// Zone and Region place the instance, for the topology labels.
+	Zone   string
+	Region string
+	// Addresses are the instance's addresses, in the cloud's order of preference.
+	Addresses []corev1.NodeAddress
+	// Labels are extra node labels the provider wants set. Keys in the kubernetes.io
+	// and k8s.io domains are refused by the node controller.
+	Labels map[string]string
+	// State is the instance's lifecycle state.
+	State InstanceState
+}
+
+// Instances looks up one instance at a time.
+type Instances interface {
+	// InstanceMetadata returns the instance behind node: by node.Spec.ProviderID when it
+	// is set, otherwise by node name. It returns an error wrapping ErrNotFound only when
+	// the cloud positively says there is no such instance.
+	InstanceMetadata(ctx context.Context, node *corev1.Node) (*Instance, error)
+}
+
+// InstanceLister lists every instance of the cluster in one logical call (the provider
+// may page internally). A partial answer must be an error, never a short list: a short
+// list would look like instances that are gone.
+type InstanceLister interface {
+	ListInstances(ctx context.Context) ([]Instance, error)
+}
+
+// LoadBalancerSpec is the normalized description of the load balancer a Service needs.
+// The controller derives it from the Service and the backend nodes; providers read
+// annotations from the Service passed beside it.
+type LoadBalancerSpec struct {
+	// Name is the load balancer's stable name in the cloud, unique per cluster.
+	Name string
+	// ClusterName is the --cluster-name the manager runs with.
+	ClusterName string
+	// Service names the Service this load balancer serves.
+	Service types.NamespacedName
+	// Ports are the Service ports to listen on and the node ports to forward to.
+	Ports []LoadBalancerPort
+	// Backends are the nodes to forward to, sorted by node name.
+	Backends []Backend
+	// HealthCheckNodePort is set for externalTrafficPolicy Local: health-check each
+	// backend over HTTP on this port.
+	HealthCheckNodePort int32
+	// ExternalTrafficPolicy is the Service's policy, Cluster or Local.
+	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy
+	// SourceRanges restricts the client addresses allowed; empty allows all.
+	SourceRanges []netip.Prefix
+	// IPFamilies are the address families the Service wants, in order.
+	IPFamilies []corev1.IPFamily
+	// RequestedIP is the deprecated spec.loadBalancerIP, if set.
+	RequestedIP string
+}
+
+// LoadBalancerPort is one listener.
+type LoadBalancerPort struct {
+	Name     string
+	Protocol corev1.Protocol
+	Port     int32
+	NodePort int32
+}
+
+// Backend is one node behind a load balancer.
+type Backend struct {
+	// NodeName is the Node's name.
+	NodeName string
+	// ProviderID is the Node's spec.providerID.
+	ProviderID string
+	// Addresses are the Node's status addresses.
+	Addresses []corev1.NodeAddress
+	// Node is the Node object from the informer cache. It is shared: never modify it.
+	Node *corev1.Node
+}
+
+// LoadBalancers manages the cloud load balancers behind Services of type LoadBalancer.
+// Every method must be idempotent: the controller retries after any error.
+type LoadBalancers interface {
+	// GetLoadBalancer returns the status of the load balancer for spec, or an error
+	// wrapping ErrNotFound when it does not exist.
+	GetLoadBalancer(ctx context.Context, spec *LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error)
+	// EnsureLoadBalancer creates or updates the load balancer to match spec and returns
+	// its status.
+	EnsureLoadBalancer(ctx context.Context, spec *LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error)
+	// UpdateLoadBalancerBackends sets the backends of an existing load balancer to
+	// spec.Backends (the whole desired set, not a delta).
+	UpdateLoadBalancerBackends(ctx context.Context, spec *LoadBalancerSpec, svc *corev1.Service) error
+	// EnsureLoadBalancerDeleted deletes the load balancer. It returns nil when the load
+	// balancer is already gone.
+	EnsureLoadBalancerDeleted(ctx context.Context, spec *LoadBalancerSpec, svc *corev1.Service) error
+}
+
+// Route sends a pod CIDR to the node that owns it.
+type Route struct {
+	// Name is the cloud's name for the route; empty when creating.
+	Name string
+	// TargetNode is the name of the node the traffic goes to.
+	TargetNode string
+	// DestinationCIDR is the node's pod CIDR.
+	DestinationCIDR netip.Prefix
+	// Blackhole is set by the cloud for routes whose target instance is gone.
+	Blackhole bool
+}
+
+// Routes manages pod-network routes. Calls are scoped to one cluster.
+type Routes interface {
+	// ListRoutes lists the routes of the cluster.
+	ListRoutes(ctx context.Context, clusterName string) ([]Route, error)
+	// CreateRoute creates route; nameHint is a stable name the provider may use. It
+	// returns nil when an identical route exists.
+	CreateRoute(ctx context.Context, clusterName, nameHint string, route Route) error
+	// DeleteRoute deletes route. It returns nil when the route is already gone.
+	DeleteRoute(ctx context.Context, clusterName string, route Route) error
+}

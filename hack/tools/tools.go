@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins the control-plane binaries nephele's tests run against.
+// It is never compiled into nephele; `make tools` builds these commands into bin/.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+// Canonical controller names, as upstream's cloud-controller-manager spells them.
+const (
+	CloudNodeController          = "cloud-node-controller"
+	CloudNodeLifecycleController = "cloud-node-lifecycle-controller"
+	ServiceLBController          = "service-lb-controller"
+	NodeRouteController          = "node-route-controller"
+)
+
+// Controller is one control loop run by the manager.
+type Controller interface {
+	// Run runs the controller until ctx is done. It returns nil after a clean stop and
+	// an error when the controller cannot go on.
+	Run(ctx context.Context) error
+}
+
+// ControllerFunc adapts a function to Controller.
+type ControllerFunc func(ctx context.Context) error
+
+// Run calls f(ctx).
+func (f ControllerFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// ErrControllerDisabled is returned (wrapped, with the reason) by a ControllerSpec's
+// New when the controller should not run in this configuration, for example because the
+// provider lacks the capability it needs. The manager logs the reason and goes on.
+var ErrControllerDisabled = errors.New("controller disabled")
+
+// Disabled returns an error wrapping ErrControllerDisabled with a reason.
+func Disabled(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrControllerDisabled)
+}
+
+// ControllerSpec describes a controller the manager can run.
+type ControllerSpec struct {
+	// Name is the canonical name used by --controllers and leader migration.
+	Name string
+	// Aliases are other names accepted for it (upstream's short names).
+	Aliases []string
+	// DisabledByDefault excludes the controller from "*"; it runs only when named.
+	DisabledByDefault bool
+	// New builds the controller. It runs after the manager has the leader lease that
+	// covers this controller, before informers start. It returns an error wrapping
+	// ErrControllerDisabled to decline, or another error to fail the manager.
+	New func(ctx context.Context, cc *ControllerContext) (Controller, error)
+}
+
+// ControllerContext is what the manager hands each controller.
+type ControllerContext struct {
+	// Name is the controller's canonical name.
+	Name string
+	// Client talks to the apiserver with the controller's own user agent.
+	Client kubernetes.Interface
+	// Informers is the manager's one shared informer factory. The manager starts it
+	// after every controller has been built; controllers only register informers.
+	Informers informers.SharedInformerFactory
+	// Recorder records Events as this controller.
+	Recorder record.EventRecorder
+	// Cloud is the provider behind the manager's instrumented call path: every call is
+	// counted, timed, rate limited and subject to Retry-After.
+	Cloud cloud.Provider
+	// Inventory is the shared instance inventory, or nil when the provider has no
+	// batch listing.
+	Inventory Inventory
+	// Config holds the settings that controllers read.
+	Config ControllerConfig
+	// Metrics is where the controller registers its metrics.
+	Metrics prometheus.Registerer
+	// Health reports the controller's progress to /readyz.
+	Health *Progress
+	// Logger is a logger named for the controller.
+	Logger logr.Logger
+}
+
+// Inventory is the shared, periodically refreshed view of every instance in the cloud,
+// kept when the provider implements batch listing. Lookups never call the cloud.
+type Inventory interface {
+	// Lookup returns the instance with the given provider ID, or, when providerID is
+	// empty, the instance whose NodeName is nodeName. ok is false when the last
+	// complete listing did not contain it.
+	Lookup(providerID, nodeName string) (inst cloud.Instance, ok bool)
+	// Synced reports whether at least one complete listing has succeeded, and when the
+	// last one did.
+	Synced() (ok bool, at time.Time)
+	// Refresh asks for a listing soon; concurrent requests share one cloud call.
+	Refresh()
+	// Subscribe registers f to be called after every successful listing.
+	Subscribe(f func())
+}
+
+// ControllerConfig is the part of the manager's configuration the controllers read.
+// Durations are validated positive by the manager before any controller is built.
+type ControllerConfig struct {
+	// ClusterName is --cluster-name.
+	ClusterName string
+	// ClusterCIDRs are the parsed --cluster-cidr values (one per IP family).
+	ClusterCIDRs []string
+	// ConfigureCloudRoutes is --configure-cloud-routes.
+	ConfigureCloudRoutes bool
+	// NodeMonitorPeriod is --node-monitor-period.
+	NodeMonitorPeriod time.Duration
+	// NodeStatusUpdateFrequency is --node-status-update-frequency.
+	NodeStatusUpdateFrequency time.Duration
+	// ConcurrentNodeSyncs is --concurrent-node-syncs.
+	ConcurrentNodeSyncs int
+	// ConcurrentServiceSyncs is --concurrent-service-syncs.
+	ConcurrentServiceSyncs int
+	// ConcurrentRouteSyncs is --concurrent-route-syncs.
+	ConcurrentRouteSyncs int
+	// RouteReconciliationPeriod is --route-reconciliation-period.
+	RouteReconciliationPeriod time.Duration
+	// NodeDeletionGracePeriod is --node-deletion-grace-period.
+	NodeDeletionGracePeriod time.Duration
+	// NodeDeletionSafeModeThreshold is --node-deletion-safe-mode-threshold, a fraction.
+	NodeDeletionSafeModeThreshold float64
+	// LoadBalancerClass is --load-balancer-class; empty serves Services without a class.
+	LoadBalancerClass string
+	// NodeBatchWindow is --node-batch-window: node changes within it share one
+	// backend update per load balancer.
+	NodeBatchWindow time.Duration
+	// CloudCallTimeout is --cloud-call-timeout, the limit on one cloud call.
+	CloudCallTimeout time.Duration
+}
