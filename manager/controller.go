@@ -87,20 +87,21 @@ type ControllerContext struct {
 	Logger logr.Logger
 }
 
-// Inventory is the shared, periodically refreshed view of every instance in the cloud,
-// kept when the provider implements batch listing. Lookups never call the cloud.
+// Inventory is the shared view of every instance in the cloud, kept when the provider
+// implements batch listing. The cloud is listed only on demand: controllers ask for a
+// listing no older than they need, and concurrent askers share one cloud call, so a
+// quiet cluster costs (almost) no cloud calls however many nodes it has.
 type Inventory interface {
 	// Lookup returns the instance with the given provider ID, or, when providerID is
-	// empty, the instance whose NodeName is nodeName. ok is false when the last
-	// complete listing did not contain it.
+	// empty, the instance whose NodeName is nodeName, from the last complete listing.
+	// ok is false when that listing did not contain it (or there was none yet).
 	Lookup(providerID, nodeName string) (inst cloud.Instance, ok bool)
-	// Synced reports whether at least one complete listing has succeeded, and when the
-	// last one did.
-	Synced() (ok bool, at time.Time)
-	// Refresh asks for a listing soon; concurrent requests share one cloud call.
-	Refresh()
-	// Subscribe registers f to be called after every successful listing.
-	Subscribe(f func())
+	// Sync returns once a listing that started no more than maxAge ago has completed,
+	// starting one when needed, and returns that listing's error. maxAge 0 asks for a
+	// listing that starts after the call.
+	Sync(ctx context.Context, maxAge time.Duration) error
+	// LastSync returns when the last successful listing started, zero if none has.
+	LastSync() time.Time
 }
 
 // ControllerConfig is the part of the manager's configuration the controllers read.

@@ -1,0 +1,8 @@
+// Package inventory keeps a shared, on-demand view of every instance a provider lists.
+//
+// Upstream cloud controllers ask the cloud about each node on every period, so their
+// cloud calls grow with the cluster. Here controllers instead ask the inventory for a
+// listing no older than they can tolerate; one ListInstances call serves every
+// controller and every node that asked while it ran. A cluster whose nodes are all
+// healthy and initialized asks for nothing but the periodic address refresh.
+package inventory

@@ -1,0 +1,315 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/cloud/inventory"
+)
+
+// plan is everything Run needs, resolved and validated from Options.
+type plan struct {
+	component  string
+	restConfig *rest.Config
+	provider   cloud.Provider
+	specs      []ControllerSpec
+	// owned run under the main lease; migrated only under the migration lease.
+	owned, migrated []string
+	leaderElect     bool
+	mainLease       LeaseConfig
+	migrationLease  *LeaseConfig
+	controllers     ControllerConfig
+	cloudCall       cloudCallConfig
+	stallTimeout    time.Duration
+	resync          time.Duration
+	registry        *prometheus.Registry
+	health          healthRegistrar
+}
+
+// healthRegistrar is the part of the serving endpoints the run loop feeds.
+type healthRegistrar interface {
+	AddReadyzCheck(name string, check func() error)
+}
+
+// runtime is one running manager: the shared clients, informers, events and cloud path
+// that every controller gets a view of.
+type runtime struct {
+	plan      *plan
+	log       logr.Logger
+	client    kubernetes.Interface
+	informers informers.SharedInformerFactory
+	events    record.EventBroadcaster
+	cloud     *instrumented.Cloud
+	inventory *inventory.Inventory // nil without batch listing
+
+	mu       sync.Mutex
+	progress map[string]*Progress
+}
+
+func newRuntime(p *plan, log logr.Logger) (*runtime, error) {
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(p.restConfig), p.component+"/shared-informers"))
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	ic, err := instrumented.New(p.provider, instrumented.Options{
+		Timeout:    p.cloudCall.timeout,
+		QPS:        p.cloudCall.qps,
+		Burst:      p.cloudCall.burst,
+		Registerer: p.registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting up the cloud call path: %w", err)
+	}
+	var inv *inventory.Inventory
+	// The inventory lists through the instrumented path like every other cloud call.
+	if lister, ok := ic.For("inventory").InstanceLister(); ok {
+		inv = inventory.New(lister)
+	}
+	return &runtime{
+		inventory: inv,
+		plan:      p,
+		log:       log,
+		client:    client,
+		informers: informers.NewSharedInformerFactory(client, p.resync),
+		events:    record.NewBroadcaster(record.WithContext(context.Background())),
+		cloud:     ic,
+		progress:  map[string]*Progress{},
+	}, nil
+}
+
+// run runs the manager until ctx is done or something fatal happens.
+func (r *runtime) run(ctx context.Context) error {
+	r.events.StartStructuredLogging(3)
+	r.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.client.CoreV1().Events("")})
+	defer r.events.Shutdown()
+
+	if r.inventory != nil {
+		// Listings happen only when a controller asks, so a follower costs nothing.
+		invCtx, stopInv := context.WithCancel(ctx)
+		defer stopInv()
+		go r.inventory.Run(invCtx)
+	}
+
+	if init, ok := r.plan.provider.(cloud.Initializer); ok {
+		if err := init.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component}); err != nil {
+			return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
+		}
+	}
+
+	if !r.plan.leaderElect {
+		r.log.Info("Leader election disabled: running every enabled controller")
+		return r.runControllers(ctx, slices.Concat(r.plan.owned, r.plan.migrated))
+	}
+
+	mainWatchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	r.plan.health.AddReadyzCheck("leader-election", func() error { return mainWatchdog.Check(nil) })
+	return withLease(ctx, r.log, r.client, r.plan.mainLease, mainWatchdog, leaderGauge(r.plan.registry, r.plan.mainLease),
+		func(ctx context.Context) error {
+			if r.plan.migrationLease == nil {
+				return r.runControllers(ctx, r.plan.owned)
+			}
+			return r.runWithMigration(ctx)
+		})
+}
+
+// runWithMigration runs the owned controllers under the main lease and, beside them,
+// campaigns for the migration lease that guards the migrated controllers. Whoever holds
+// the migration lease, this manager or a kube-controller-manager configured for the
+// same migration, is the only one running those controllers.
+func (r *runtime) runWithMigration(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if errs[0] = r.runControllers(ctx, r.plan.owned); errs[0] != nil {
+			cancel(errs[0])
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		ml := *r.plan.migrationLease
+		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		r.plan.health.AddReadyzCheck("leader-migration", func() error { return watchdog.Check(nil) })
+		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, watchdog, leaderGauge(r.plan.registry, ml),
+			func(ctx context.Context) error { return r.runControllers(ctx, r.plan.migrated) })
+		if errs[1] != nil {
+			cancel(errs[1])
+		}
+	}()
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runControllers builds the named controllers, starts the informers they registered and
+// runs them until ctx is done. A controller that fails stops the others: the manager
+// exits and restarts rather than serve half its duties while reporting healthy.
+func (r *runtime) runControllers(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return waitDone(ctx)
+	}
+	type built struct {
+		name string
+		c    Controller
+		p    *Progress
+	}
+	var run []built
+	for _, name := range names {
+		spec := r.spec(name)
+		cc, p, err := r.controllerContext(name)
+		if err != nil {
+			return err
+		}
+		c, err := spec.New(ctx, cc)
+		switch {
+		case errors.Is(err, ErrControllerDisabled):
+			r.log.Info("Controller not started", "controller", name, "reason", err.Error())
+			continue
+		case err != nil:
+			return fmt.Errorf("starting controller %s: %w", name, err)
+		}
+		run = append(run, built{name, c, p})
+	}
+
+	// Controllers registered their informers in New; start them all at once.
+	r.informers.Start(ctx.Done())
+	for typ, ok := range r.informers.WaitForCacheSync(ctx.Done()) {
+		if !ok && ctx.Err() == nil {
+			return fmt.Errorf("informer cache for %v did not sync", typ)
+		}
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, b := range run {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.log.Info("Starting controller", "controller", b.name)
+			b.p.Started()
+			err := b.c.Run(ctx)
+			b.p.Stopped(err)
+			if err != nil && ctx.Err() == nil {
+				r.log.Error(err, "Controller failed", "controller", b.name)
+				cancel(fmt.Errorf("controller %s: %w", b.name, err))
+				return
+			}
+			r.log.Info("Controller stopped", "controller", b.name)
+		}()
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+func (r *runtime) spec(name string) ControllerSpec {
+	i := slices.IndexFunc(r.plan.specs, func(s ControllerSpec) bool { return s.Name == name })
+	return r.plan.specs[i]
+}
+
+// controllerContext builds the view of the runtime one controller gets.
+func (r *runtime) controllerContext(name string) (*ControllerContext, *Progress, error) {
+	r.mu.Lock()
+	p, ok := r.progress[name]
+	if !ok {
+		p = NewProgress(name, r.plan.stallTimeout)
+		r.progress[name] = p
+		r.plan.health.AddReadyzCheck(name, p.Check)
+	}
+	r.mu.Unlock()
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(r.plan.restConfig), r.plan.component+"/"+name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the Kubernetes client for controller %s: %w", name, err)
+	}
+	return &ControllerContext{
+		Name:      name,
+		Client:    client,
+		Informers: r.informers,
+		Recorder:  r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name}),
+		Cloud:     r.cloud.For(name),
+		Inventory: r.inventoryOrNil(),
+		Config:    r.plan.controllers,
+		Metrics:   r.plan.registry,
+		Health:    p,
+		Logger:    r.log.WithName(name),
+	}, p, nil
+}
+
+func waitDone(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// leaderGauge returns a callback that publishes whether this instance holds lease.
+func leaderGauge(reg prometheus.Registerer, lease LeaseConfig) func(bool) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "nephele_leader",
+		Help:        "1 while this instance holds the lease, 0 otherwise.",
+		ConstLabels: prometheus.Labels{"lease": lease.String()},
+	})
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			g = are.ExistingCollector.(prometheus.Gauge)
+		}
+	}
+	return func(leading bool) {
+		if leading {
+			g.Set(1)
+		} else {
+			g.Set(0)
+		}
+	}
+}
+
+// clientBuilder hands providers clients that carry their own user agents.
+type clientBuilder struct {
+	config    *rest.Config
+	component string
+}
+
+func (b clientBuilder) Config(name string) (*rest.Config, error) {
+	return rest.AddUserAgent(rest.CopyConfig(b.config), b.component+"/"+name), nil
+}
+
+func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
+	c, _ := b.Config(name)
+	return kubernetes.NewForConfig(c)
+}
+
+// inventoryOrNil keeps a nil *inventory.Inventory from becoming a non-nil interface.
+func (r *runtime) inventoryOrNil() Inventory {
+	if r.inventory == nil {
+		return nil
+	}
+	return r.inventory
+}
+
+// cloudCallConfig configures the instrumented cloud call path.
+type cloudCallConfig struct {
+	timeout time.Duration
+	qps     float64
+	burst   int
+}
