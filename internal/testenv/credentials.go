@@ -1,0 +1,176 @@
+package testenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Identity of the admin user in the token file. Group system:masters bypasses RBAC, as
+// cluster-admin credentials do in a real cluster.
+const (
+	adminUser  = "nephele-admin"
+	adminGroup = "system:masters"
+)
+
+// serviceCIDR is the Service IP range; its first address is the kubernetes Service, which
+// the serving certificate names so in-cluster style clients verify too.
+const (
+	serviceCIDR      = "10.96.0.0/16"
+	kubernetesSvcIP  = "10.96.0.1"
+	serviceIssuer    = "https://kubernetes.default.svc"
+	certValidity     = 24 * time.Hour
+	serviceKeyBits   = 2048
+	kubeconfigName   = "kubeconfig"
+	kubeconfigTarget = "testenv"
+)
+
+// credentials are the files the control plane is started with, all in the env directory.
+type credentials struct {
+	token      string
+	tokenFile  string // --token-auth-file
+	saKey      string // RSA private key: apiserver signing key, KCM token signing
+	saPub      string // its public key: apiserver verification
+	caFile     string // CA that signed the serving certificate
+	caPEM      []byte
+	certFile   string // apiserver serving certificate and key
+	keyFile    string
+	kubeconfig string
+}
+
+// writeCredentials creates a random admin token, service account keys and a serving
+// certificate for 127.0.0.1, generated afresh for every env.
+func writeCredentials(dir string) (*credentials, error) {
+	c := &credentials{
+		tokenFile:  filepath.Join(dir, "tokens.csv"),
+		saKey:      filepath.Join(dir, "sa.key"),
+		saPub:      filepath.Join(dir, "sa.pub"),
+		caFile:     filepath.Join(dir, "ca.crt"),
+		certFile:   filepath.Join(dir, "apiserver.crt"),
+		keyFile:    filepath.Join(dir, "apiserver.key"),
+		kubeconfig: filepath.Join(dir, kubeconfigName),
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("generate admin token: %w", err)
+	}
+	c.token = hex.EncodeToString(raw)
+	line := fmt.Sprintf("%s,%s,%s,%q\n", c.token, adminUser, adminUser, adminGroup)
+	if err := os.WriteFile(c.tokenFile, []byte(line), 0o600); err != nil {
+		return nil, fmt.Errorf("write token file: %w", err)
+	}
+	if err := writeServiceAccountKeys(c.saKey, c.saPub); err != nil {
+		return nil, err
+	}
+	if err := c.writeServingCert(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func writeServiceAccountKeys(keyFile, pubFile string) error {
+	key, err := rsa.GenerateKey(rand.Reader, serviceKeyBits)
+	if err != nil {
+		return fmt.Errorf("generate service account key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return fmt.Errorf("encode service account public key: %w", err)
+	}
+	if err := writePEM(keyFile, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)); err != nil {
+		return err
+	}
+	return writePEM(pubFile, "PUBLIC KEY", pub)
+}
+
+// writeServingCert creates a CA and a serving certificate signed by it, so clients verify
+// the apiserver instead of skipping TLS verification.
+func (c *credentials) writeServingCert() error {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate CA key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "nephele-testenv-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("create CA certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("parse CA certificate: %w", err)
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate serving key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(kubernetesSvcIP)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("create serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encode serving key: %w", err)
+	}
+	c.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	if err := os.WriteFile(c.caFile, c.caPEM, 0o644); err != nil {
+		return fmt.Errorf("write CA certificate: %w", err)
+	}
+	if err := writePEM(c.certFile, "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writePEM(c.keyFile, "EC PRIVATE KEY", keyDER)
+}
+
+func writePEM(path, typ string, der []byte) error {
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeKubeconfig writes the admin kubeconfig every component and test client uses.
+func (c *credentials) writeKubeconfig(server string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[kubeconfigTarget] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.caPEM}
+	cfg.AuthInfos[kubeconfigTarget] = &clientcmdapi.AuthInfo{Token: c.token}
+	cfg.Contexts[kubeconfigTarget] = &clientcmdapi.Context{Cluster: kubeconfigTarget, AuthInfo: kubeconfigTarget}
+	cfg.CurrentContext = kubeconfigTarget
+	if err := clientcmd.WriteToFile(*cfg, c.kubeconfig); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,471 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// startTimeout bounds Start when the caller's context has no earlier deadline. A cold
+// kube-apiserver on a busy two-core machine needs well under a minute.
+const startTimeout = 2 * time.Minute
+
+// Options selects the components started beside etcd and kube-apiserver.
+type Options struct {
+	// ControllerManager starts a kube-controller-manager with ControllerManagerArgs.
+	ControllerManager bool
+	// ControllerManagerArgs are appended to the defaults of StartControllerManager; a
+	// flag given here overrides the default of the same name.
+	ControllerManagerArgs []string
+	// Scheduler starts a kube-scheduler.
+	Scheduler bool
+	// Kwok starts kwok managing every Node, so Nodes turn Ready and keep heartbeating.
+	Kwok bool
+}
+
+// Env is a running control plane. Its exported fields are set by Start and must not be
+// changed.
+type Env struct {
+	// Dir holds the credentials, the etcd data and one log file per process.
+	Dir string
+	// Kubeconfig is the path of a kubeconfig file for the admin identity.
+	Kubeconfig string
+	// Token is the admin bearer token; its user is in group system:masters.
+	Token string
+	// APIServerURL is the https URL of kube-apiserver.
+	APIServerURL string
+	// Config is a client configuration for the admin identity.
+	Config *rest.Config
+	// Client is a clientset for the admin identity.
+	Client kubernetes.Interface
+
+	// ControllerManager, Scheduler and Kwok are the processes Start ran for Options, or
+	// nil when not requested.
+	ControllerManager *Process
+	Scheduler         *Process
+	Kwok              *Process
+
+	binDir string
+	creds  *credentials
+
+	mu      sync.Mutex
+	procs   []*Process     // in start order; stopped in reverse, so etcd goes last
+	counts  map[string]int // per component, to give each start its own log file
+	stopped bool
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts etcd and kube-apiserver, then the components opts asks for, and returns
+// once the apiserver is ready and its RBAC bootstrap is done. ctx bounds startup only: the
+// processes run until Stop. On error nothing is left running; the env directory is kept
+// and named in the error so the logs can be read.
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	binDir, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(binDir, opts); err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	dir, err := os.MkdirTemp("", "nephele-testenv-")
+	if err != nil {
+		return nil, fmt.Errorf("create env directory: %w", err)
+	}
+	e := &Env{Dir: dir, binDir: binDir, counts: map[string]int{}}
+	if err := e.start(ctx, opts); err != nil {
+		if stopErr := e.StopKeepingLogs(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, fmt.Errorf("start control plane (logs in %s): %w", dir, err)
+	}
+	return e, nil
+}
+
+func (e *Env) start(ctx context.Context, opts Options) error {
+	creds, err := writeCredentials(e.Dir)
+	if err != nil {
+		return err
+	}
+	e.creds = creds
+	e.Token = creds.token
+	e.Kubeconfig = creds.kubeconfig
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	etcd, err := e.run(etcdBinary, []string{
+		"--name", "testenv",
+		"--data-dir", filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls", etcdURL,
+		"--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL,
+		"--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "testenv=" + peerURL,
+		// Durability is worthless for a throwaway store and fsync is slow on busy disks.
+		"--unsafe-no-fsync",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, etcd, etcdURL+"/health"); err != nil {
+		return err
+	}
+
+	e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	if err := creds.writeKubeconfig(e.APIServerURL); err != nil {
+		return err
+	}
+	apiserver, err := e.run(apiserverBinary, []string{
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1",
+		"--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(ports[2]),
+		"--tls-cert-file", creds.certFile,
+		"--tls-private-key-file", creds.keyFile,
+		"--cert-dir", filepath.Join(e.Dir, "apiserver-certs"),
+		"--token-auth-file", creds.tokenFile,
+		"--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", serviceIssuer,
+		"--service-account-key-file", creds.saPub,
+		"--service-account-signing-key-file", creds.saKey,
+		"--service-cluster-ip-range", serviceCIDR,
+		"--allow-privileged=true",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	e.Config = &rest.Config{
+		Host:            e.APIServerURL,
+		BearerToken:     creds.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: creds.caPEM},
+		// Tests create objects in bursts; client-side throttling only slows them down.
+		QPS:   100,
+		Burst: 200,
+	}
+	client, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	e.Client = client
+	if err := e.waitReady(ctx, apiserver); err != nil {
+		return err
+	}
+
+	if opts.ControllerManager {
+		if e.ControllerManager, err = e.StartControllerManager(ctx, opts.ControllerManagerArgs...); err != nil {
+			return err
+		}
+	}
+	if opts.Scheduler {
+		if e.Scheduler, err = e.StartScheduler(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.Kwok {
+		if e.Kwok, err = e.StartKwok(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitReady waits for /readyz, then for what tests touch first: the default namespace
+// and the RBAC bootstrap policy, here the system:kube-controller-manager ClusterRole.
+func (e *Env) waitReady(ctx context.Context, apiserver *Process) error {
+	err := poll(ctx, apiserver, "kube-apiserver /readyz", func(ctx context.Context) error {
+		_, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = poll(ctx, apiserver, "namespace default", func(ctx context.Context) error {
+		_, err := e.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return poll(ctx, apiserver, "ClusterRole system:kube-controller-manager", func(ctx context.Context) error {
+		_, err := e.Client.RbacV1().ClusterRoles().Get(ctx, "system:kube-controller-manager", metav1.GetOptions{})
+		return err
+	})
+}
+
+// StartControllerManager starts a kube-controller-manager with an external cloud provider
+// (so it runs no cloud controllers), the service account signing key, no serving port and,
+// unless args say otherwise, no leader election. args are appended after the defaults and
+// override them, e.g. "--leader-elect=true", "--controllers=*,-nodeipam" or
+// "--enable-leader-migration", "--leader-migration-config=FILE". It returns once the
+// process runs; it has no serving port to probe, so wait on its effects, such as its Lease.
+// Each call starts a new process with its own log file.
+func (e *Env) StartControllerManager(ctx context.Context, args ...string) (*Process, error) {
+	defaults := []string{
+		"--kubeconfig", e.Kubeconfig,
+		"--authentication-kubeconfig", e.Kubeconfig,
+		"--authorization-kubeconfig", e.Kubeconfig,
+		"--cloud-provider=external",
+		"--service-account-private-key-file", e.creds.saKey,
+		"--root-ca-file", e.creds.caFile,
+		"--secure-port=0",
+		"--leader-elect=false",
+	}
+	return e.startComponent(ctx, controllerManagerBinary, append(defaults, args...))
+}
+
+// StartScheduler starts a kube-scheduler without leader election or serving port; args
+// are appended after the defaults and override them. It returns once the process runs.
+func (e *Env) StartScheduler(ctx context.Context, args ...string) (*Process, error) {
+	defaults := []string{
+		"--kubeconfig", e.Kubeconfig,
+		"--authentication-kubeconfig", e.Kubeconfig,
+		"--authorization-kubeconfig", e.Kubeconfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+	}
+	return e.startComponent(ctx, schedulerBinary, append(defaults, args...))
+}
+
+// StartKwok starts kwok managing all Nodes with every stage file in bin/kwok-stages, so
+// Nodes turn Ready and heartbeat and Pods bound to them run. args are appended after the
+// defaults. It returns once kwok's health endpoint answers.
+func (e *Env) StartKwok(ctx context.Context, args ...string) (*Process, error) {
+	if _, err := binary(e.binDir, kwokBinary); err != nil {
+		return nil, err
+	}
+	stages, err := kwokStages(e.binDir)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	defaults := []string{
+		"--kubeconfig", e.Kubeconfig,
+		"--manage-all-nodes=true",
+		"--server-address", addr,
+	}
+	for _, s := range stages {
+		defaults = append(defaults, "--config", s)
+	}
+	ctx, cancel := e.startContext(ctx)
+	defer cancel()
+	// kwok reads ~/.kwok/kwok.yaml when present; a HOME of its own keeps the user's out.
+	home := filepath.Join(e.Dir, "kwok-home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, fmt.Errorf("start kwok: %w", err)
+	}
+	p, err := e.run(kwokBinary, append(defaults, args...), []string{"HOME=" + home})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, p, "http://"+addr+"/healthz"); err != nil {
+		return nil, errors.Join(err, p.Stop())
+	}
+	return p, nil
+}
+
+// startComponent runs a component that has nothing to probe, and catches the common case
+// of it failing at once on a bad flag.
+func (e *Env) startComponent(ctx context.Context, name string, args []string) (*Process, error) {
+	p, err := e.run(name, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	settle := time.NewTimer(500 * time.Millisecond)
+	defer settle.Stop()
+	select {
+	case <-p.Done():
+		return nil, p.exitedError()
+	case <-ctx.Done():
+		return nil, errors.Join(fmt.Errorf("start %s: %w", name, context.Cause(ctx)), p.Stop())
+	case <-settle.C:
+		return p, nil
+	}
+}
+
+// startContext applies the default startup bound to a context without a deadline.
+func (e *Env) startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, startTimeout)
+}
+
+// run starts a binary from the bin directory, logging to its own file in Dir, and
+// registers it so Stop ends it. extraEnv is added to the test's environment.
+func (e *Env) run(name string, args, extraEnv []string) (*Process, error) {
+	path, err := binary(e.binDir, name)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return nil, fmt.Errorf("start %s: env is stopped", name)
+	}
+	e.counts[name]++
+	logName := name + ".log"
+	if n := e.counts[name]; n > 1 {
+		logName = fmt.Sprintf("%s-%d.log", name, n)
+	}
+	p, err := startProcess(name, path, args, filepath.Join(e.Dir, logName), append(os.Environ(), extraEnv...))
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, p)
+	return p, nil
+}
+
+// ServiceAccountKey returns the path of the RSA private key service account tokens are
+// signed with, for components that issue tokens themselves.
+func (e *Env) ServiceAccountKey() string { return e.creds.saKey }
+
+// CAFile returns the path of the CA certificate that signed the apiserver's certificate.
+func (e *Env) CAFile() string { return e.creds.caFile }
+
+// Stop stops every process the env started, latest first and etcd last, then removes Dir.
+// It is safe to call more than once, also after a failed Start.
+func (e *Env) Stop() error {
+	err := e.StopKeepingLogs()
+	if rmErr := os.RemoveAll(e.Dir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove env directory: %w", rmErr))
+	}
+	return err
+}
+
+// StopKeepingLogs stops every process like Stop but leaves Dir and its logs in place, for
+// when a test failed.
+func (e *Env) StopKeepingLogs() error {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		e.stopped = true
+		procs := e.procs
+		e.mu.Unlock()
+		var errs []error
+		for i := len(procs) - 1; i >= 0; i-- {
+			errs = append(errs, procs[i].Stop())
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// Logs returns the paths of the log files of every process started so far.
+func (e *Env) Logs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	paths := make([]string, 0, len(e.procs))
+	for _, p := range e.procs {
+		paths = append(paths, p.logPath)
+	}
+	return paths
+}
+
+// New starts an env for one test (see Start) and stops it when the test ends. If the test
+// failed, Dir is kept, its path logged together with the end of every log file; otherwise
+// Dir is removed.
+func New(t testing.TB, opts Options) *Env {
+	t.Helper()
+	e, err := Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			if err := e.Stop(); err != nil {
+				t.Errorf("testenv: stop: %v", err)
+			}
+			return
+		}
+		err := e.StopKeepingLogs()
+		for _, path := range e.Logs() {
+			t.Logf("testenv: end of %s:\n%s", path, indent(logTail(path, 30)))
+		}
+		t.Logf("testenv: control plane directory kept: %s", e.Dir)
+		if err != nil {
+			t.Errorf("testenv: stop: %v", err)
+		}
+	})
+	return e
+}
+
+// freePorts returns n distinct ports that were free a moment ago. All listeners stay
+// open until every port is chosen, so the n ports differ.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitHTTP waits until url answers 200 OK.
+func waitHTTP(ctx context.Context, p *Process, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return poll(ctx, p, url, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// poll calls check until it succeeds, failing early with the process's log when it exits
+// and with the last check error when ctx ends.
+func poll(ctx context.Context, p *Process, what string, check func(context.Context) error) error {
+	const interval = 200 * time.Millisecond
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("waiting for %s: %w", what, p.exitedError())
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, context.Cause(ctx), err)
+		case <-tick.C:
+		}
+	}
+}
