@@ -44,3 +44,31 @@ $(BIN)/kwok-stages/.stamp: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	     "$$dir"/kustomize/stage/pod/fast/pod-delete.yaml $(BIN)/kwok-stages/
 	chmod u+w $(BIN)/kwok-stages/*.yaml
 	touch $@
+
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: build
+build: ## build nephele's binaries into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: fmt-check
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet:
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: fmt-check vet ## gofmt check, go vet and staticcheck
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# Integration tests run against the real control plane from bin/, so tools come first.
+.PHONY: test
+test: tools fmt-check vet ## build tools, then gofmt check, go vet and all tests with -race (integration included)
+	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
+
+.PHONY: clean
+clean: ## remove bin/
+	rm -rf $(BIN)

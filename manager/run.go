@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/instrumented"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/manager/serving"
 )
 
 // plan is everything Run needs, resolved and validated from Options.
@@ -40,12 +42,8 @@ type plan struct {
 	stallTimeout    time.Duration
 	resync          time.Duration
 	registry        *prometheus.Registry
-	health          healthRegistrar
-}
-
-// healthRegistrar is the part of the serving endpoints the run loop feeds.
-type healthRegistrar interface {
-	AddReadyzCheck(name string, check func() error)
+	// server serves health and metrics; nil when --secure-port is 0.
+	server *serving.Server
 }
 
 // runtime is one running manager: the shared clients, informers, events and cloud path
@@ -119,7 +117,7 @@ func (r *runtime) run(ctx context.Context) error {
 	}
 
 	mainWatchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	r.plan.health.AddReadyzCheck("leader-election", func() error { return mainWatchdog.Check(nil) })
+	r.addReadyz("leader-election", func() error { return mainWatchdog.Check(nil) })
 	return withLease(ctx, r.log, r.client, r.plan.mainLease, mainWatchdog, leaderGauge(r.plan.registry, r.plan.mainLease),
 		func(ctx context.Context) error {
 			if r.plan.migrationLease == nil {
@@ -149,7 +147,7 @@ func (r *runtime) runWithMigration(ctx context.Context) error {
 		defer wg.Done()
 		ml := *r.plan.migrationLease
 		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		r.plan.health.AddReadyzCheck("leader-migration", func() error { return watchdog.Check(nil) })
+		r.addReadyz("leader-migration", func() error { return watchdog.Check(nil) })
 		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, watchdog, leaderGauge(r.plan.registry, ml),
 			func(ctx context.Context) error { return r.runControllers(ctx, r.plan.migrated) })
 		if errs[1] != nil {
@@ -236,7 +234,7 @@ func (r *runtime) controllerContext(name string) (*ControllerContext, *Progress,
 	if !ok {
 		p = NewProgress(name, r.plan.stallTimeout)
 		r.progress[name] = p
-		r.plan.health.AddReadyzCheck(name, p.Check)
+		r.addReadyz(name, p.Check)
 	}
 	r.mu.Unlock()
 	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(r.plan.restConfig), r.plan.component+"/"+name))
@@ -312,4 +310,15 @@ type cloudCallConfig struct {
 	timeout time.Duration
 	qps     float64
 	burst   int
+}
+
+// addReadyz publishes a readiness check when serving is on.
+func (r *runtime) addReadyz(name string, check func() error) {
+	if r.plan.server == nil {
+		return
+	}
+	err := r.plan.server.AddReadyzChecks(serving.Check{Name: name, Fn: func(*http.Request) error { return check() }})
+	if err != nil {
+		r.log.Error(err, "Registering readiness check", "check", name)
+	}
 }
