@@ -1,0 +1,540 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultConcurrentRouteSyncs = 10
+	DefaultReconcilePeriod      = 5 * time.Minute
+	DefaultRetryBaseDelay       = time.Second
+	DefaultRetryMaxDelay        = 5 * time.Minute
+	DefaultErrorRelistInterval  = 10 * time.Second
+)
+
+// Config holds the controller's dependencies and settings.
+type Config struct {
+	// Client writes Node status conditions. Required.
+	Client kubernetes.Interface
+	// Informers is the shared informer factory; the controller registers its Node
+	// informer in New and the owner starts the factory. Required.
+	Informers informers.SharedInformerFactory
+	// Routes is the cloud's route capability. Required.
+	Routes cloud.Routes
+	// Recorder records Events on Nodes. Required.
+	Recorder record.EventRecorder
+	// Logger is the controller's logger; the zero value discards.
+	Logger logr.Logger
+	// Metrics is where metrics are registered; nil keeps them unregistered.
+	Metrics prometheus.Registerer
+	// Health receives progress reports for /readyz; nil when nobody watches.
+	Health *manager.Progress
+
+	// ClusterName is --cluster-name; it scopes the cloud calls and prefixes name hints.
+	ClusterName string
+	// ClusterCIDRs are the --cluster-cidr values, at least one. Only routes inside them
+	// are created or deleted.
+	ClusterCIDRs []string
+	// ConcurrentRouteSyncs bounds the nodes synced, and so the route creates and deletes
+	// in flight, at once. Zero means DefaultConcurrentRouteSyncs.
+	ConcurrentRouteSyncs int
+	// ReconcilePeriod is how often all routes are listed and every node checked
+	// (--route-reconciliation-period). Zero means DefaultReconcilePeriod.
+	ReconcilePeriod time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the per-node exponential retry backoff.
+	// Zero means DefaultRetryBaseDelay and DefaultRetryMaxDelay.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// ErrorRelistInterval is the least time between listings caused by cloud errors;
+	// between them the cached listing is used, which is safe because creates and
+	// deletes are idempotent. Zero means DefaultErrorRelistInterval.
+	ErrorRelistInterval time.Duration
+}
+
+// Controller is the node-route-controller. Create it with New and run it with Run.
+type Controller struct {
+	client       kubernetes.Interface
+	routes       cloud.Routes
+	nodes        corelisters.NodeLister
+	nodesSynced  cache.InformerSynced
+	recorder     record.EventRecorder
+	log          logr.Logger
+	health       *manager.Progress
+	metrics      *metrics
+	clusterName  string
+	clusterCIDRs []netip.Prefix
+	workers      int
+	period       time.Duration
+	retryBase    time.Duration
+	errorRelist  time.Duration
+	now          func() time.Time
+
+	queue   workqueue.TypedRateLimitingInterface[string]
+	table   *table
+	planner *planner
+	gate    retryGate
+}
+
+// New builds the controller and registers its Node event handlers. It returns an error
+// naming the problem when a required dependency is missing or a cluster CIDR is invalid.
+func New(cfg Config) (*Controller, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("route controller: Config.Client is nil")
+	case cfg.Informers == nil:
+		return nil, errors.New("route controller: Config.Informers is nil")
+	case cfg.Routes == nil:
+		return nil, errors.New("route controller: Config.Routes is nil")
+	case cfg.Recorder == nil:
+		return nil, errors.New("route controller: Config.Recorder is nil")
+	}
+	cidrs, err := parseClusterCIDRs(cfg.ClusterCIDRs)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		client:       cfg.Client,
+		routes:       cfg.Routes,
+		recorder:     cfg.Recorder,
+		log:          cfg.Logger,
+		health:       cfg.Health,
+		metrics:      m,
+		clusterName:  cfg.ClusterName,
+		clusterCIDRs: cidrs,
+		workers:      orDefault(cfg.ConcurrentRouteSyncs, DefaultConcurrentRouteSyncs),
+		period:       orDefault(cfg.ReconcilePeriod, DefaultReconcilePeriod),
+		retryBase:    orDefault(cfg.RetryBaseDelay, DefaultRetryBaseDelay),
+		errorRelist:  orDefault(cfg.ErrorRelistInterval, DefaultErrorRelistInterval),
+		now:          time.Now,
+	}
+	retryMax := max(orDefault(cfg.RetryMaxDelay, DefaultRetryMaxDelay), c.retryBase)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.retryBase, retryMax),
+			// An overall bound keeps a cloud-wide failure from turning into a retry storm.
+			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 200)},
+		),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: manager.NodeRouteController},
+	)
+	c.table = newTable(cidrs, c.listRoutes, c.now, func(n int) { m.managed.Set(float64(n)) })
+
+	nodeInformer := cfg.Informers.Core().V1().Nodes()
+	c.nodes = nodeInformer.Lister()
+	c.planner = &planner{clusterName: c.clusterName, clusterCIDRs: cidrs, lookup: c.lookupNode}
+	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onAdd,
+		UpdateFunc: c.onUpdate,
+		DeleteFunc: c.onDelete,
+	})
+	if err != nil {
+		c.queue.ShutDown()
+		return nil, fmt.Errorf("route controller: registering node event handlers: %w", err)
+	}
+	c.nodesSynced = reg.HasSynced
+	return c, nil
+}
+
+func parseClusterCIDRs(in []string) ([]netip.Prefix, error) {
+	if len(in) == 0 {
+		return nil, errors.New("route controller: no cluster CIDR: set --cluster-cidr, or --configure-cloud-routes=false")
+	}
+	out := make([]netip.Prefix, 0, len(in))
+	for _, s := range in {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("route controller: cluster CIDR %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func (c *Controller) onAdd(obj any) {
+	if node, ok := obj.(*corev1.Node); ok {
+		c.queue.Add(node.Name)
+	}
+}
+
+// onUpdate reacts only to what changes a node's routes. Periodic resyncs and status
+// heartbeats are left to the drift check, which costs one listing for all nodes.
+func (c *Controller) onUpdate(oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*corev1.Node)
+	newNode, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldNode.UID != newNode.UID || oldNode.Spec.PodCIDR != newNode.Spec.PodCIDR ||
+		!slices.Equal(oldNode.Spec.PodCIDRs, newNode.Spec.PodCIDRs) {
+		c.queue.Add(newNode.Name)
+	}
+}
+
+func (c *Controller) onDelete(obj any) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		c.queue.Add(o.Name)
+	case cache.DeletedFinalStateUnknown:
+		if node, ok := o.Obj.(*corev1.Node); ok {
+			c.queue.Add(node.Name)
+		} else if _, name, err := cache.SplitMetaNamespaceKey(o.Key); err == nil && name != "" {
+			c.queue.Add(name)
+		}
+	}
+}
+
+// Run runs the controller until ctx is done. It must be called once.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	log := c.log.WithValues("clusterCIDRs", c.clusterCIDRs)
+	log.Info("Starting route controller", "workers", c.workers, "reconcilePeriod", c.period)
+	defer log.Info("Stopped route controller")
+	if c.health != nil {
+		c.health.SetPending(c.queue.Len)
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
+		return fmt.Errorf("route controller: node cache did not sync: %w", context.Cause(ctx))
+	}
+
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			for c.processNextItem(ctx) {
+			}
+		})
+	}
+	start := c.now()
+	wg.Go(func() { c.driftLoop(ctx, start) })
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) processNextItem(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.syncNode(ctx, key)
+	if c.health != nil {
+		c.health.Progressed()
+	}
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case ctx.Err() != nil:
+		// Stopping: the next leader picks the node up.
+	case isPermanent(err):
+		c.log.Error(err, "Not retrying node routes until the node changes", "node", key)
+		c.queue.Forget(key)
+	default:
+		c.log.Error(err, "Syncing node routes failed, will retry", "node", key)
+		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+// isPermanent reports whether every error in err cannot go away by retrying: only
+// ErrInvalid from the cloud, which says the node asks for something the provider cannot do.
+func isPermanent(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !isPermanent(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return cloud.IsInvalid(err) && !cloud.IsThrottled(err)
+}
+
+// driftLoop checks every node against a fresh listing now and then every period,
+// retrying a failed check with backoff (bounded by the period).
+func (c *Controller) driftLoop(ctx context.Context, start time.Time) {
+	after, failures := start, 0
+	for {
+		next := c.period
+		if err := c.reconcileAll(ctx, after); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			next = min(c.period, c.retryBase<<min(failures-1, 16))
+			c.log.Error(err, "Route drift check failed", "retryIn", next)
+		} else {
+			failures = 0
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		after = c.now()
+	}
+}
+
+// reconcileAll lists the routes once (or joins a listing that started after after) and
+// queues every node whose routes or condition are not as they should be, and every
+// target of a route whose node is gone. Nodes that are fine cost no work item.
+func (c *Controller) reconcileAll(ctx context.Context, after time.Time) error {
+	if err := c.table.refresh(ctx, after); err != nil {
+		c.metrics.drift.WithLabelValues("error").Inc()
+		return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)
+	}
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		c.metrics.drift.WithLabelValues("error").Inc()
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	keys := c.driftKeys(nodes)
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
+	c.metrics.drift.WithLabelValues("success").Inc()
+	c.log.V(2).Info("Route drift check done", "nodes", len(nodes), "queued", len(keys))
+	return nil
+}
+
+// driftKeys returns the keys of the nodes that need work and of the targets of routes
+// whose node is gone (orphanKey for routes without a target).
+func (c *Controller) driftKeys(nodes []*corev1.Node) []string {
+	var keys []string
+	seen := make(map[string]struct{}, len(nodes))
+	c.table.view(func(idx *routeIndex) {
+		for _, node := range nodes {
+			seen[node.Name] = struct{}{}
+			p := c.planner.plan(node.Name, node, idx)
+			if !p.empty() {
+				keys = append(keys, node.Name)
+				continue
+			}
+			if cond, ok := p.wantCondition(false); ok && !conditionHolds(node, cond) {
+				keys = append(keys, node.Name)
+			}
+		}
+		for target := range idx.byNode {
+			if _, ok := seen[target]; !ok {
+				keys = append(keys, target)
+			}
+		}
+	})
+	return keys
+}
+
+func (c *Controller) lookupNode(name string) *corev1.Node {
+	if name == orphanKey {
+		return nil
+	}
+	node, err := c.nodes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return node
+}
+
+// syncNode brings the routes of the node named key (or the orphan routes) in line with
+// the node, then sets its NetworkUnavailable condition.
+func (c *Controller) syncNode(ctx context.Context, key string) error {
+	if after, need := c.table.needsListing(c.errorRelist); need {
+		if err := c.table.refresh(ctx, after); err != nil {
+			return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)
+		}
+	}
+	var node *corev1.Node
+	if key != orphanKey {
+		n, err := c.nodes.Get(key)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("getting node %q: %w", key, err)
+		default:
+			node = n
+		}
+	}
+
+	p, unlisted := c.planNode(key, node)
+	if unlisted {
+		// A route to delete was created by this controller and never listed, so its
+		// cloud name is unknown: list once more and plan again.
+		if err := c.table.refresh(ctx, c.now()); err != nil {
+			return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)
+		}
+		p, _ = c.planNode(key, node)
+	}
+
+	errs := c.apply(ctx, key, node, &p)
+	createFailed := false
+	for _, e := range errs {
+		var ce *createError
+		if errors.As(e, &ce) {
+			createFailed = true
+		}
+	}
+	if node != nil {
+		if err := c.updateCondition(ctx, node, &p, createFailed); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// planNode plans key's routes and reports whether a delete names an unlisted route.
+func (c *Controller) planNode(key string, node *corev1.Node) (p nodePlan, unlisted bool) {
+	c.table.view(func(idx *routeIndex) {
+		p = c.planner.plan(key, node, idx)
+		for _, r := range p.deletes {
+			if _, ok := idx.unlisted[r]; ok {
+				unlisted = true
+			}
+		}
+	})
+	return p, unlisted
+}
+
+// createError marks a failed route creation.
+type createError struct{ err error }
+
+func (e *createError) Error() string { return e.err.Error() }
+func (e *createError) Unwrap() error { return e.err }
+
+// apply runs the plan's deletes, then its creates. A create whose CIDR still has a
+// route that could not be deleted is not attempted: the cloud would refuse it.
+func (c *Controller) apply(ctx context.Context, key string, node *corev1.Node, p *nodePlan) []error {
+	var errs []error
+	var blocked []netip.Prefix
+	for _, r := range p.deletes {
+		c.log.Info("Deleting route", "node", r.TargetNode, "cidr", r.DestinationCIDR, "name", r.Name, "blackhole", r.Blackhole)
+		err := c.cloudCall(ctx, opDelete, func(ctx context.Context) error {
+			return c.routes.DeleteRoute(ctx, c.clusterName, r)
+		})
+		if err != nil {
+			err = fmt.Errorf("deleting route %q (%s to node %q): %w", r.Name, r.DestinationCIDR, r.TargetNode, err)
+			errs = append(errs, err)
+			blocked = append(blocked, r.DestinationCIDR.Masked())
+			if node != nil && ctx.Err() == nil {
+				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToDeleteRoute, "Could not delete route %s: %v", r.DestinationCIDR, err)
+			}
+			continue
+		}
+		c.table.deleted(r)
+	}
+	for _, cr := range p.creates {
+		if slices.Contains(blocked, cr.route.DestinationCIDR) {
+			errs = append(errs, &createError{fmt.Errorf("not creating route %s for node %q: an old route for it could not be deleted", cr.route.DestinationCIDR, key)})
+			continue
+		}
+		c.log.Info("Creating route", "node", key, "cidr", cr.route.DestinationCIDR, "nameHint", cr.hint)
+		err := c.cloudCall(ctx, opCreate, func(ctx context.Context) error {
+			return c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route)
+		})
+		if err != nil {
+			err = fmt.Errorf("creating route %s (hint %q) for node %q: %w", cr.route.DestinationCIDR, cr.hint, key, err)
+			errs = append(errs, &createError{err})
+			if ctx.Err() == nil {
+				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToCreateRoute, "Could not create route %s for node %s: %v", cr.route.DestinationCIDR, key, err)
+			}
+			continue
+		}
+		c.table.created(cloud.Route{Name: cr.hint, TargetNode: key, DestinationCIDR: cr.route.DestinationCIDR})
+	}
+	return errs
+}
+
+// cloudCall runs one cloud call: it waits out a Retry-After the cloud asked for, counts
+// the result, marks the route table for relisting after an error, and keeps the
+// Retry-After of a throttled answer for every later call.
+func (c *Controller) cloudCall(ctx context.Context, op string, call func(context.Context) error) error {
+	if err := c.gate.wait(ctx, c.now); err != nil {
+		return err
+	}
+	err := call(ctx)
+	c.metrics.observe(op, err)
+	if err == nil {
+		return nil
+	}
+	if d, ok := cloud.RetryAfter(err); ok {
+		c.gate.hold(c.now().Add(d))
+	}
+	if op != opList && ctx.Err() == nil {
+		c.table.markDirty()
+	}
+	return err
+}
+
+func (c *Controller) listRoutes(ctx context.Context) ([]cloud.Route, error) {
+	var routes []cloud.Route
+	err := c.cloudCall(ctx, opList, func(ctx context.Context) error {
+		var err error
+		routes, err = c.routes.ListRoutes(ctx, c.clusterName)
+		return err
+	})
+	return routes, err
+}
+
+// retryGate holds every cloud call until the time a throttled answer asked for.
+type retryGate struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (g *retryGate) hold(until time.Time) {
+	g.mu.Lock()
+	if until.After(g.until) {
+		g.until = until
+	}
+	g.mu.Unlock()
+}
+
+func (g *retryGate) wait(ctx context.Context, now func() time.Time) error {
+	g.mu.Lock()
+	d := g.until.Sub(now())
+	g.mu.Unlock()
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
