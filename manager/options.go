@@ -1,0 +1,652 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nephele-dev/nephele/manager/migration"
+)
+
+// leaderMigrationComponent is the component name a LeaderMigrationConfiguration uses
+// for a cloud-controller-manager; upstream's CCM uses the same.
+const leaderMigrationComponent = "cloud-controller-manager"
+
+// Content types the apiserver client may use.
+const (
+	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	contentTypeJSON     = "application/json"
+)
+
+// Options holds every command-line setting of a cloud-controller-manager. Flag names,
+// meanings and defaults are upstream's; settings nephele adds or whose defaults it
+// changes say so in their help text.
+//
+// Validate checks the settings, reads the files they name and fills in the fields
+// under "Results of Validate"; the manager reads those, never the files again.
+type Options struct {
+	// CloudProvider is --cloud-provider, the provider's registered name.
+	CloudProvider string
+	// CloudConfigFile is --cloud-config, the provider's configuration file.
+	CloudConfigFile string
+
+	// Kubeconfig is --kubeconfig; empty means in-cluster configuration.
+	Kubeconfig string
+	// Master is --master, overriding the kubeconfig's server.
+	Master string
+	// KubeAPIQPS is --kube-api-qps.
+	KubeAPIQPS float32
+	// KubeAPIBurst is --kube-api-burst.
+	KubeAPIBurst int
+	// KubeAPIContentType is --kube-api-content-type.
+	KubeAPIContentType string
+	// UseServiceAccountCredentials is --use-service-account-credentials: each
+	// controller talks to the apiserver with its own service account's token.
+	UseServiceAccountCredentials bool
+	// MinResyncPeriod is --min-resync-period.
+	MinResyncPeriod time.Duration
+
+	// Controllers is --controllers, resolved by SelectControllers.
+	Controllers []string
+	// ControllerStartInterval is --controller-start-interval.
+	ControllerStartInterval time.Duration
+	// ClusterName is --cluster-name.
+	ClusterName string
+	// ClusterCIDR is --cluster-cidr as given: up to one IPv4 and one IPv6 CIDR,
+	// comma-separated.
+	ClusterCIDR string
+	// AllocateNodeCIDRs is --allocate-node-cidrs, accepted for compatibility only.
+	AllocateNodeCIDRs bool
+	// ConfigureCloudRoutes is --configure-cloud-routes.
+	ConfigureCloudRoutes bool
+	// NodeMonitorPeriod is --node-monitor-period.
+	NodeMonitorPeriod time.Duration
+	// NodeStatusUpdateFrequency is --node-status-update-frequency.
+	NodeStatusUpdateFrequency time.Duration
+	// RouteReconciliationPeriod is --route-reconciliation-period.
+	RouteReconciliationPeriod time.Duration
+	// ConcurrentServiceSyncs is --concurrent-service-syncs.
+	ConcurrentServiceSyncs int
+	// ConcurrentNodeSyncs is --concurrent-node-syncs.
+	ConcurrentNodeSyncs int
+	// ConcurrentRouteSyncs is --concurrent-route-syncs.
+	ConcurrentRouteSyncs int
+	// NodeDeletionGracePeriod is --node-deletion-grace-period.
+	NodeDeletionGracePeriod time.Duration
+	// NodeDeletionSafeModeThreshold is --node-deletion-safe-mode-threshold.
+	NodeDeletionSafeModeThreshold float64
+	// NodeBatchWindow is --node-batch-window.
+	NodeBatchWindow time.Duration
+	// LoadBalancerClass is --load-balancer-class.
+	LoadBalancerClass string
+	// HealthzStallTimeout is --healthz-stall-timeout, the stall limit of each
+	// controller's Progress.
+	HealthzStallTimeout time.Duration
+
+	// CloudCallTimeout is --cloud-call-timeout.
+	CloudCallTimeout time.Duration
+	// CloudQPS is --cloud-qps; 0 means no client-side limit.
+	CloudQPS float64
+	// CloudBurst is --cloud-burst, used when CloudQPS > 0.
+	CloudBurst int
+
+	// LeaderElect is --leader-elect.
+	LeaderElect bool
+	// LeaderElectLeaseDuration is --leader-elect-lease-duration.
+	LeaderElectLeaseDuration time.Duration
+	// LeaderElectRenewDeadline is --leader-elect-renew-deadline.
+	LeaderElectRenewDeadline time.Duration
+	// LeaderElectRetryPeriod is --leader-elect-retry-period.
+	LeaderElectRetryPeriod time.Duration
+	// LeaderElectResourceLock is --leader-elect-resource-lock; only "leases".
+	LeaderElectResourceLock string
+	// LeaderElectResourceName is --leader-elect-resource-name, the main Lease's name.
+	LeaderElectResourceName string
+	// LeaderElectResourceNamespace is --leader-elect-resource-namespace, the namespace
+	// of the main and the migration Lease.
+	LeaderElectResourceNamespace string
+	// EnableLeaderMigration is --enable-leader-migration.
+	EnableLeaderMigration bool
+	// LeaderMigrationConfigFile is --leader-migration-config; empty means upstream's
+	// default configuration.
+	LeaderMigrationConfigFile string
+
+	// SecurePort is --secure-port; 0 disables serving.
+	SecurePort int
+	// BindAddress is --bind-address.
+	BindAddress string
+	// TLSCertFile is --tls-cert-file.
+	TLSCertFile string
+	// TLSPrivateKeyFile is --tls-private-key-file.
+	TLSPrivateKeyFile string
+	// AuthenticationKubeconfig is --authentication-kubeconfig; empty means Kubeconfig.
+	AuthenticationKubeconfig string
+	// AuthorizationKubeconfig is --authorization-kubeconfig; empty means Kubeconfig.
+	AuthorizationKubeconfig string
+	// AuthorizationAlwaysAllowPaths is --authorization-always-allow-paths.
+	AuthorizationAlwaysAllowPaths []string
+	// AuthenticationSkipLookup is --authentication-skip-lookup, accepted for
+	// compatibility.
+	AuthenticationSkipLookup bool
+	// Profiling is --profiling: serve pprof.
+	Profiling bool
+
+	// LoggingFormat is --logging-format: "text" or "json".
+	LoggingFormat string
+	// Verbosity is -v/--v.
+	Verbosity int
+
+	// Results of Validate.
+
+	// CloudConfig is the content of CloudConfigFile, nil when none was given. The
+	// provider factory reads it; the file is read exactly once.
+	CloudConfig []byte
+	// EnabledControllers are the canonical names of the controllers --controllers
+	// enables, in registration order.
+	EnabledControllers []string
+	// LeaderMigration is the leader migration configuration, nil unless leader
+	// migration is enabled.
+	LeaderMigration *migration.Config
+	// ControllerPlan says which enabled controllers run under the main lease (Owned),
+	// under the migration lease (Migrated) and not at all (Unowned). Without leader
+	// migration every enabled controller is Owned.
+	ControllerPlan migration.Plan
+}
+
+// NewOptions returns Options holding the defaults.
+func NewOptions() *Options {
+	return &Options{
+		KubeAPIQPS:                    20,
+		KubeAPIBurst:                  30,
+		KubeAPIContentType:            contentTypeProtobuf,
+		MinResyncPeriod:               12 * time.Hour,
+		Controllers:                   []string{"*"},
+		ClusterName:                   "kubernetes",
+		ConfigureCloudRoutes:          true,
+		NodeMonitorPeriod:             5 * time.Second,
+		NodeStatusUpdateFrequency:     5 * time.Minute,
+		RouteReconciliationPeriod:     5 * time.Minute,
+		ConcurrentServiceSyncs:        10,
+		ConcurrentNodeSyncs:           1,
+		ConcurrentRouteSyncs:          10,
+		NodeDeletionGracePeriod:       40 * time.Second,
+		NodeDeletionSafeModeThreshold: 0.1,
+		NodeBatchWindow:               time.Second,
+		HealthzStallTimeout:           2 * time.Minute,
+		CloudCallTimeout:              30 * time.Second,
+		CloudQPS:                      20,
+		CloudBurst:                    40,
+		LeaderElect:                   true,
+		LeaderElectLeaseDuration:      15 * time.Second,
+		LeaderElectRenewDeadline:      10 * time.Second,
+		LeaderElectRetryPeriod:        2 * time.Second,
+		LeaderElectResourceLock:       "leases",
+		LeaderElectResourceName:       "cloud-controller-manager",
+		LeaderElectResourceNamespace:  "kube-system",
+		SecurePort:                    10258,
+		BindAddress:                   "0.0.0.0",
+		AuthorizationAlwaysAllowPaths: []string{"/healthz", "/readyz", "/livez"},
+		Profiling:                     true,
+		LoggingFormat:                 "text",
+	}
+}
+
+// AddFlags registers every option on fs, with the current values as defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	// Cloud provider.
+	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider,
+		"The provider for cloud services. Required.")
+	fs.StringVar(&o.CloudConfigFile, "cloud-config", o.CloudConfigFile,
+		"The path to the cloud provider configuration file. Empty string for no configuration file.")
+	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout,
+		"The longest one call to the cloud may take before it is abandoned and retried. (nephele: not an upstream flag.)")
+	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS,
+		"Client-side limit on calls per second to the cloud, shared by all controllers; 0 means no limit. "+
+			"Throttling answers from the cloud (Retry-After) are honoured either way. (nephele: not an upstream flag.)")
+	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst,
+		"Calls to the cloud allowed in a burst above --cloud-qps; used only when --cloud-qps is above 0. "+
+			"(nephele: not an upstream flag.)")
+
+	// Apiserver connection.
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Path to kubeconfig file with authorization and master location information (the master location can be overridden by the master flag). "+
+			"Empty means the in-cluster configuration.")
+	fs.StringVar(&o.Master, "master", o.Master,
+		"The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with kubernetes apiserver.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with kubernetes apiserver.")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType,
+		"Content type of requests sent to apiserver: "+contentTypeProtobuf+" or "+contentTypeJSON+".")
+	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
+		"If true, use individual service account credentials for each controller.")
+	fs.DurationVar(&o.MinResyncPeriod, "min-resync-period", o.MinResyncPeriod,
+		"The resync period in reflectors will be random between MinResyncPeriod and 2*MinResyncPeriod.")
+
+	// Controllers.
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
+		"A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' enables the controller "+
+			"named 'foo', '-foo' disables the controller named 'foo'. Upstream's short names (cloud-node, cloud-node-lifecycle, "+
+			"service, route) are accepted. (nephele: naming one controller twice, or both enabling and disabling it, is an error.)")
+	fs.DurationVar(&o.ControllerStartInterval, "controller-start-interval", o.ControllerStartInterval,
+		"Interval between starting controller managers.")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The instance prefix for the cluster.")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR,
+		"CIDR Range for Pods in cluster: one CIDR, or one IPv4 and one IPv6 CIDR separated by a comma.")
+	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs,
+		"Accepted for compatibility with upstream manifests. (nephele: never allocates Pod CIDRs, "+
+			"kube-controller-manager's node-ipam-controller does; routes follow --configure-cloud-routes.)")
+	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes,
+		"Should CIDRs allocated to nodes be configured on the cloud provider.")
+	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod,
+		"The period for syncing NodeStatus in "+CloudNodeLifecycleController+".")
+	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency,
+		"Specifies how often the controller updates nodes' status.")
+	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod,
+		"The period for reconciling routes created for Nodes by cloud provider. (nephele: default 5m, upstream 10s: "+
+			"routes are re-checked when nodes change, so the period is only a safety net against drift in the cloud.)")
+	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs,
+		"The number of services that are allowed to sync concurrently. (nephele: default 10, upstream 1, "+
+			"so that one slow load balancer does not hold up the others.)")
+	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs,
+		"Number of workers concurrently synchronizing nodes.")
+	fs.IntVar(&o.ConcurrentRouteSyncs, "concurrent-route-syncs", o.ConcurrentRouteSyncs,
+		"Number of routes created or deleted concurrently. (nephele: not an upstream flag; upstream's concurrency is fixed.)")
+	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod,
+		"How long a node's instance must stay confirmed gone from the cloud before the node is deleted. "+
+			"(nephele: not an upstream flag; upstream deletes at once.)")
+	fs.Float64Var(&o.NodeDeletionSafeModeThreshold, "node-deletion-safe-mode-threshold", o.NodeDeletionSafeModeThreshold,
+		"Fraction of nodes, above 0 and at most 1: when more than this share of the nodes would be deleted at once, "+
+			"none are, as that points at a cloud answering wrongly rather than at instances gone. (nephele: not an upstream flag.)")
+	fs.DurationVar(&o.NodeBatchWindow, "node-batch-window", o.NodeBatchWindow,
+		"Node changes within this window share one backend update per load balancer. (nephele: not an upstream flag.)")
+	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass,
+		"The spec.loadBalancerClass of the Services this manager serves; empty serves the Services of type "+
+			"LoadBalancer without a class. (nephele: not an upstream flag.)")
+	fs.DurationVar(&o.HealthzStallTimeout, "healthz-stall-timeout", o.HealthzStallTimeout,
+		"/readyz reports a controller unhealthy when it has work waiting and has finished none for this long. "+
+			"(nephele: not an upstream flag.)")
+
+	// Leader election and migration.
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Start a leader election client and gain leadership before executing the main loop. "+
+			"Enable this when running replicated components for high availability.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration,
+		"The duration that non-leader candidates will wait after observing a leadership renewal until attempting "+
+			"to acquire leadership of a led but unrenewed leader slot. This is effectively the maximum duration that "+
+			"a leader can be stopped before it is replaced by another candidate.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline,
+		"The interval between attempts by the acting master to renew a leadership slot before it stops leading. "+
+			"This must be less than the lease duration.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod,
+		"The duration the clients should wait between attempting acquisition and renewal of a leadership. "+
+			"1.2 times it must be less than the renew deadline.")
+	fs.StringVar(&o.LeaderElectResourceLock, "leader-elect-resource-lock", o.LeaderElectResourceLock,
+		"The type of resource object that is used for locking during leader election. Supported options are 'leases'.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName,
+		"The name of resource object that is used for locking during leader election.")
+	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace,
+		"The namespace of resource object that is used for locking during leader election.")
+	fs.BoolVar(&o.EnableLeaderMigration, "enable-leader-migration", o.EnableLeaderMigration,
+		"Whether to enable controller leader migration. (nephele: requires --leader-elect; upstream silently ignores it without.)")
+	fs.StringVar(&o.LeaderMigrationConfigFile, "leader-migration-config", o.LeaderMigrationConfigFile,
+		"Path to the config file for controller leader migration, or empty to use the default configuration of the "+
+			"controller manager. The config file should be of type LeaderMigrationConfiguration, group "+
+			migration.Group+", version v1, v1beta1 or v1alpha1.")
+
+	// Serving.
+	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort,
+		"The port on which to serve HTTPS with authentication and authorization. If 0, don't serve HTTPS at all.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress,
+		"The IP address on which to listen for the --secure-port port. 0.0.0.0 (or ::) listens on all interfaces.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile,
+		"File containing the default x509 certificate for HTTPS (CA cert, if any, concatenated after server cert). "+
+			"If neither it nor --tls-private-key-file is given, a self-signed certificate is generated in memory.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile,
+		"File containing the default x509 private key matching --tls-cert-file.")
+	fs.StringVar(&o.AuthenticationKubeconfig, "authentication-kubeconfig", o.AuthenticationKubeconfig,
+		"kubeconfig file pointing at the 'core' kubernetes server with enough rights to create "+
+			"tokenreviews.authentication.k8s.io. Empty means --kubeconfig.")
+	fs.StringVar(&o.AuthorizationKubeconfig, "authorization-kubeconfig", o.AuthorizationKubeconfig,
+		"kubeconfig file pointing at the 'core' kubernetes server with enough rights to create "+
+			"subjectaccessreviews.authorization.k8s.io. Empty means --kubeconfig.")
+	fs.StringSliceVar(&o.AuthorizationAlwaysAllowPaths, "authorization-always-allow-paths", o.AuthorizationAlwaysAllowPaths,
+		"A list of HTTP paths to skip during authorization, i.e. these are authorized without contacting the "+
+			"'core' kubernetes server. A trailing '*' matches a prefix.")
+	fs.BoolVar(&o.AuthenticationSkipLookup, "authentication-skip-lookup", o.AuthenticationSkipLookup,
+		"Accepted for compatibility. (nephele: client certificates are not used for authentication, "+
+			"so there is no extension-apiserver-authentication ConfigMap to look up.)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Enable profiling via web interface host:port/debug/pprof/")
+
+	// Logging.
+	fs.StringVar(&o.LoggingFormat, "logging-format", o.LoggingFormat, `Sets the log format: "text" or "json".`)
+	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "number for the log level verbosity")
+}
+
+// ControllerConfig returns the settings controllers read. It is meaningful once
+// Validate has succeeded.
+func (o *Options) ControllerConfig() ControllerConfig {
+	cidrs, _ := parseClusterCIDRs(o.ClusterCIDR)
+	return ControllerConfig{
+		ClusterName:                   o.ClusterName,
+		ClusterCIDRs:                  cidrs,
+		ConfigureCloudRoutes:          o.ConfigureCloudRoutes,
+		NodeMonitorPeriod:             o.NodeMonitorPeriod,
+		NodeStatusUpdateFrequency:     o.NodeStatusUpdateFrequency,
+		ConcurrentNodeSyncs:           o.ConcurrentNodeSyncs,
+		ConcurrentServiceSyncs:        o.ConcurrentServiceSyncs,
+		ConcurrentRouteSyncs:          o.ConcurrentRouteSyncs,
+		RouteReconciliationPeriod:     o.RouteReconciliationPeriod,
+		NodeDeletionGracePeriod:       o.NodeDeletionGracePeriod,
+		NodeDeletionSafeModeThreshold: o.NodeDeletionSafeModeThreshold,
+		LoadBalancerClass:             o.LoadBalancerClass,
+		NodeBatchWindow:               o.NodeBatchWindow,
+		CloudCallTimeout:              o.CloudCallTimeout,
+	}
+}
+
+// Validate checks every option against specs, the controllers the binary carries,
+// reads --cloud-config and --leader-migration-config, and fills in the results:
+// CloudConfig, EnabledControllers, LeaderMigration and ControllerPlan.
+//
+// It reports at most one problem per flag, each on its own self-contained line of the
+// form "invalid value for --flag: <value>: <what is allowed>", joined with errors.Join.
+func (o *Options) Validate(specs []ControllerSpec) error {
+	o.CloudConfig, o.EnabledControllers, o.LeaderMigration, o.ControllerPlan = nil, nil, nil, migration.Plan{}
+	v := &validator{bad: make(map[string]bool)}
+
+	if err := checkSpecs(specs); err != nil {
+		v.errs = append(v.errs, fmt.Errorf("controller registration: %w", err))
+	}
+
+	// Cloud provider.
+	if o.CloudProvider == "" {
+		v.add("cloud-provider", `"": required: the name of the cloud provider`)
+	}
+	if o.CloudConfigFile != "" {
+		data, err := os.ReadFile(o.CloudConfigFile)
+		if err != nil {
+			v.add("cloud-config", "%s", err)
+		} else {
+			o.CloudConfig = data
+		}
+	}
+	v.positive("cloud-call-timeout", o.CloudCallTimeout)
+	if math.IsNaN(o.CloudQPS) || math.IsInf(o.CloudQPS, 0) || o.CloudQPS < 0 {
+		v.add("cloud-qps", "%s: must be 0 (no limit) or a positive number", formatFloat(o.CloudQPS))
+	}
+	if o.CloudQPS > 0 && o.CloudBurst < 1 {
+		v.add("cloud-burst", "%d: must be at least 1 when --cloud-qps is above 0", o.CloudBurst)
+	}
+
+	// Apiserver connection.
+	v.readable("kubeconfig", o.Kubeconfig)
+	if o.Master != "" && !validServer(o.Master) {
+		v.add("master", "%q: must be an http or https URL, or host[:port]", o.Master)
+	}
+	if math.IsNaN(float64(o.KubeAPIQPS)) || math.IsInf(float64(o.KubeAPIQPS), 0) || o.KubeAPIQPS <= 0 {
+		v.add("kube-api-qps", "%s: must be a positive number", formatFloat(float64(o.KubeAPIQPS)))
+	}
+	v.atLeast("kube-api-burst", o.KubeAPIBurst, 1)
+	if o.KubeAPIContentType != contentTypeProtobuf && o.KubeAPIContentType != contentTypeJSON {
+		v.add("kube-api-content-type", "%q: must be %s or %s", o.KubeAPIContentType, contentTypeProtobuf, contentTypeJSON)
+	}
+	v.positive("min-resync-period", o.MinResyncPeriod)
+
+	// Controllers.
+	enabled, err := SelectControllers(specs, o.Controllers)
+	if err != nil {
+		v.add("controllers", "%s", err)
+	} else {
+		o.EnabledControllers = enabled
+		o.ControllerPlan = migration.Plan{Owned: enabled}
+	}
+	if o.ControllerStartInterval < 0 {
+		v.add("controller-start-interval", "%q: must be 0 or a positive duration", o.ControllerStartInterval.String())
+	}
+	if o.ClusterName == "" {
+		v.add("cluster-name", `"": required`)
+	}
+	if _, err := parseClusterCIDRs(o.ClusterCIDR); err != nil {
+		v.add("cluster-cidr", "%q: %s", o.ClusterCIDR, err)
+	}
+	v.positive("node-monitor-period", o.NodeMonitorPeriod)
+	v.positive("node-status-update-frequency", o.NodeStatusUpdateFrequency)
+	v.positive("route-reconciliation-period", o.RouteReconciliationPeriod)
+	v.atLeast("concurrent-service-syncs", o.ConcurrentServiceSyncs, 1)
+	v.atLeast("concurrent-node-syncs", o.ConcurrentNodeSyncs, 1)
+	v.atLeast("concurrent-route-syncs", o.ConcurrentRouteSyncs, 1)
+	v.positive("node-deletion-grace-period", o.NodeDeletionGracePeriod)
+	if t := o.NodeDeletionSafeModeThreshold; !(t > 0 && t <= 1) {
+		v.add("node-deletion-safe-mode-threshold", "%s: must be above 0 and at most 1", formatFloat(t))
+	}
+	v.positive("node-batch-window", o.NodeBatchWindow)
+	if c := o.LoadBalancerClass; c != "" {
+		if msgs := validation.IsQualifiedName(c); len(msgs) > 0 {
+			v.add("load-balancer-class", "%q: must be a qualified name such as example.com/my-lb: %s", c, strings.Join(msgs, "; "))
+		}
+	}
+	v.positive("healthz-stall-timeout", o.HealthzStallTimeout)
+
+	// Leader election.
+	o.validateLeaderElection(v)
+	o.validateLeaderMigration(v, specs)
+
+	// Serving.
+	if o.SecurePort < 0 || o.SecurePort > 65535 {
+		v.add("secure-port", "%d: must be 0 (disabled) or between 1 and 65535", o.SecurePort)
+	}
+	if net.ParseIP(o.BindAddress) == nil {
+		v.add("bind-address", "%q: must be an IP address", o.BindAddress)
+	}
+	switch {
+	case o.TLSCertFile != "" && o.TLSPrivateKeyFile == "":
+		v.add("tls-cert-file", "%q: requires --tls-private-key-file as well", o.TLSCertFile)
+	case o.TLSCertFile == "" && o.TLSPrivateKeyFile != "":
+		v.add("tls-private-key-file", "%q: requires --tls-cert-file as well", o.TLSPrivateKeyFile)
+	default:
+		v.readable("tls-cert-file", o.TLSCertFile)
+		v.readable("tls-private-key-file", o.TLSPrivateKeyFile)
+	}
+	v.readable("authentication-kubeconfig", o.AuthenticationKubeconfig)
+	v.readable("authorization-kubeconfig", o.AuthorizationKubeconfig)
+	for _, p := range o.AuthorizationAlwaysAllowPaths {
+		if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+			v.add("authorization-always-allow-paths", "%q: only a trailing * is allowed", p)
+		}
+	}
+
+	// Logging.
+	if o.LoggingFormat != "text" && o.LoggingFormat != "json" {
+		v.add("logging-format", `%q: must be "text" or "json"`, o.LoggingFormat)
+	}
+	if o.Verbosity < 0 {
+		v.add("v", "%d: must be 0 or more", o.Verbosity)
+	}
+
+	if len(v.errs) > 0 {
+		o.CloudConfig, o.EnabledControllers, o.LeaderMigration, o.ControllerPlan = nil, nil, nil, migration.Plan{}
+		return errors.Join(v.errs...)
+	}
+	return nil
+}
+
+// validateLeaderElection checks the main lease's settings. The timing rules are the
+// ones client-go's leader elector enforces, reported here by flag instead of at run time.
+func (o *Options) validateLeaderElection(v *validator) {
+	v.positive("leader-elect-lease-duration", o.LeaderElectLeaseDuration)
+	v.positive("leader-elect-renew-deadline", o.LeaderElectRenewDeadline)
+	v.positive("leader-elect-retry-period", o.LeaderElectRetryPeriod)
+	if o.LeaderElectLeaseDuration > 0 && o.LeaderElectRenewDeadline > 0 && o.LeaderElectRetryPeriod > 0 {
+		if o.LeaderElectRenewDeadline >= o.LeaderElectLeaseDuration {
+			v.add("leader-elect-renew-deadline", "%q: must be less than --leader-elect-lease-duration (%s)",
+				o.LeaderElectRenewDeadline.String(), o.LeaderElectLeaseDuration)
+		}
+		// client-go's JitterFactor: the renew deadline must leave room for one jittered retry.
+		const jitter = 1.2
+		if float64(o.LeaderElectRenewDeadline) <= jitter*float64(o.LeaderElectRetryPeriod) {
+			v.add("leader-elect-retry-period", "%q: must be less than --leader-elect-renew-deadline (%s) divided by %.1f",
+				o.LeaderElectRetryPeriod.String(), o.LeaderElectRenewDeadline, jitter)
+		}
+	}
+	if o.LeaderElectResourceLock != "leases" {
+		v.add("leader-elect-resource-lock", `%q: must be "leases"`, o.LeaderElectResourceLock)
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.LeaderElectResourceName); len(msgs) > 0 {
+		v.add("leader-elect-resource-name", "%q: not a valid Lease name: %s", o.LeaderElectResourceName, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Label(o.LeaderElectResourceNamespace); len(msgs) > 0 {
+		v.add("leader-elect-resource-namespace", "%q: not a valid namespace: %s", o.LeaderElectResourceNamespace, strings.Join(msgs, "; "))
+	}
+}
+
+// validateLeaderMigration loads the migration config and plans which enabled
+// controller runs under which lease. It needs EnabledControllers, so it runs after
+// --controllers is checked.
+func (o *Options) validateLeaderMigration(v *validator, specs []ControllerSpec) {
+	const flag = "leader-migration-config"
+	if o.LeaderMigrationConfigFile != "" && !o.EnableLeaderMigration {
+		v.add(flag, "%q: requires --enable-leader-migration", o.LeaderMigrationConfigFile)
+		return
+	}
+	if !o.EnableLeaderMigration {
+		return
+	}
+	if !o.LeaderElect {
+		// Upstream silently ignores migration without leader election and then runs the
+		// migrating controllers unguarded, beside kube-controller-manager's.
+		v.add("enable-leader-migration", "true: requires --leader-elect=true, as leader migration coordinates leases")
+		return
+	}
+	// source names the config in messages: the file, or upstream's default.
+	source := "default configuration"
+	cfg := migration.Default()
+	if o.LeaderMigrationConfigFile != "" {
+		source = o.LeaderMigrationConfigFile
+		var err error
+		if cfg, err = migration.Load(o.LeaderMigrationConfigFile); err != nil {
+			v.add(flag, "%s", err) // Load's errors start with the path
+			return
+		}
+	}
+	if cfg.LeaderName == o.LeaderElectResourceName {
+		if o.LeaderMigrationConfigFile != "" {
+			v.add(flag, "%s: leaderName %q is the main lease's name (--leader-elect-resource-name): must differ", source, cfg.LeaderName)
+		} else {
+			v.add("leader-elect-resource-name", "%q: is the leader migration lease's name in the %s: must differ", cfg.LeaderName, source)
+		}
+		return
+	}
+	if o.EnabledControllers == nil {
+		return // --controllers is wrong and already reported
+	}
+	plan, err := cfg.Classify(leaderMigrationComponent, o.EnabledControllers, func(name string) (string, bool) {
+		return CanonicalName(specs, name)
+	})
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, migration.ErrUnknownController) {
+			msg += "; " + selectionHelp(specs)
+		}
+		v.add(flag, "%s: %s", source, msg)
+		return
+	}
+	o.LeaderMigration = cfg
+	o.ControllerPlan = plan
+}
+
+// validator collects the first problem per flag.
+type validator struct {
+	errs []error
+	bad  map[string]bool
+}
+
+// add records a problem with --flag unless one is already recorded for it.
+func (v *validator) add(flag, format string, args ...any) {
+	if v.bad[flag] {
+		return
+	}
+	v.bad[flag] = true
+	v.errs = append(v.errs, fmt.Errorf("invalid value for --%s: %s", flag, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) positive(flag string, d time.Duration) {
+	if d <= 0 {
+		v.add(flag, "%q: must be a positive duration", d.String())
+	}
+}
+
+func (v *validator) atLeast(flag string, n, least int) {
+	if n < least {
+		v.add(flag, "%d: must be at least %d", n, least)
+	}
+}
+
+// readable checks that path, when given, can be opened for reading, so that a typo
+// fails at start rather than when the file is first needed.
+func (v *validator) readable(flag, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		v.add(flag, "%s", err)
+		return
+	}
+	_ = f.Close()
+}
+
+// parseClusterCIDRs parses --cluster-cidr: empty, one CIDR, or one IPv4 and one IPv6
+// CIDR. It returns the networks in canonical form (host bits cleared).
+func parseClusterCIDRs(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("%d CIDRs given: at most two, one IPv4 and one IPv6", len(parts))
+	}
+	var out []string
+	var families []bool // true for IPv4
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		_, ipnet, err := net.ParseCIDR(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR such as 10.244.0.0/16 or fd00:10:244::/56", p)
+		}
+		v4 := ipnet.IP.To4() != nil
+		if len(families) == 1 && families[0] == v4 {
+			return nil, fmt.Errorf("both CIDRs are %s: at most one IPv4 and one IPv6", family(v4))
+		}
+		families = append(families, v4)
+		out = append(out, ipnet.String())
+	}
+	return out, nil
+}
+
+func family(v4 bool) string {
+	if v4 {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// validServer reports whether s is usable as --master: an http(s) URL with a host, or
+// host[:port] to which client-go adds the scheme.
+func validServer(s string) bool {
+	if !strings.Contains(s, "://") {
+		s = "https://" + s
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
