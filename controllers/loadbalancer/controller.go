@@ -1,0 +1,464 @@
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultWorkers is nephele's default --concurrent-service-syncs (upstream's is 1,
+	// which lets one slow load balancer hold up every other).
+	DefaultWorkers = 10
+	// DefaultNodeBatchWindow is how long node changes are gathered into one backend
+	// update per load balancer.
+	DefaultNodeBatchWindow = time.Second
+	// DefaultMinRetryDelay and DefaultMaxRetryDelay bound the exponential backoff of a
+	// failing Service, as upstream's service controller does.
+	DefaultMinRetryDelay = 5 * time.Second
+	DefaultMaxRetryDelay = 5 * time.Minute
+)
+
+// Config holds the dependencies and settings of the controller.
+type Config struct {
+	// Client writes Service finalizers and status.
+	Client kubernetes.Interface
+	// Informers is the shared informer factory; New registers the Service and Node
+	// informers on it and the caller starts it.
+	Informers informers.SharedInformerFactory
+	// LoadBalancers is the cloud capability, normally behind the manager's instrumented
+	// call path, which bounds each call with a timeout.
+	LoadBalancers cloud.LoadBalancers
+	// Recorder records Events on Services.
+	Recorder record.EventRecorder
+	// Logger logs the controller's work.
+	Logger logr.Logger
+	// Metrics is where the controller's metrics are registered; nil skips them.
+	Metrics prometheus.Registerer
+	// Health is told about progress for /readyz; nil skips it.
+	Health *manager.Progress
+
+	// ClusterName is --cluster-name, passed to the provider in every spec.
+	ClusterName string
+	// LoadBalancerClass is --load-balancer-class: empty serves Services without a
+	// class, otherwise only Services with exactly this class.
+	LoadBalancerClass string
+	// Workers is --concurrent-service-syncs; 0 means DefaultWorkers.
+	Workers int
+	// NodeBatchWindow is --node-batch-window; 0 means DefaultNodeBatchWindow.
+	NodeBatchWindow time.Duration
+	// MinRetryDelay and MaxRetryDelay bound the backoff of failing Services; 0 means
+	// the defaults.
+	MinRetryDelay, MaxRetryDelay time.Duration
+}
+
+// Controller is the service-lb-controller. Build it with New and run it once with Run.
+type Controller struct {
+	client      kubernetes.Interface
+	lbs         cloud.LoadBalancers
+	recorder    record.EventRecorder
+	log         logr.Logger
+	metrics     *metrics
+	health      *manager.Progress
+	clusterName string
+	class       string
+	workers     int
+	window      time.Duration
+
+	services corelisters.ServiceLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	backends *backendSet
+	// nodesChanged holds one pending wake-up for the node batcher.
+	nodesChanged chan struct{}
+
+	mu sync.Mutex
+	// states are the load balancers this controller has ensured, by Service key. An
+	// entry exists only while its Service does; no lock is held across cloud calls.
+	states map[string]*lbState
+}
+
+// lbState is what the controller last applied to one load balancer.
+type lbState struct {
+	// uid is the UID of the Service the load balancer was ensured for.
+	uid string
+	// specKey identifies the spec and Service inputs of the last EnsureLoadBalancer.
+	specKey string
+	// backends is the hash of the backend set last applied.
+	backends uint64
+	// status is what the cloud last reported.
+	status corev1.LoadBalancerStatus
+	// svc is the Service as last synced, to delete the load balancer should the
+	// Service vanish without the controller removing its finalizer.
+	svc *corev1.Service
+}
+
+// New builds the controller and registers its informers and metrics.
+func New(cfg Config) (*Controller, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("service-lb-controller: Config.Client is nil")
+	case cfg.Informers == nil:
+		return nil, errors.New("service-lb-controller: Config.Informers is nil")
+	case cfg.LoadBalancers == nil:
+		return nil, errors.New("service-lb-controller: Config.LoadBalancers is nil")
+	case cfg.Recorder == nil:
+		return nil, errors.New("service-lb-controller: Config.Recorder is nil")
+	case cfg.Workers < 0, cfg.NodeBatchWindow < 0, cfg.MinRetryDelay < 0, cfg.MaxRetryDelay < 0:
+		return nil, fmt.Errorf("service-lb-controller: negative setting in %+v", struct {
+			Workers                                       int
+			NodeBatchWindow, MinRetryDelay, MaxRetryDelay time.Duration
+		}{cfg.Workers, cfg.NodeBatchWindow, cfg.MinRetryDelay, cfg.MaxRetryDelay})
+	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	minRetry, maxRetry := orDefault(cfg.MinRetryDelay, DefaultMinRetryDelay), orDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
+	if maxRetry < minRetry {
+		maxRetry = minRetry
+	}
+	c := &Controller{
+		client:      cfg.Client,
+		lbs:         cfg.LoadBalancers,
+		recorder:    cfg.Recorder,
+		log:         cfg.Logger,
+		metrics:     m,
+		health:      cfg.Health,
+		clusterName: cfg.ClusterName,
+		class:       cfg.LoadBalancerClass,
+		workers:     orDefault(cfg.Workers, DefaultWorkers),
+		window:      orDefault(cfg.NodeBatchWindow, DefaultNodeBatchWindow),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: manager.ServiceLBController},
+		),
+		backends:     newBackendSet(),
+		nodesChanged: make(chan struct{}, 1),
+		states:       map[string]*lbState{},
+	}
+
+	svcInformer := cfg.Informers.Core().V1().Services()
+	if _, err := svcInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.serviceAdded,
+		UpdateFunc: c.serviceUpdated,
+		DeleteFunc: c.serviceDeleted,
+	}); err != nil {
+		return nil, fmt.Errorf("service-lb-controller: watching Services: %w", err)
+	}
+	nodeInformer := cfg.Informers.Core().V1().Nodes()
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.nodeAdded,
+		UpdateFunc: func(_, obj any) { c.nodeAdded(obj) },
+		DeleteFunc: c.nodeDeleted,
+	}); err != nil {
+		return nil, fmt.Errorf("service-lb-controller: watching Nodes: %w", err)
+	}
+	c.services = svcInformer.Lister()
+	c.synced = []cache.InformerSynced{svcInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced}
+	return c, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Spec returns the manager's description of the controller. It declines to run when
+// the provider has no load balancers.
+func Spec() manager.ControllerSpec {
+	return manager.ControllerSpec{
+		Name:    manager.ServiceLBController,
+		Aliases: []string{"service"},
+		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
+			lbs, ok := cc.Cloud.LoadBalancers()
+			if !ok {
+				return nil, manager.Disabled("provider %q has no load balancers", cc.Cloud.ProviderName())
+			}
+			return New(Config{
+				Client:            cc.Client,
+				Informers:         cc.Informers,
+				LoadBalancers:     lbs,
+				Recorder:          cc.Recorder,
+				Logger:            cc.Logger,
+				Metrics:           cc.Metrics,
+				Health:            cc.Health,
+				ClusterName:       cc.Config.ClusterName,
+				LoadBalancerClass: cc.Config.LoadBalancerClass,
+				Workers:           cc.Config.ConcurrentServiceSyncs,
+				NodeBatchWindow:   cc.Config.NodeBatchWindow,
+			})
+		},
+	}
+}
+
+// Run syncs load balancers until ctx is done. It waits for its workers before it
+// returns; a cloud call that ignores ctx can delay the return by up to its timeout.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	c.log.Info("Starting", "workers", c.workers, "nodeBatchWindow", c.window, "loadBalancerClass", c.class)
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("service-lb-controller: informer caches did not sync")
+	}
+	if c.health != nil {
+		c.health.SetPending(c.queue.Len)
+	}
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	wg.Go(func() { c.batchNodeChanges(ctx) })
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	c.log.Info("Stopped")
+	return nil
+}
+
+// serviceAdded queues Services this controller may have to act on.
+func (c *Controller) serviceAdded(obj any) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if wantsLoadBalancer(svc, c.class) || hasFinalizer(svc) {
+		c.enqueue(svc)
+	}
+}
+
+func (c *Controller) serviceUpdated(oldObj, newObj any) {
+	old, ok1 := oldObj.(*corev1.Service)
+	svc, ok2 := newObj.(*corev1.Service)
+	if !ok1 || !ok2 || old.ResourceVersion == svc.ResourceVersion {
+		// A resync: the sync that handled this version has already run or is queued.
+		return
+	}
+	if wantsLoadBalancer(svc, c.class) || hasFinalizer(svc) || c.hasState(key(svc)) {
+		c.enqueue(svc)
+	}
+}
+
+func (c *Controller) serviceDeleted(obj any) {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	// Only a Service whose load balancer we ensured needs work once it is gone.
+	if c.hasState(k) {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) enqueue(svc *corev1.Service) { c.queue.Add(key(svc)) }
+
+func key(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+
+// nodeAdded records the node's eligibility; only a change to the backend set wakes the
+// batcher, so heartbeats and other node updates cost a hash of the node and nothing more.
+func (c *Controller) nodeAdded(obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if c.backends.update(node.Name, node) {
+		c.signalNodes()
+	}
+}
+
+func (c *Controller) nodeDeleted(obj any) {
+	var name string
+	switch o := obj.(type) {
+	case *corev1.Node:
+		name = o.Name
+	case cache.DeletedFinalStateUnknown:
+		name = o.Key
+	default:
+		return
+	}
+	if c.backends.update(name, nil) {
+		c.signalNodes()
+	}
+}
+
+func (c *Controller) signalNodes() {
+	select {
+	case c.nodesChanged <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// batchNodeChanges waits for a node change, lets the batch window pass so that the
+// changes close to it join, and then queues the load balancers whose backends differ.
+func (c *Controller) batchNodeChanges(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.nodesChanged:
+		}
+		t := time.NewTimer(c.window)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		// Changes up to now are in the set we are about to compare; a wake-up they left
+		// would open a window with nothing new in it.
+		select {
+		case <-c.nodesChanged:
+		default:
+		}
+		n := c.queueChangedBackends()
+		c.log.V(2).Info("Node changes batched", "loadBalancersQueued", n)
+	}
+}
+
+// queueChangedBackends queues every managed load balancer whose last applied backend
+// set differs from the current one, and returns how many it queued. It costs one
+// comparison per load balancer and no cloud call.
+func (c *Controller) queueChangedBackends() int {
+	current := c.backends.currentHash()
+	n := 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, st := range c.states {
+		if st.backends != current {
+			c.queue.Add(k)
+			n++
+		}
+	}
+	return n
+}
+
+// processNext handles one queued Service; it returns false once the queue shut down.
+func (c *Controller) processNext(ctx context.Context) bool {
+	k, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(k)
+	start := time.Now()
+	op, err := c.sync(ctx, k)
+	c.metrics.syncDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	c.handleErr(ctx, k, err)
+	if c.health != nil {
+		c.health.Progressed()
+	}
+	return true
+}
+
+// handleErr decides when a Service is synced again.
+func (c *Controller) handleErr(ctx context.Context, k string, err error) {
+	if err == nil {
+		c.queue.Forget(k)
+		return
+	}
+	if ctx.Err() != nil {
+		return // shutting down: the next leader starts from scratch
+	}
+	reason := errorReason(err)
+	c.metrics.syncErrors.WithLabelValues(reason).Inc()
+	var perm *permanentError
+	switch {
+	case errors.As(err, &perm):
+		// Only a change to the Service can help; its update event queues it again.
+		c.log.Info("Service cannot be synced until it changes", "service", k, "err", err)
+		c.queue.Forget(k)
+	case cloud.IsThrottled(err):
+		if after, ok := cloud.RetryAfter(err); ok {
+			c.log.V(2).Info("Cloud throttled the load balancer sync", "service", k, "retryAfter", after)
+			c.queue.AddAfter(k, after)
+			return
+		}
+		c.queue.AddRateLimited(k)
+	default:
+		c.log.Error(err, "Syncing load balancer failed", "service", k, "reason", reason, "retries", c.queue.NumRequeues(k))
+		c.queue.AddRateLimited(k)
+	}
+}
+
+// permanentError marks a failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// apiError marks a failed Kubernetes API call, to tell it from a cloud failure.
+type apiError struct{ err error }
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+// errorReason returns the metric label for err.
+func errorReason(err error) string {
+	var sr *SourceRangeError
+	var ae *apiError
+	switch {
+	case errors.As(err, &sr):
+		return reasonInvalidSpec
+	case errors.As(err, &ae):
+		return reasonKubernetesAPI
+	default:
+		return string(cloud.Classify(err))
+	}
+}
+
+// state returns a copy of the state of the load balancer for key.
+func (c *Controller) state(k string) (lbState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.states[k]
+	if !ok {
+		return lbState{}, false
+	}
+	return *st, true
+}
+
+func (c *Controller) hasState(k string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.states[k]
+	return ok
+}
+
+func (c *Controller) setState(k string, st lbState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.states[k] = &st
+	c.metrics.managed.Set(float64(len(c.states)))
+}
+
+// forget drops everything the controller keeps for key.
+func (c *Controller) forget(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.states, k)
+	c.metrics.managed.Set(float64(len(c.states)))
+}

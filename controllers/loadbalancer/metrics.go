@@ -1,0 +1,85 @@
+package loadbalancer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Operations, the values of the sync duration's "operation" label.
+const (
+	opEnsure         = "ensure"
+	opUpdateBackends = "update_backends"
+	opDelete         = "delete"
+	opNone           = "none"
+)
+
+// Error reasons beside cloud.Result values, for the errors counter's "reason" label.
+const (
+	reasonInvalidSpec   = "invalid_spec"
+	reasonKubernetesAPI = "kubernetes_api"
+)
+
+// metrics are the controller's Prometheus collectors.
+type metrics struct {
+	syncDuration   *prometheus.HistogramVec
+	syncErrors     *prometheus.CounterVec
+	backendUpdates prometheus.Counter
+	managed        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nephele_service_lb_sync_duration_seconds",
+			Help:    "Time to sync one Service's load balancer, by what the sync did (ensure, update_backends, delete, none).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"operation"}),
+		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nephele_service_lb_sync_errors_total",
+			Help: "Failed Service load balancer syncs, by reason (the cloud error class, invalid_spec or kubernetes_api).",
+		}, []string{"reason"}),
+		backendUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nephele_service_lb_backend_updates_total",
+			Help: "Successful UpdateLoadBalancerBackends calls made because the eligible nodes changed.",
+		}),
+		managed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nephele_service_lb_load_balancers",
+			Help: "Load balancers this controller has ensured and still manages.",
+		}),
+	}
+	var err error
+	if m.syncDuration, err = register(reg, m.syncDuration); err != nil {
+		return nil, err
+	}
+	if m.syncErrors, err = register(reg, m.syncErrors); err != nil {
+		return nil, err
+	}
+	if m.backendUpdates, err = register(reg, m.backendUpdates); err != nil {
+		return nil, err
+	}
+	if m.managed, err = register(reg, m.managed); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under its name so
+// that several controllers built against one registry (tests) share it.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, fmt.Errorf("registering service-lb-controller metrics: %w", err)
+	}
+	return c, nil
+}

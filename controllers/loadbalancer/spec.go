@@ -1,0 +1,192 @@
+package loadbalancer
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+// Finalizer is the finalizer the controller puts on a Service before it creates anything
+// in the cloud, and removes only once the cloud load balancer is deleted.
+const Finalizer = "service.kubernetes.io/load-balancer-cleanup"
+
+// sourceRangesAnnotation is upstream's older way to restrict client addresses, read when
+// spec.loadBalancerSourceRanges is empty.
+const sourceRangesAnnotation = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+// maxNameLength is the length upstream's DefaultLoadBalancerName truncates to; many
+// clouds limit names to 32 characters.
+const maxNameLength = 32
+
+// LoadBalancerName returns the cloud name of the load balancer for svc: "a" followed by
+// the Service's UID without dashes, at most 32 characters. It is upstream's
+// DefaultLoadBalancerName, so a cluster moved from an in-tree or upstream CCM keeps its
+// load balancers.
+func LoadBalancerName(svc *corev1.Service) string {
+	name := "a" + strings.ReplaceAll(string(svc.UID), "-", "")
+	if len(name) > maxNameLength {
+		name = name[:maxNameLength]
+	}
+	return name
+}
+
+// wantsLoadBalancer reports whether svc asks this controller for a load balancer:
+// type LoadBalancer and the class this controller serves (no class when class is "").
+func wantsLoadBalancer(svc *corev1.Service, class string) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return false
+	}
+	if class == "" {
+		return svc.Spec.LoadBalancerClass == nil
+	}
+	return svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == class
+}
+
+// hasFinalizer reports whether svc carries the cleanup finalizer.
+func hasFinalizer(svc *corev1.Service) bool {
+	return slices.Contains(svc.Finalizers, Finalizer)
+}
+
+// needsCleanup reports whether the controller must delete svc's cloud load balancer:
+// it made one (the finalizer says so) and the Service is going away or no longer asks
+// this controller for one.
+func needsCleanup(svc *corev1.Service, class string) bool {
+	return hasFinalizer(svc) && (svc.DeletionTimestamp != nil || !wantsLoadBalancer(svc, class))
+}
+
+// SourceRangeError reports a load balancer source range that does not parse. The
+// Service needs fixing; no cloud call can help.
+type SourceRangeError struct {
+	// Range is the offending value.
+	Range string
+	// Field names where it came from.
+	Field string
+	// Err is the parse error.
+	Err error
+}
+
+// Error implements error.
+func (e *SourceRangeError) Error() string {
+	return fmt.Sprintf("%s: %q is not a CIDR (want e.g. 203.0.113.0/24): %v", e.Field, e.Range, e.Err)
+}
+
+// Unwrap returns the parse error.
+func (e *SourceRangeError) Unwrap() error { return e.Err }
+
+// sourceRanges returns svc's allowed client prefixes: spec.loadBalancerSourceRanges, or
+// when that is empty the upstream annotation. Nil allows every client.
+func sourceRanges(svc *corev1.Service) ([]netip.Prefix, error) {
+	values, field := svc.Spec.LoadBalancerSourceRanges, "spec.loadBalancerSourceRanges"
+	if len(values) == 0 {
+		if a := strings.TrimSpace(svc.Annotations[sourceRangesAnnotation]); a != "" {
+			values, field = strings.Split(a, ","), "annotation "+sourceRangesAnnotation
+		}
+	}
+	var out []netip.Prefix
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return nil, &SourceRangeError{Range: v, Field: field, Err: err}
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// buildSpec returns the normalized load balancer spec for svc without backends. It fails
+// only with a *SourceRangeError.
+func buildSpec(svc *corev1.Service, clusterName string) (*cloud.LoadBalancerSpec, error) {
+	ranges, err := sourceRanges(svc)
+	if err != nil {
+		return nil, err
+	}
+	spec := &cloud.LoadBalancerSpec{
+		Name:                  LoadBalancerName(svc),
+		ClusterName:           clusterName,
+		Service:               types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name},
+		ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
+		SourceRanges:          ranges,
+		IPFamilies:            slices.Clone(svc.Spec.IPFamilies),
+		RequestedIP:           svc.Spec.LoadBalancerIP,
+	}
+	if spec.ExternalTrafficPolicy == "" {
+		spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	}
+	if spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		spec.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
+	}
+	spec.Ports = make([]cloud.LoadBalancerPort, 0, len(svc.Spec.Ports))
+	for _, p := range svc.Spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		spec.Ports = append(spec.Ports, cloud.LoadBalancerPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
+	}
+	return spec, nil
+}
+
+// cleanupSpec returns a spec good enough to delete svc's load balancer: the name and the
+// Service, plus whatever else parses. Deleting must not depend on the Service being valid.
+func cleanupSpec(svc *corev1.Service, clusterName string) *cloud.LoadBalancerSpec {
+	if spec, err := buildSpec(svc, clusterName); err == nil {
+		return spec
+	}
+	return &cloud.LoadBalancerSpec{
+		Name:        LoadBalancerName(svc),
+		ClusterName: clusterName,
+		Service:     types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name},
+	}
+}
+
+// specKey returns a canonical encoding of everything that, when it changes, needs a full
+// EnsureLoadBalancer rather than a backend update: the spec without its backends, and the
+// Service fields and annotations providers may read. Equal keys mean equal inputs.
+func specKey(spec *cloud.LoadBalancerSpec, svc *corev1.Service) string {
+	key := struct {
+		UID                   types.UID
+		Spec                  *cloud.LoadBalancerSpec
+		Annotations           map[string]string
+		SessionAffinity       corev1.ServiceAffinity
+		SessionAffinityConfig *corev1.SessionAffinityConfig
+		ExternalIPs           []string
+		IPFamilyPolicy        *corev1.IPFamilyPolicy
+		AllocateNodePorts     *bool
+	}{
+		UID:                   svc.UID,
+		Annotations:           svc.Annotations,
+		SessionAffinity:       svc.Spec.SessionAffinity,
+		SessionAffinityConfig: svc.Spec.SessionAffinityConfig,
+		ExternalIPs:           svc.Spec.ExternalIPs,
+		IPFamilyPolicy:        svc.Spec.IPFamilyPolicy,
+		AllocateNodePorts:     svc.Spec.AllocateLoadBalancerNodePorts,
+	}
+	// Backends are not part of the key: they are compared by their own hash.
+	withoutBackends := *spec
+	withoutBackends.Backends = nil
+	key.Spec = &withoutBackends
+	b, err := json.Marshal(key)
+	if err != nil {
+		// Every field above marshals, so this cannot happen; an empty key never
+		// matches (see specUnchanged), which only costs an extra EnsureLoadBalancer.
+		return ""
+	}
+	return string(b)
+}
+
+// specUnchanged reports whether a load balancer ensured with key applied is still right
+// for a spec whose key is current.
+func specUnchanged(applied, current string) bool {
+	return applied != "" && applied == current
+}

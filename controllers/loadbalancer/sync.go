@@ -1,0 +1,270 @@
+package loadbalancer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+// Event reasons, as upstream's service controller records them.
+const (
+	EventEnsuringLoadBalancer     = "EnsuringLoadBalancer"
+	EventEnsuredLoadBalancer      = "EnsuredLoadBalancer"
+	EventSyncLoadBalancerFailed   = "SyncLoadBalancerFailed"
+	EventDeletingLoadBalancer     = "DeletingLoadBalancer"
+	EventDeletedLoadBalancer      = "DeletedLoadBalancer"
+	EventUpdatedLoadBalancer      = "UpdatedLoadBalancer"
+	EventLoadBalancerUpdateFailed = "LoadBalancerUpdateFailed"
+	EventUnAvailableLoadBalancer  = "UnAvailableLoadBalancer"
+)
+
+// sync brings the load balancer of the Service named by k in line with the Service. It
+// returns what it did, for the duration metric.
+func (c *Controller) sync(ctx context.Context, k string) (string, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	if err != nil {
+		return opNone, &permanentError{fmt.Errorf("bad Service key %q: %w", k, err)}
+	}
+	svc, err := c.services.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return c.syncGone(ctx, k)
+	}
+	if err != nil {
+		return opNone, &apiError{fmt.Errorf("reading Service %s from the cache: %w", k, err)}
+	}
+	if st, ok := c.state(k); ok && st.uid != string(svc.UID) {
+		// The Service was replaced by one of the same name while its load balancer
+		// still existed (someone removed our finalizer): that one is an orphan now.
+		if op, err := c.deleteOrphan(ctx, k, st); err != nil {
+			return op, err
+		}
+	}
+	switch {
+	case needsCleanup(svc, c.class):
+		return c.cleanup(ctx, k, svc)
+	case !wantsLoadBalancer(svc, c.class) || svc.DeletionTimestamp != nil:
+		if st, ok := c.state(k); ok {
+			// We ensured a load balancer but the finalizer is gone: someone removed
+			// it by hand. Do not leak the load balancer.
+			return c.deleteOrphan(ctx, k, st)
+		}
+		return opNone, nil
+	default:
+		return c.ensure(ctx, k, svc)
+	}
+}
+
+// syncGone handles a Service that no longer exists.
+func (c *Controller) syncGone(ctx context.Context, k string) (string, error) {
+	st, ok := c.state(k)
+	if !ok {
+		return opNone, nil
+	}
+	return c.deleteOrphan(ctx, k, st)
+}
+
+// deleteOrphan deletes the load balancer of a Service that vanished or stopped asking
+// for it without the finalizer protocol, from the Service as last seen.
+func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (string, error) {
+	c.log.Info("Deleting the load balancer of a Service that went away without its finalizer", "service", k, "uid", st.uid)
+	c.recorder.Event(st.svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
+	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(st.svc, c.clusterName), st.svc); err != nil {
+		c.recorder.Eventf(st.svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error deleting load balancer: %v", err)
+		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(st.svc), k, err)
+	}
+	c.recorder.Event(st.svc, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
+	c.forget(k)
+	return opDelete, nil
+}
+
+// cleanup deletes the cloud load balancer, then clears the Service's status and removes
+// the finalizer, in that order: the finalizer goes only once nothing is left to leak.
+func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service) (string, error) {
+	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
+	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(svc, c.clusterName), svc); err != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error deleting load balancer: %v", err)
+		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(svc), k, err)
+	}
+	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		var err error
+		if svc, err = c.patchStatus(ctx, svc, nil); err != nil {
+			return opDelete, err
+		}
+	}
+	if err := c.removeFinalizer(ctx, svc); err != nil {
+		return opDelete, err
+	}
+	c.forget(k)
+	return opDelete, nil
+}
+
+// ensure makes the Service's load balancer match it: a backend update when only the
+// nodes changed since the last ensure, a full EnsureLoadBalancer otherwise.
+func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) (string, error) {
+	spec, err := buildSpec(svc, c.clusterName)
+	if err != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
+		return opNone, &permanentError{fmt.Errorf("Service %s: %w", k, err)}
+	}
+	// The finalizer goes on before anything exists in the cloud, so that nothing the
+	// controller creates can outlive the Service unnoticed.
+	if !hasFinalizer(svc) {
+		if svc, err = c.addFinalizer(ctx, svc); err != nil {
+			return opNone, err
+		}
+	}
+	snap := c.backends.current()
+	spec.Backends = slices.Clone(snap.backends)
+	sk := specKey(spec, svc)
+
+	if st, ok := c.state(k); ok && specUnchanged(st.specKey, sk) {
+		op := opNone
+		if st.backends != snap.hash {
+			op = opUpdateBackends
+			switch err := c.updateBackends(ctx, k, svc, spec); {
+			case err == nil:
+				st.backends = snap.hash
+				st.svc = svc
+				c.setState(k, st)
+				c.requeueIfNodesMoved(k, snap.hash)
+			case cloud.IsNotFound(err) || cloud.IsNotImplemented(err):
+				// The load balancer is gone from the cloud, or the provider only does
+				// full ensures: fall through to one.
+				c.log.Info("Backend update not possible, ensuring the whole load balancer", "service", k, "err", err)
+				return c.ensureFull(ctx, k, svc, spec, snap.hash, sk)
+			default:
+				return op, err
+			}
+		}
+		// Someone else may have overwritten the status we wrote.
+		if !equality.Semantic.DeepEqual(svc.Status.LoadBalancer, st.status) {
+			if _, err := c.patchStatus(ctx, svc, &st.status); err != nil {
+				return op, err
+			}
+		}
+		return op, nil
+	}
+	return c.ensureFull(ctx, k, svc, spec, snap.hash, sk)
+}
+
+// updateBackends calls UpdateLoadBalancerBackends and records the outcome.
+func (c *Controller) updateBackends(ctx context.Context, k string, svc *corev1.Service, spec *cloud.LoadBalancerSpec) error {
+	if len(spec.Backends) == 0 {
+		c.recorder.Event(svc, corev1.EventTypeWarning, EventUnAvailableLoadBalancer, "There are no available nodes for LoadBalancer")
+	}
+	if err := c.lbs.UpdateLoadBalancerBackends(ctx, spec, svc); err != nil {
+		if !cloud.IsNotFound(err) && !cloud.IsNotImplemented(err) {
+			c.recorder.Eventf(svc, corev1.EventTypeWarning, EventLoadBalancerUpdateFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(spec.Backends), err)
+		}
+		return fmt.Errorf("updating backends of load balancer %s of Service %s: %w", spec.Name, k, err)
+	}
+	c.metrics.backendUpdates.Inc()
+	c.recorder.Eventf(svc, corev1.EventTypeNormal, EventUpdatedLoadBalancer, "Updated load balancer with new hosts (%d nodes)", len(spec.Backends))
+	return nil
+}
+
+// ensureFull calls EnsureLoadBalancer, publishes the status and remembers what it applied.
+func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Service, spec *cloud.LoadBalancerSpec, backends uint64, sk string) (string, error) {
+	c.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuringLoadBalancer, "Ensuring load balancer")
+	if len(spec.Backends) == 0 {
+		c.recorder.Event(svc, corev1.EventTypeWarning, EventUnAvailableLoadBalancer, "There are no available nodes for LoadBalancer")
+	}
+	status, err := c.lbs.EnsureLoadBalancer(ctx, spec, svc)
+	if err != nil {
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
+		return opEnsure, fmt.Errorf("ensuring load balancer %s of Service %s: %w", spec.Name, k, err)
+	}
+	if status == nil {
+		status = &corev1.LoadBalancerStatus{}
+	}
+	st := lbState{uid: string(svc.UID), specKey: sk, backends: backends, status: *status.DeepCopy(), svc: svc}
+	if !equality.Semantic.DeepEqual(svc.Status.LoadBalancer, st.status) {
+		if svc, err = c.patchStatus(ctx, svc, &st.status); err != nil {
+			// Keep nothing: the next attempt ensures again and retries the patch.
+			return opEnsure, err
+		}
+		st.svc = svc
+	}
+	c.setState(k, st)
+	c.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuredLoadBalancer, "Ensured load balancer")
+	c.requeueIfNodesMoved(k, backends)
+	return opEnsure, nil
+}
+
+// requeueIfNodesMoved queues k again when the backend set changed while its cloud call
+// ran: the node batcher may have compared before this load balancer's state was saved.
+func (c *Controller) requeueIfNodesMoved(k string, applied uint64) {
+	if c.backends.currentHash() != applied {
+		c.queue.Add(k)
+	}
+}
+
+// addFinalizer adds the cleanup finalizer with a strategic merge patch, which appends
+// to the list without clobbering other finalizers. The UID in the patch makes it fail
+// rather than touch a different Service of the same name.
+func (c *Controller) addFinalizer(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":        svc.UID,
+		"finalizers": []string{Finalizer},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding finalizer patch for Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	out, err := c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, &apiError{fmt.Errorf("adding finalizer %s to Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)}
+	}
+	return out, nil
+}
+
+// removeFinalizer removes the cleanup finalizer and leaves any others alone.
+func (c *Controller) removeFinalizer(ctx context.Context, svc *corev1.Service) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":                                 svc.UID,
+		"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding finalizer patch for Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	_, err = c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // already gone, so the finalizer is too
+	}
+	if err != nil {
+		return &apiError{fmt.Errorf("removing finalizer %s from Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)}
+	}
+	return nil
+}
+
+// patchStatus sets status.loadBalancer through the status subresource with a JSON merge
+// patch; nil clears it. The ingress list is always written whole (null to clear), since
+// a merge patch would otherwise keep the old entries.
+func (c *Controller) patchStatus(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus) (*corev1.Service, error) {
+	var ingress []corev1.LoadBalancerIngress
+	if status != nil {
+		ingress = status.Ingress
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": svc.UID},
+		"status":   map[string]any{"loadBalancer": map[string]any{"ingress": ingress}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding status patch for Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	out, err := c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, &apiError{fmt.Errorf("patching status.loadBalancer of Service %s/%s: %w", svc.Namespace, svc.Name, err)}
+	}
+	return out, nil
+}
