@@ -320,7 +320,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"subjectaccessreviews.authorization.k8s.io. Empty means --kubeconfig.")
 	fs.StringSliceVar(&o.AuthorizationAlwaysAllowPaths, "authorization-always-allow-paths", o.AuthorizationAlwaysAllowPaths,
 		"A list of HTTP paths to skip during authorization, i.e. these are authorized without contacting the "+
-			"'core' kubernetes server. A trailing '*' matches a prefix.")
+			"'core' kubernetes server. Each starts with '/'; a trailing '*' matches a prefix.")
 	fs.BoolVar(&o.AuthenticationSkipLookup, "authentication-skip-lookup", o.AuthenticationSkipLookup,
 		"Accepted for compatibility. (nephele: client certificates are not used for authentication, "+
 			"so there is no extension-apiserver-authentication ConfigMap to look up.)")
@@ -459,7 +459,10 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 	v.readable("authentication-kubeconfig", o.AuthenticationKubeconfig)
 	v.readable("authorization-kubeconfig", o.AuthorizationKubeconfig)
 	for _, p := range o.AuthorizationAlwaysAllowPaths {
-		if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			v.add("authorization-always-allow-paths", "%q: paths must start with \"/\"", p)
+		case strings.Contains(strings.TrimSuffix(p, "*"), "*"):
 			v.add("authorization-always-allow-paths", "%q: only a trailing * is allowed", p)
 		}
 	}

@@ -240,6 +240,8 @@ controllerLeaders: []
 			"invalid value for --authentication-kubeconfig: open " + missing + ": no such file or directory"},
 		{"authorization-kubeconfig missing", func(o *Options) { o.AuthorizationKubeconfig = missing },
 			"invalid value for --authorization-kubeconfig: open " + missing + ": no such file or directory"},
+		{"always-allow relative path", func(o *Options) { o.AuthorizationAlwaysAllowPaths = []string{"healthz"} },
+			`invalid value for --authorization-always-allow-paths: "healthz": paths must start with "/"`},
 		{"always-allow path with inner star", func(o *Options) { o.AuthorizationAlwaysAllowPaths = []string{"/healthz", "/de*bug"} },
 			`invalid value for --authorization-always-allow-paths: "/de*bug": only a trailing * is allowed`},
 
