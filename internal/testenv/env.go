@@ -22,6 +22,9 @@ import (
 // kube-apiserver on a busy two-core machine needs well under a minute.
 const startTimeout = 2 * time.Minute
 
+// errNotStarted refuses components on an Env that Start did not return.
+var errNotStarted = errors.New("testenv: env was not started with Start")
+
 // Options selects the components started beside etcd and kube-apiserver.
 type Options struct {
 	// ControllerManager starts a kube-controller-manager with ControllerManagerArgs.
@@ -71,8 +74,8 @@ type Env struct {
 
 // Start starts etcd and kube-apiserver, then the components opts asks for, and returns
 // once the apiserver is ready and its RBAC bootstrap is done. ctx bounds startup only: the
-// processes run until Stop. On error nothing is left running; the env directory is kept
-// and named in the error so the logs can be read.
+// processes run until Stop. On error nothing is left running; once processes were started
+// the error is a *StartError naming the directory kept with their logs.
 func Start(ctx context.Context, opts Options) (*Env, error) {
 	binDir, err := BinDir()
 	if err != nil {
@@ -81,11 +84,8 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err := checkBinaries(binDir, opts); err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-	}
+	ctx, cancel := withStartTimeout(ctx)
+	defer cancel()
 	dir, err := os.MkdirTemp("", "nephele-testenv-")
 	if err != nil {
 		return nil, fmt.Errorf("create env directory: %w", err)
@@ -95,10 +95,25 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		if stopErr := e.StopKeepingLogs(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
-		return nil, fmt.Errorf("start control plane (logs in %s): %w", dir, err)
+		return nil, &StartError{Dir: dir, Err: err}
 	}
 	return e, nil
 }
+
+// StartError reports a Start that failed after processes were started. Everything was
+// stopped again; Dir was kept for its logs.
+type StartError struct {
+	// Dir is the env directory holding each process's log.
+	Dir string
+	// Err says what failed, with the end of the failing process's log.
+	Err error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("start control plane (logs in %s): %v", e.Dir, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
 
 func (e *Env) start(ctx context.Context, opts Options) error {
 	creds, err := writeCredentials(e.Dir)
@@ -152,6 +167,9 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		"--service-account-signing-key-file", creds.saKey,
 		"--service-cluster-ip-range", serviceCIDR,
 		"--allow-privileged=true",
+		// The kubernetes Service cannot have a loopback endpoint; without a reconciler the
+		// apiserver does not log a validation error for it every ten seconds.
+		"--endpoint-reconciler-type=none",
 	}, nil)
 	if err != nil {
 		return err
@@ -218,10 +236,14 @@ func (e *Env) waitReady(ctx context.Context, apiserver *Process) error {
 // (so it runs no cloud controllers), the service account signing key, no serving port and,
 // unless args say otherwise, no leader election. args are appended after the defaults and
 // override them, e.g. "--leader-elect=true", "--controllers=*,-nodeipam" or
-// "--enable-leader-migration", "--leader-migration-config=FILE". It returns once the
-// process runs; it has no serving port to probe, so wait on its effects, such as its Lease.
-// Each call starts a new process with its own log file.
+// "--enable-leader-migration", "--leader-migration-config=FILE". With no serving port
+// there is nothing to probe: it returns once the process has run for a moment without
+// exiting, so wait on its effects, such as its Lease. Each call starts a new process with
+// its own log file.
 func (e *Env) StartControllerManager(ctx context.Context, args ...string) (*Process, error) {
+	if e.creds == nil {
+		return nil, errNotStarted
+	}
 	defaults := []string{
 		"--kubeconfig", e.Kubeconfig,
 		"--authentication-kubeconfig", e.Kubeconfig,
@@ -236,8 +258,12 @@ func (e *Env) StartControllerManager(ctx context.Context, args ...string) (*Proc
 }
 
 // StartScheduler starts a kube-scheduler without leader election or serving port; args
-// are appended after the defaults and override them. It returns once the process runs.
+// are appended after the defaults and override them. Like StartControllerManager, it
+// returns once the process has run for a moment without exiting.
 func (e *Env) StartScheduler(ctx context.Context, args ...string) (*Process, error) {
+	if e.creds == nil {
+		return nil, errNotStarted
+	}
 	defaults := []string{
 		"--kubeconfig", e.Kubeconfig,
 		"--authentication-kubeconfig", e.Kubeconfig,
@@ -252,6 +278,9 @@ func (e *Env) StartScheduler(ctx context.Context, args ...string) (*Process, err
 // Nodes turn Ready and heartbeat and Pods bound to them run. args are appended after the
 // defaults. It returns once kwok's health endpoint answers.
 func (e *Env) StartKwok(ctx context.Context, args ...string) (*Process, error) {
+	if e.creds == nil {
+		return nil, errNotStarted
+	}
 	if _, err := binary(e.binDir, kwokBinary); err != nil {
 		return nil, err
 	}
@@ -272,7 +301,7 @@ func (e *Env) StartKwok(ctx context.Context, args ...string) (*Process, error) {
 	for _, s := range stages {
 		defaults = append(defaults, "--config", s)
 	}
-	ctx, cancel := e.startContext(ctx)
+	ctx, cancel := withStartTimeout(ctx)
 	defer cancel()
 	// kwok reads ~/.kwok/kwok.yaml when present; a HOME of its own keeps the user's out.
 	home := filepath.Join(e.Dir, "kwok-home")
@@ -308,8 +337,8 @@ func (e *Env) startComponent(ctx context.Context, name string, args []string) (*
 	}
 }
 
-// startContext applies the default startup bound to a context without a deadline.
-func (e *Env) startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// withStartTimeout applies the default startup bound to a context without a deadline.
+func withStartTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
@@ -343,10 +372,20 @@ func (e *Env) run(name string, args, extraEnv []string) (*Process, error) {
 
 // ServiceAccountKey returns the path of the RSA private key service account tokens are
 // signed with, for components that issue tokens themselves.
-func (e *Env) ServiceAccountKey() string { return e.creds.saKey }
+func (e *Env) ServiceAccountKey() string {
+	if e.creds == nil {
+		return ""
+	}
+	return e.creds.saKey
+}
 
 // CAFile returns the path of the CA certificate that signed the apiserver's certificate.
-func (e *Env) CAFile() string { return e.creds.caFile }
+func (e *Env) CAFile() string {
+	if e.creds == nil {
+		return ""
+	}
+	return e.creds.caFile
+}
 
 // Stop stops every process the env started, latest first and etcd last, then removes Dir.
 // It is safe to call more than once, also after a failed Start.
@@ -431,7 +470,8 @@ func freePorts(n int) ([]int, error) {
 
 // waitHTTP waits until url answers 200 OK.
 func waitHTTP(ctx context.Context, p *Process, url string) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+	// No keep-alive: nothing of the probe should linger once the process is up.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	return poll(ctx, p, url, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

@@ -1,0 +1,380 @@
+package testenv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/nephele-dev/nephele/internal/testenv"
+)
+
+// Generous bounds for things that take seconds; a slow shared machine must not flake.
+const (
+	pollInterval = 250 * time.Millisecond
+	pollTimeout  = 90 * time.Second
+)
+
+// Short leases so a stopped leader's Lease expires within seconds, not the default 15.
+var shortLease = []string{
+	"--leader-elect=true",
+	"--leader-elect-lease-duration=4s",
+	"--leader-elect-renew-deadline=3s",
+	"--leader-elect-retry-period=500ms",
+}
+
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err // transient API errors are retried
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+}
+
+func newNode(name string, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{Taints: taints},
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func leaseHolder(ctx context.Context, c kubernetes.Interface, name string) (string, error) {
+	l, err := c.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, ""), nil
+}
+
+// assertProcessGone checks the process was reaped and its group is empty.
+func assertProcessGone(t *testing.T, p *testenv.Process) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	default:
+		t.Fatalf("%s (pid %d) has not exited", p.Name(), p.Pid())
+	}
+	if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process group of %s (pid %d) still exists: %v", p.Name(), p.Pid(), err)
+	}
+}
+
+// TestControlPlane starts everything, as integration tests of the cloud controllers do,
+// and checks each component does its part.
+func TestControlPlane(t *testing.T) {
+	var dir string
+	t.Cleanup(func() {
+		// Runs after New's cleanup: a passing test leaves nothing behind.
+		if _, err := os.Stat(dir); !t.Failed() && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("env directory %s still exists after a passing test (stat: %v)", dir, err)
+		}
+	})
+	env := testenv.New(t, testenv.Options{
+		ControllerManager:     true,
+		ControllerManagerArgs: shortLease,
+		Scheduler:             true,
+		Kwok:                  true,
+	})
+	c := env.Client
+	dir = env.Dir
+
+	t.Run("kubeconfig file works", func(t *testing.T) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Host != env.APIServerURL {
+			t.Errorf("kubeconfig server = %q, want %q", cfg.Host, env.APIServerURL)
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{"default", "kube-system"} {
+			if _, err := client.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{}); err != nil {
+				t.Errorf("get namespace %s: %v", ns, err)
+			}
+		}
+	})
+
+	t.Run("authentication and RBAC are on", func(t *testing.T) {
+		tests := []struct {
+			name  string
+			token string
+			want  func(error) bool
+		}{
+			// Anonymous requests are authenticated as system:anonymous, which RBAC refuses.
+			{name: "anonymous", want: apierrors.IsForbidden},
+			{name: "wrong token", token: "not-" + env.Token, want: apierrors.IsUnauthorized},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				cfg := rest.AnonymousClientConfig(env.Config)
+				cfg.BearerToken = tt.token
+				client, err := kubernetes.NewForConfig(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+				if !tt.want(err) {
+					t.Errorf("list nodes as %s: error %v, want it refused", tt.name, err)
+				}
+			})
+		}
+	})
+
+	t.Run("kwok makes an uninitialized node ready", func(t *testing.T) {
+		taint := corev1.Taint{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("uninitialized", taint), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node uninitialized Ready", func(ctx context.Context) (bool, error) {
+			n, err := c.CoreV1().Nodes().Get(ctx, "uninitialized", metav1.GetOptions{})
+			return err == nil && nodeReady(n), err
+		})
+	})
+
+	t.Run("scheduler binds a pod and kwok runs it", func(t *testing.T) {
+		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("worker"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The ServiceAccount admission plugin refuses pods until the controller
+		// manager has created the namespace's default ServiceAccount.
+		eventually(t, "ServiceAccount default/default", func(ctx context.Context) (bool, error) {
+			_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, err
+		})
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				AutomountServiceAccountToken: ptr.To(false),
+				Containers:                   []corev1.Container{{Name: "app", Image: "app:1"}},
+			},
+		}
+		if _, err := c.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "pod default/app running on worker", func(ctx context.Context) (bool, error) {
+			p, err := c.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			// The uninitialized node is tainted, so only worker fits.
+			return p.Spec.NodeName == "worker" && p.Status.Phase == corev1.PodRunning, nil
+		})
+	})
+
+	t.Run("controller manager leader hands over after stop", func(t *testing.T) {
+		var first string
+		eventually(t, "Lease kube-system/kube-controller-manager held", func(ctx context.Context) (bool, error) {
+			h, err := leaseHolder(ctx, c, "kube-controller-manager")
+			first = h
+			return h != "", err
+		})
+
+		if err := env.ControllerManager.Stop(); err != nil {
+			t.Fatalf("stop controller manager: %v", err)
+		}
+		assertProcessGone(t, env.ControllerManager)
+		if err := env.ControllerManager.Stop(); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+
+		second, err := env.StartControllerManager(t.Context(), shortLease...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.LogPath() == env.ControllerManager.LogPath() {
+			t.Errorf("second controller manager logs to the first one's file %s", second.LogPath())
+		}
+		eventually(t, "Lease kube-system/kube-controller-manager taken over", func(ctx context.Context) (bool, error) {
+			h, err := leaseHolder(ctx, c, "kube-controller-manager")
+			return h != "" && h != first, err
+		})
+		if err := second.Stop(); err != nil {
+			t.Fatalf("stop second controller manager: %v", err)
+		}
+		assertProcessGone(t, second)
+	})
+
+	t.Run("kwok restarts", func(t *testing.T) {
+		if err := env.Kwok.Stop(); err != nil {
+			t.Fatalf("stop kwok: %v", err)
+		}
+		assertProcessGone(t, env.Kwok)
+		kwok, err := env.StartKwok(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("late"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "node late Ready", func(ctx context.Context) (bool, error) {
+			n, err := c.CoreV1().Nodes().Get(ctx, "late", metav1.GetOptions{})
+			return err == nil && nodeReady(n), err
+		})
+		if err := kwok.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// failedTB is a test that has failed, recording its cleanups and logs instead of running
+// and printing them.
+type failedTB struct {
+	testing.TB
+	cleanups []func()
+	logs     []string
+}
+
+func (f *failedTB) Failed() bool      { return true }
+func (f *failedTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *failedTB) Logf(format string, args ...any) {
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
+}
+
+// TestNewKeepsLogsOnFailure checks what a failed test leaves: every process stopped, the
+// env directory kept, and where it is and how each log ends in the test output.
+func TestNewKeepsLogsOnFailure(t *testing.T) {
+	tb := &failedTB{TB: t}
+	env := testenv.New(tb, testenv.Options{})
+	t.Cleanup(func() { os.RemoveAll(env.Dir) })
+	for i := len(tb.cleanups) - 1; i >= 0; i-- {
+		tb.cleanups[i]()
+	}
+
+	if _, err := os.Stat(filepath.Join(env.Dir, "kube-apiserver.log")); err != nil {
+		t.Errorf("apiserver log not kept: %v", err)
+	}
+	out := strings.Join(tb.logs, "\n")
+	for _, want := range []string{"directory kept: " + env.Dir, "end of " + filepath.Join(env.Dir, "etcd.log")} {
+		if !strings.Contains(out, want) {
+			t.Errorf("test output does not contain %q:\n%s", want, out)
+		}
+	}
+	if pids := processesMentioning(t, env.Dir); len(pids) > 0 {
+		t.Errorf("processes %v still run from %s after cleanup", pids, env.Dir)
+	}
+	if _, err := env.StartControllerManager(t.Context()); err == nil || !strings.Contains(err.Error(), "env is stopped") {
+		t.Errorf("StartControllerManager() on a stopped env: error %v, want it refused", err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("Stop() after cleanup: %v", err)
+	}
+}
+
+// TestStartFailureCleansUp starts a real etcd and an apiserver that fails at once: Start
+// must report the apiserver's own words, keep the logs and leave no etcd running.
+func TestStartFailureCleansUp(t *testing.T) {
+	realBin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(filepath.Join(realBin, "etcd"), filepath.Join(bin, "etcd")); err != nil {
+		t.Fatal(err)
+	}
+	broken := "#!/bin/sh\necho 'apiserver says: no such flag' >&2\nexit 2\n"
+	if err := os.WriteFile(filepath.Join(bin, "kube-apiserver"), []byte(broken), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(testenv.BinDirEnv, bin)
+
+	env, err := testenv.Start(t.Context(), testenv.Options{})
+	if err == nil {
+		_ = env.Stop()
+		t.Fatal("Start() succeeded with a broken kube-apiserver")
+	}
+	for _, want := range []string{"kube-apiserver exited", "apiserver says: no such flag", "logs in "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start() error does not contain %q:\n%v", want, err)
+		}
+	}
+	var startErr *testenv.StartError
+	if !errors.As(err, &startErr) {
+		t.Fatalf("Start() error %v is not a *StartError", err)
+	}
+	dir := startErr.Dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if _, err := os.Stat(filepath.Join(dir, "etcd.log")); err != nil {
+		t.Errorf("etcd log not kept: %v", err)
+	}
+	if pids := processesMentioning(t, dir); len(pids) > 0 {
+		t.Errorf("processes %v still run from %s after the failed Start", pids, dir)
+	}
+}
+
+// processesMentioning lists live processes whose command line contains s.
+func processesMentioning(t *testing.T, s string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestZeroEnv checks an Env not made by Start refuses to start components instead of
+// panicking, and stops as a no-op.
+func TestZeroEnv(t *testing.T) {
+	var env testenv.Env
+	starts := map[string]func(context.Context, ...string) (*testenv.Process, error){
+		"StartControllerManager": env.StartControllerManager,
+		"StartScheduler":         env.StartScheduler,
+		"StartKwok":              env.StartKwok,
+	}
+	for name, start := range starts {
+		if p, err := start(t.Context()); err == nil {
+			_ = p.Stop()
+			t.Errorf("%s() on a zero Env succeeded", name)
+		}
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("Stop() on a zero Env: %v", err)
+	}
+}
