@@ -3,6 +3,7 @@ package cloud
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // ProviderID identifies an instance across Kubernetes and the cloud. Its string form,
@@ -52,8 +53,10 @@ func (p ProviderID) validate() error {
 	if strings.TrimLeft(p.ID, "/") == "" {
 		return fmt.Errorf("instance ID is empty")
 	}
-	if strings.ContainsAny(p.ID, " \t\n") {
-		return fmt.Errorf("instance ID %q contains white space", p.ID)
+	// A Node's spec.providerID is compared byte for byte and shown in logs and
+	// labels, so an ID with white space or control characters is always a mistake.
+	if strings.IndexFunc(p.ID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return fmt.Errorf("instance ID %q contains white space or control characters", p.ID)
 	}
 	return nil
 }

@@ -13,7 +13,8 @@ import (
 type Factory func(config io.Reader) (Provider, error)
 
 // Registry maps provider names to factories. It is an ordinary value: a binary builds
-// one in main and tests build their own, so nothing global needs resetting.
+// one in main and tests build their own, so nothing global needs resetting. The zero
+// value is an empty registry ready to use.
 type Registry struct {
 	mu        sync.RWMutex
 	factories map[string]Factory
@@ -35,6 +36,9 @@ func (r *Registry) Register(name string, f Factory) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.factories == nil {
+		r.factories = map[string]Factory{}
+	}
 	if _, dup := r.factories[name]; dup {
 		return fmt.Errorf("registering cloud provider %q: a provider with that name is already registered", name)
 	}
