@@ -9,7 +9,7 @@ import (
 // ttlCache is a size-bounded map whose entries expire. When full, it drops the least
 // recently used entry, so a flood of distinct tokens cannot grow memory.
 type ttlCache[V any] struct {
-	max int
+	size int
 
 	mu    sync.Mutex
 	order *list.List // of *cacheEntry[V], most recently used at the front
@@ -22,8 +22,8 @@ type cacheEntry[V any] struct {
 	expires time.Time
 }
 
-func newTTLCache[V any](max int) *ttlCache[V] {
-	return &ttlCache[V]{max: max, order: list.New(), items: make(map[string]*list.Element)}
+func newTTLCache[V any](size int) *ttlCache[V] {
+	return &ttlCache[V]{size: size, order: list.New(), items: make(map[string]*list.Element)}
 }
 
 // get returns the value stored under key unless it has expired by now.
@@ -48,7 +48,7 @@ func (c *ttlCache[V]) get(key string, now time.Time) (V, bool) {
 // add stores val under key until now+ttl, evicting the least recently used entry
 // when the cache is full.
 func (c *ttlCache[V]) add(key string, val V, ttl time.Duration, now time.Time) {
-	if ttl <= 0 || c.max <= 0 {
+	if ttl <= 0 || c.size <= 0 {
 		return
 	}
 	c.mu.Lock()
@@ -59,7 +59,7 @@ func (c *ttlCache[V]) add(key string, val V, ttl time.Duration, now time.Time) {
 		c.order.MoveToFront(el)
 		return
 	}
-	for c.order.Len() >= c.max {
+	for c.order.Len() >= c.size {
 		oldest := c.order.Back()
 		c.order.Remove(oldest)
 		delete(c.items, oldest.Value.(*cacheEntry[V]).key)
