@@ -1,0 +1,297 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Version is the API version, the first element of every resource path.
+const Version = "v1"
+
+// InstanceState is the lifecycle state of an instance. The values are those of the
+// provider contract's cloud.InstanceState.
+type InstanceState string
+
+// Instance states.
+const (
+	InstanceRunning    InstanceState = "running"
+	InstanceStopped    InstanceState = "stopped"
+	InstanceTerminated InstanceState = "terminated"
+)
+
+// AddressType is the kind of an instance address. The values are Kubernetes'
+// NodeAddressType values, so a provider copies them over unchanged.
+type AddressType string
+
+// Address types.
+const (
+	AddressInternalIP  AddressType = "InternalIP"
+	AddressExternalIP  AddressType = "ExternalIP"
+	AddressHostname    AddressType = "Hostname"
+	AddressInternalDNS AddressType = "InternalDNS"
+	AddressExternalDNS AddressType = "ExternalDNS"
+)
+
+// Address is one address of an instance.
+type Address struct {
+	Type    AddressType `json:"type"`
+	Address string      `json:"address"`
+}
+
+// InstanceSpec is the body of an instance create request. Empty Zone, Region and
+// InstanceType take the server's defaults; without an InternalIP address the server
+// assigns one from its instance range, and without a Hostname address it adds Name.
+type InstanceSpec struct {
+	// Name is the instance's name, the name of the Node it backs. Unique in the cloud.
+	Name         string            `json:"name"`
+	Zone         string            `json:"zone,omitempty"`
+	Region       string            `json:"region,omitempty"`
+	InstanceType string            `json:"instanceType,omitempty"`
+	Addresses    []Address         `json:"addresses,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// Instance is a machine in the local cloud.
+type Instance struct {
+	// ID is the cloud's identifier, "i-" and twelve hex digits, assigned in creation order.
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Zone         string            `json:"zone"`
+	Region       string            `json:"region"`
+	InstanceType string            `json:"instanceType"`
+	Addresses    []Address         `json:"addresses"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	State        InstanceState     `json:"state"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	UpdatedAt    time.Time         `json:"updatedAt"`
+}
+
+// InstanceList is one page of an instance listing. An empty NextPageToken means the
+// listing is complete.
+type InstanceList struct {
+	Items         []Instance `json:"items"`
+	NextPageToken string     `json:"nextPageToken,omitempty"`
+}
+
+// Protocol is a load balancer port's transport protocol.
+type Protocol string
+
+// Protocols the data plane forwards.
+const (
+	ProtocolTCP Protocol = "TCP"
+	ProtocolUDP Protocol = "UDP"
+)
+
+// Port is one load balancer listener: traffic to VIP:Port is forwarded to each
+// backend's Address:NodePort.
+type Port struct {
+	Name     string   `json:"name,omitempty"`
+	Protocol Protocol `json:"protocol"`
+	Port     int32    `json:"port"`
+	NodePort int32    `json:"nodePort"`
+}
+
+// Backend is one node behind a load balancer.
+type Backend struct {
+	NodeName string `json:"nodeName"`
+	// Address is the IP address traffic is forwarded to.
+	Address string `json:"address"`
+}
+
+// LoadBalancerSpec is the desired state of a load balancer, the body of an ensure
+// request.
+type LoadBalancerSpec struct {
+	// ClusterName is the cluster the load balancer belongs to; listings can filter by it.
+	ClusterName string `json:"clusterName,omitempty"`
+	// Service is "namespace/name" of the Service it serves, for people reading the state.
+	Service  string    `json:"service,omitempty"`
+	Ports    []Port    `json:"ports"`
+	Backends []Backend `json:"backends"`
+	// HealthCheckNodePort, when set, makes health checks an HTTP GET of /healthz on this
+	// port of each backend (kube-proxy's health check node port for
+	// externalTrafficPolicy Local) instead of a TCP connect to the node port.
+	HealthCheckNodePort int32 `json:"healthCheckNodePort,omitempty"`
+	// SourceRanges are the CIDRs clients may connect from; empty allows everyone.
+	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// RequestedIP asks for a particular VIP from the pool (Service spec.loadBalancerIP).
+	RequestedIP string `json:"requestedIP,omitempty"`
+}
+
+// BackendsUpdate is the body of an update-backends request: the whole desired set.
+type BackendsUpdate struct {
+	Backends []Backend `json:"backends"`
+}
+
+// Health is a backend's health as the data plane last saw it.
+type Health string
+
+// Health values. Unknown means no check has finished yet, or checks are disabled.
+const (
+	HealthUnknown   Health = "unknown"
+	HealthHealthy   Health = "healthy"
+	HealthUnhealthy Health = "unhealthy"
+)
+
+// BackendStatus is a backend's health.
+type BackendStatus struct {
+	NodeName string `json:"nodeName"`
+	Address  string `json:"address"`
+	Health   Health `json:"health"`
+}
+
+// LoadBalancerStatus is what the cloud reports about a load balancer.
+type LoadBalancerStatus struct {
+	// VIP is the address clients connect to.
+	VIP      string          `json:"vip"`
+	Backends []BackendStatus `json:"backends,omitempty"`
+	// Error is set when the data plane could not open the listeners (for example after
+	// a restart found a port taken); the next ensure retries.
+	Error string `json:"error,omitempty"`
+}
+
+// LoadBalancer is a load balancer in the local cloud.
+type LoadBalancer struct {
+	Name      string             `json:"name"`
+	Spec      LoadBalancerSpec   `json:"spec"`
+	Status    LoadBalancerStatus `json:"status"`
+	CreatedAt time.Time          `json:"createdAt"`
+	UpdatedAt time.Time          `json:"updatedAt"`
+}
+
+// LoadBalancerList is a listing of load balancers.
+type LoadBalancerList struct {
+	Items []LoadBalancer `json:"items"`
+}
+
+// RouteSpec is the body of a route create request. Give TargetNode (an instance name),
+// TargetInstance (an instance ID), or both if they agree. An empty Name is derived
+// from the destination.
+type RouteSpec struct {
+	Name            string `json:"name,omitempty"`
+	DestinationCIDR string `json:"destinationCIDR"`
+	TargetNode      string `json:"targetNode,omitempty"`
+	TargetInstance  string `json:"targetInstance,omitempty"`
+}
+
+// Route sends a destination CIDR to an instance.
+type Route struct {
+	Name            string    `json:"name"`
+	ClusterName     string    `json:"clusterName"`
+	DestinationCIDR string    `json:"destinationCIDR"`
+	TargetNode      string    `json:"targetNode"`
+	TargetInstance  string    `json:"targetInstance"`
+	CreatedAt       time.Time `json:"createdAt"`
+	// Blackhole is set in answers when the target instance no longer exists or is
+	// terminated: traffic to the destination goes nowhere.
+	Blackhole bool `json:"blackhole,omitempty"`
+}
+
+// RouteList is a listing of a cluster's routes.
+type RouteList struct {
+	Items []Route `json:"items"`
+}
+
+// Reason is the machine-readable cause in an error answer.
+type Reason string
+
+// Reasons.
+const (
+	ReasonInvalid          Reason = "Invalid"
+	ReasonNotFound         Reason = "NotFound"
+	ReasonAlreadyExists    Reason = "AlreadyExists"
+	ReasonConflict         Reason = "Conflict"
+	ReasonUnauthorized     Reason = "Unauthorized"
+	ReasonThrottled        Reason = "Throttled"
+	ReasonUnavailable      Reason = "Unavailable"
+	ReasonNotImplemented   Reason = "NotImplemented"
+	ReasonInternal         Reason = "Internal"
+	ReasonUnknownEndpoint  Reason = "UnknownEndpoint"
+	ReasonMethodNotAllowed Reason = "MethodNotAllowed"
+)
+
+// Error is the body of every answer with a 4xx or 5xx status.
+type Error struct {
+	Message string `json:"error"`
+	Reason  Reason `json:"reason"`
+	// Field names the offending request field for 400 answers, e.g. "spec.ports[0].protocol".
+	Field string `json:"field,omitempty"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("250ms").
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string such as "1.5s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"250ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Distribution is how injected latency is drawn.
+type Distribution string
+
+// Distributions.
+const (
+	// DistributionFixed always waits Fixed.
+	DistributionFixed Distribution = "fixed"
+	// DistributionUniform waits between Min and Max, uniformly.
+	DistributionUniform Distribution = "uniform"
+	// DistributionNormal waits a normally distributed time (Mean, StdDev), never below 0.
+	DistributionNormal Distribution = "normal"
+)
+
+// Latency is injected delay. Distribution selects which other fields matter; an empty
+// Distribution means fixed.
+type Latency struct {
+	Distribution Distribution `json:"distribution,omitempty"`
+	Fixed        Duration     `json:"fixed,omitzero"`
+	Min          Duration     `json:"min,omitzero"`
+	Max          Duration     `json:"max,omitzero"`
+	Mean         Duration     `json:"mean,omitzero"`
+	StdDev       Duration     `json:"stddev,omitzero"`
+}
+
+// RateLimit is a token bucket: QPS tokens per second, at most Burst stored. Calls that
+// find the bucket empty are answered 429 with Retry-After.
+type RateLimit struct {
+	QPS   float64 `json:"qps"`
+	Burst int     `json:"burst,omitempty"`
+}
+
+// Fault is one fault rule. Operation selects calls (see ValidOperationPattern). Each
+// knob of a call comes from the most specific matching rule that sets it; outages
+// and not-implemented apply if any matching rule sets them, and every matching rule's
+// rate limit applies.
+type Fault struct {
+	Operation string `json:"operation"`
+	// Latency delays every matching answer, injected failures included.
+	Latency *Latency `json:"latency,omitempty"`
+	// ErrorRate is the fraction of calls answered 500.
+	ErrorRate float64 `json:"errorRate,omitempty"`
+	// RateLimit throttles matching calls; one bucket per rule, shared by the
+	// operations it matches.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// Outage answers every matching call 503.
+	Outage bool `json:"outage,omitempty"`
+	// NotImplemented answers every matching call 501.
+	NotImplemented bool `json:"notImplemented,omitempty"`
+	// InvisibleFor hides instances younger than this from instance reads, lists and
+	// actions: eventual consistency after a create.
+	InvisibleFor Duration `json:"invisibleFor,omitzero"`
+}
+
+// FaultList is the body of GET and PUT /admin/faults.
+type FaultList struct {
+	Faults []Fault `json:"faults"`
+}

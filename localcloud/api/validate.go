@@ -1,0 +1,323 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+)
+
+// FieldError reports an invalid request field. Field is a path into the request,
+// such as "spec.ports[0].protocol" or "backends[2].address".
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Length limits. Names follow Kubernetes' limits for the objects they mirror.
+const (
+	maxNameLen  = 253
+	maxTokenLen = 63
+	maxLabelKey = 317
+	maxLabelVal = 63
+)
+
+// ValidateName checks an instance name (a Node name: a lower-case DNS subdomain).
+func ValidateName(field, name string) error {
+	if name == "" {
+		return fieldErr(field, "required")
+	}
+	if len(name) > maxNameLen {
+		return fieldErr(field, "%d characters, at most %d allowed", len(name), maxNameLen)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(name)-1
+		if !ok {
+			return fieldErr(field, "%q: want lower-case letters, digits, '-' and '.', starting and ending with a letter or digit", name)
+		}
+	}
+	return nil
+}
+
+// ValidateObjectName checks a load balancer, route or cluster name: letters, digits,
+// '-', '_' and '.', starting with a letter or digit, at most 253 characters. Such
+// names are safe in URL paths.
+func ValidateObjectName(field, name string) error {
+	if name == "" {
+		return fieldErr(field, "required")
+	}
+	if len(name) > maxNameLen {
+		return fieldErr(field, "%d characters, at most %d allowed", len(name), maxNameLen)
+	}
+	for i, r := range name {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '-' && r != '_' && r != '.') {
+			return fieldErr(field, "%q: want letters, digits, '-', '_' and '.', starting with a letter or digit", name)
+		}
+	}
+	return nil
+}
+
+// validateToken checks a zone, region or instance type: empty (the default) or a short
+// name of letters, digits, '-', '_' and '.'.
+func validateToken(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > maxTokenLen {
+		return fieldErr(field, "%d characters, at most %d allowed", len(v), maxTokenLen)
+	}
+	return ValidateObjectName(field, v)
+}
+
+// Validate checks an instance create request. Fields are named under "spec.".
+func (s *InstanceSpec) Validate() error {
+	if err := ValidateName("spec.name", s.Name); err != nil {
+		return err
+	}
+	if err := validateToken("spec.zone", s.Zone); err != nil {
+		return err
+	}
+	if err := validateToken("spec.region", s.Region); err != nil {
+		return err
+	}
+	if err := validateToken("spec.instanceType", s.InstanceType); err != nil {
+		return err
+	}
+	for i, a := range s.Addresses {
+		field := fmt.Sprintf("spec.addresses[%d]", i)
+		switch a.Type {
+		case AddressInternalIP, AddressExternalIP:
+			if _, err := netip.ParseAddr(a.Address); err != nil {
+				return fieldErr(field+".address", "%q is not an IP address", a.Address)
+			}
+		case AddressHostname, AddressInternalDNS, AddressExternalDNS:
+			if a.Address == "" || len(a.Address) > maxNameLen || strings.ContainsAny(a.Address, " \t\r\n/") {
+				return fieldErr(field+".address", "%q is not a host name", a.Address)
+			}
+		default:
+			return fieldErr(field+".type", "%q: want one of InternalIP, ExternalIP, Hostname, InternalDNS, ExternalDNS", a.Type)
+		}
+	}
+	for k, v := range s.Labels {
+		field := fmt.Sprintf("spec.labels[%q]", k)
+		if k == "" || len(k) > maxLabelKey || strings.ContainsAny(k, " \t\r\n") {
+			return fieldErr(field, "invalid label key")
+		}
+		if len(v) > maxLabelVal || strings.ContainsAny(v, " \t\r\n") {
+			return fieldErr(field, "invalid label value %q", v)
+		}
+	}
+	return nil
+}
+
+// Validate checks a load balancer ensure request. Fields are named under "spec.".
+// Whether RequestedIP lies in the server's VIP pool is for the server to check.
+func (s *LoadBalancerSpec) Validate() error {
+	if s.ClusterName != "" {
+		if err := ValidateObjectName("spec.clusterName", s.ClusterName); err != nil {
+			return err
+		}
+	}
+	if len(s.Service) > 2*maxNameLen+1 {
+		return fieldErr("spec.service", "too long")
+	}
+	if len(s.Ports) == 0 {
+		return fieldErr("spec.ports", "at least one port is required")
+	}
+	type listener struct {
+		proto Protocol
+		port  int32
+	}
+	seen := make(map[listener]int, len(s.Ports))
+	for i, p := range s.Ports {
+		field := fmt.Sprintf("spec.ports[%d]", i)
+		switch p.Protocol {
+		case ProtocolTCP, ProtocolUDP:
+		case "":
+			return fieldErr(field+".protocol", "required: TCP or UDP")
+		default:
+			return fieldErr(field+".protocol", "%q is not supported by the local cloud: want TCP or UDP", p.Protocol)
+		}
+		if p.Port < 1 || p.Port > math.MaxUint16 {
+			return fieldErr(field+".port", "%d: want 1-65535", p.Port)
+		}
+		if p.NodePort < 1 || p.NodePort > math.MaxUint16 {
+			return fieldErr(field+".nodePort", "%d: want 1-65535", p.NodePort)
+		}
+		if j, dup := seen[listener{p.Protocol, p.Port}]; dup {
+			return fieldErr(field+".port", "%s %d is already spec.ports[%d]", p.Protocol, p.Port, j)
+		}
+		seen[listener{p.Protocol, p.Port}] = i
+	}
+	if err := ValidateBackends("spec.backends", s.Backends); err != nil {
+		return err
+	}
+	if s.HealthCheckNodePort < 0 || s.HealthCheckNodePort > math.MaxUint16 {
+		return fieldErr("spec.healthCheckNodePort", "%d: want 0 (none) or 1-65535", s.HealthCheckNodePort)
+	}
+	for i, r := range s.SourceRanges {
+		if _, err := netip.ParsePrefix(r); err != nil {
+			return fieldErr(fmt.Sprintf("spec.sourceRanges[%d]", i), "%q is not a CIDR", r)
+		}
+	}
+	if s.RequestedIP != "" {
+		if _, err := netip.ParseAddr(s.RequestedIP); err != nil {
+			return fieldErr("spec.requestedIP", "%q is not an IP address", s.RequestedIP)
+		}
+	}
+	return nil
+}
+
+// ValidateBackends checks a backend set named field ("spec.backends" or "backends").
+func ValidateBackends(field string, backends []Backend) error {
+	seen := make(map[string]int, len(backends))
+	for i, b := range backends {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if err := ValidateName(f+".nodeName", b.NodeName); err != nil {
+			return err
+		}
+		if j, dup := seen[b.NodeName]; dup {
+			return fieldErr(f+".nodeName", "%q is already %s[%d]", b.NodeName, field, j)
+		}
+		seen[b.NodeName] = i
+		if a, err := netip.ParseAddr(b.Address); err != nil || a.Zone() != "" {
+			return fieldErr(f+".address", "%q is not an IP address", b.Address)
+		}
+	}
+	return nil
+}
+
+// Validate checks a route create request. Fields are named under "spec.".
+func (s *RouteSpec) Validate() error {
+	if s.Name != "" {
+		if err := ValidateObjectName("spec.name", s.Name); err != nil {
+			return err
+		}
+	}
+	if s.DestinationCIDR == "" {
+		return fieldErr("spec.destinationCIDR", "required")
+	}
+	p, err := netip.ParsePrefix(s.DestinationCIDR)
+	if err != nil {
+		return fieldErr("spec.destinationCIDR", "%q is not a CIDR", s.DestinationCIDR)
+	}
+	if p.Masked() != p {
+		return fieldErr("spec.destinationCIDR", "%q has host bits set; did you mean %s?", s.DestinationCIDR, p.Masked())
+	}
+	if s.TargetNode == "" && s.TargetInstance == "" {
+		return fieldErr("spec.targetNode", "targetNode or targetInstance is required")
+	}
+	if s.TargetNode != "" {
+		if err := ValidateName("spec.targetNode", s.TargetNode); err != nil {
+			return err
+		}
+	}
+	if s.TargetInstance != "" {
+		if err := ValidateObjectName("spec.targetInstance", s.TargetInstance); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RouteName is the name a route gets when its create request names none: the
+// destination with '.', ':' and '/' turned into '-', so one CIDR has one name.
+func RouteName(destination netip.Prefix) string {
+	return "r-" + strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(destination.String())
+}
+
+// Validate checks a fault rule named field (such as "faults[0]").
+func (f *Fault) Validate(field string) error {
+	if !ValidOperationPattern(f.Operation) {
+		return fieldErr(field+".operation", "%q: want an operation name, \"<group>.*\" or \"*\"; operations: %s",
+			f.Operation, strings.Join(Operations(), ", "))
+	}
+	if l := f.Latency; l != nil {
+		if err := l.validate(field + ".latency"); err != nil {
+			return err
+		}
+	}
+	if math.IsNaN(f.ErrorRate) || f.ErrorRate < 0 || f.ErrorRate > 1 {
+		return fieldErr(field+".errorRate", "%v: want a fraction from 0 to 1", f.ErrorRate)
+	}
+	if r := f.RateLimit; r != nil {
+		if math.IsNaN(r.QPS) || math.IsInf(r.QPS, 0) || r.QPS <= 0 {
+			return fieldErr(field+".rateLimit.qps", "%v: want a positive rate", r.QPS)
+		}
+		if r.Burst < 0 {
+			return fieldErr(field+".rateLimit.burst", "%d: want 0 (one second's worth) or more", r.Burst)
+		}
+	}
+	if f.InvisibleFor.Duration < 0 {
+		return fieldErr(field+".invisibleFor", "%s: want a positive duration", f.InvisibleFor)
+	}
+	if f.InvisibleFor.Duration > 0 && f.Operation != "*" && !strings.HasPrefix(f.Operation, "instances.") {
+		return fieldErr(field+".invisibleFor", "only instance operations can hide new instances, not %q", f.Operation)
+	}
+	if f.InvisibleFor.Duration > 0 && f.Operation == OpInstancesCreate {
+		return fieldErr(field+".invisibleFor", "set it on the operations that read instances (e.g. instances.get, instances.list or instances.*), not on instances.create")
+	}
+	return nil
+}
+
+func (l *Latency) validate(field string) error {
+	neg := func(name string, d Duration) error {
+		if d.Duration < 0 {
+			return fieldErr(field+"."+name, "%s: want a positive duration", d)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		d    Duration
+	}{{"fixed", l.Fixed}, {"min", l.Min}, {"max", l.Max}, {"mean", l.Mean}, {"stddev", l.StdDev}} {
+		if err := neg(c.name, c.d); err != nil {
+			return err
+		}
+	}
+	switch l.Distribution {
+	case "", DistributionFixed:
+		if l.Min.Duration != 0 || l.Max.Duration != 0 || l.Mean.Duration != 0 || l.StdDev.Duration != 0 {
+			return fieldErr(field, "a fixed latency takes only \"fixed\"")
+		}
+	case DistributionUniform:
+		if l.Fixed.Duration != 0 || l.Mean.Duration != 0 || l.StdDev.Duration != 0 {
+			return fieldErr(field, "a uniform latency takes only \"min\" and \"max\"")
+		}
+		if l.Max.Duration < l.Min.Duration {
+			return fieldErr(field+".max", "%s is below min %s", l.Max, l.Min)
+		}
+	case DistributionNormal:
+		if l.Fixed.Duration != 0 || l.Min.Duration != 0 || l.Max.Duration != 0 {
+			return fieldErr(field, "a normal latency takes only \"mean\" and \"stddev\"")
+		}
+	default:
+		return fieldErr(field+".distribution", "%q: want fixed, uniform or normal", l.Distribution)
+	}
+	return nil
+}
+
+// ValidateFaults checks a whole fault list: every rule, and at most one rule per
+// operation pattern.
+func ValidateFaults(faults []Fault) error {
+	seen := make(map[string]int, len(faults))
+	for i := range faults {
+		field := fmt.Sprintf("faults[%d]", i)
+		if err := faults[i].Validate(field); err != nil {
+			return err
+		}
+		if j, dup := seen[faults[i].Operation]; dup {
+			return fieldErr(field+".operation", "%q already has a rule, faults[%d]", faults[i].Operation, j)
+		}
+		seen[faults[i].Operation] = i
+	}
+	return nil
+}

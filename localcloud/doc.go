@@ -1,0 +1,21 @@
+// Package localcloud is the root of nephele's local cloud: a real cloud service on one
+// machine, with an HTTP/JSON API, durable state, load balancers whose VIPs really forward
+// TCP and UDP to node addresses, pod-network routes, per-operation fault knobs and call
+// accounting. It is the default cloud of `nephele up`, of the tests and of the benchmarks.
+//
+// The service is split by job:
+//
+//   - [github.com/nephele-dev/nephele/localcloud/api]: wire types shared by server and
+//     client, operation names, and validation.
+//   - [github.com/nephele-dev/nephele/localcloud/store]: durable state in one bbolt file.
+//   - [github.com/nephele-dev/nephele/localcloud/dataplane]: the TCP/UDP proxies behind
+//     load balancer VIPs, with health checks and source ranges.
+//   - [github.com/nephele-dev/nephele/localcloud/faults]: latency, errors, throttling,
+//     outages and eventual consistency, per operation.
+//   - [github.com/nephele-dev/nephele/localcloud/server]: the HTTP service tying them
+//     together, with authentication and metrics.
+//   - [github.com/nephele-dev/nephele/localcloud/client]: the typed Go client, mapping
+//     answers to the provider contract's errors.
+//
+// The binary is cmd/localcloud; docs/localcloud.md is the API reference.
+package localcloud

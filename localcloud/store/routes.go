@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+)
+
+// ListRoutes returns the routes of a cluster in name order, each marked Blackhole when
+// its target instance is gone or terminated.
+func (s *Store) ListRoutes(ctx context.Context, cluster string) ([]api.Route, error) {
+	out := []api.Route{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
+		if b == nil {
+			return nil
+		}
+		instances := tx.Bucket(bucketInstances)
+		return b.ForEach(func(k, v []byte) error {
+			var r api.Route
+			if err := jsonUnmarshal(k, v, &r); err != nil {
+				return err
+			}
+			var inst api.Instance
+			ok, err := getJSON(instances, []byte(r.TargetInstance), &inst)
+			if err != nil {
+				return err
+			}
+			r.Blackhole = !ok || inst.State == api.InstanceTerminated
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing routes of cluster %s: %w", cluster, err)
+	}
+	return out, nil
+}
+
+// CreateRoute creates a route in cluster from a validated spec, resolving its target
+// to a live instance. It is idempotent: when a route with the same destination and
+// target exists, under any name, it returns that route and created false. A route that exists by name or destination but
+// differs fails with ErrConflict, as does a target that does not exist or is
+// terminated.
+func (s *Store) CreateRoute(ctx context.Context, cluster string, spec api.RouteSpec, now time.Time) (route api.Route, created bool, err error) {
+	dest, err := netip.ParsePrefix(spec.DestinationCIDR)
+	if err != nil {
+		return api.Route{}, false, fmt.Errorf("route destination %q: %w", spec.DestinationCIDR, err)
+	}
+	dest = dest.Masked()
+	name := spec.Name
+	if name == "" {
+		name = api.RouteName(dest)
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		target, err := resolveTarget(tx, spec)
+		if err != nil {
+			return err
+		}
+		b, err := tx.Bucket(bucketRoutes).CreateBucketIfNotExists([]byte(cluster))
+		if err != nil {
+			return err
+		}
+		want := api.Route{
+			Name:            name,
+			ClusterName:     cluster,
+			DestinationCIDR: dest.String(),
+			TargetNode:      target.Name,
+			TargetInstance:  target.ID,
+			CreatedAt:       now,
+		}
+		var existing api.Route
+		ok, err := getJSON(b, []byte(name), &existing)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if existing.DestinationCIDR != want.DestinationCIDR || existing.TargetInstance != want.TargetInstance {
+				return fmt.Errorf("route %s already sends %s to %s (%s): %w",
+					name, existing.DestinationCIDR, existing.TargetNode, existing.TargetInstance, ErrConflict)
+			}
+			route = existing
+			return nil
+		}
+		// One destination has one route: a second one would make the route table
+		// ambiguous.
+		errFound := fmt.Errorf("found")
+		err = b.ForEach(func(k, v []byte) error {
+			var r api.Route
+			if err := jsonUnmarshal(k, v, &r); err != nil {
+				return err
+			}
+			if r.DestinationCIDR != want.DestinationCIDR {
+				return nil
+			}
+			if r.TargetInstance != want.TargetInstance {
+				return fmt.Errorf("route %s already sends %s to %s (%s): %w",
+					r.Name, r.DestinationCIDR, r.TargetNode, r.TargetInstance, ErrConflict)
+			}
+			route = r
+			return errFound
+		})
+		switch {
+		case err == errFound:
+			return nil
+		case err != nil:
+			return err
+		}
+		route, created = want, true
+		return putJSON(b, []byte(name), want)
+	})
+	if err != nil {
+		return api.Route{}, false, fmt.Errorf("creating route %s in cluster %s: %w", name, cluster, err)
+	}
+	return route, created, nil
+}
+
+// resolveTarget finds the live instance a route spec points at.
+func resolveTarget(tx *bolt.Tx, spec api.RouteSpec) (api.Instance, error) {
+	id := spec.TargetInstance
+	if spec.TargetNode != "" {
+		byName := tx.Bucket(bucketInstanceNames).Get([]byte(spec.TargetNode))
+		if byName == nil {
+			return api.Instance{}, fmt.Errorf("target node %s has no instance: %w", spec.TargetNode, ErrConflict)
+		}
+		if id != "" && id != string(byName) {
+			return api.Instance{}, fmt.Errorf("target node %s is instance %s, not %s: %w", spec.TargetNode, byName, id, ErrConflict)
+		}
+		id = string(byName)
+	}
+	inst, err := getInstance(tx, id)
+	if err != nil {
+		return api.Instance{}, fmt.Errorf("target instance %s does not exist: %w", id, ErrConflict)
+	}
+	if inst.State == api.InstanceTerminated {
+		return api.Instance{}, fmt.Errorf("target instance %s (%s) is terminated: %w", id, inst.Name, ErrConflict)
+	}
+	return inst, nil
+}
+
+// DeleteRoute removes the named route of cluster.
+func (s *Store) DeleteRoute(ctx context.Context, cluster, name string) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
+		if b == nil || b.Get([]byte(name)) == nil {
+			return fmt.Errorf("route %s: %w", name, ErrNotFound)
+		}
+		return b.Delete([]byte(name))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting route %s of cluster %s: %w", name, cluster, err)
+	}
+	return nil
+}
