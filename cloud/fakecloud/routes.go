@@ -1,0 +1,159 @@
+package fakecloud
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+// AllRoutes returns the routes of clusterName sorted by target node, then destination,
+// without a logged call or any fault.
+func (c *Cloud) AllRoutes(clusterName string) []cloud.Route {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sortedRoutes(clusterName)
+}
+
+// AddRoute creates route in clusterName as CreateRoute would, without a logged call or
+// any fault, keeping route.Name and route.Blackhole as given.
+func (c *Cloud) AddRoute(clusterName string, route cloud.Route) error {
+	if err := checkRoute(route); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if route.Name == "" {
+		route.Name = c.newRouteName()
+	}
+	c.clusterRoutes(clusterName)[route.DestinationCIDR] = &route
+	return nil
+}
+
+// SetRouteBlackhole marks the route to destination in clusterName as a blackhole (or
+// not), as a cloud does when the route's target instance is gone. It returns an error
+// wrapping cloud.ErrNotFound when there is no such route.
+func (c *Cloud) SetRouteBlackhole(clusterName string, destination netip.Prefix, blackhole bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.routes[clusterName][destination]
+	if !ok {
+		return cloud.NotFoundError("route to %s in cluster %q", destination, clusterName)
+	}
+	r.Blackhole = blackhole
+	return nil
+}
+
+// ListRoutes implements cloud.Routes.
+func (c *Cloud) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Route, error) {
+	var out []cloud.Route
+	err := c.do(ctx, OpListRoutes, clusterName, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		out = c.sortedRoutes(clusterName)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateRoute implements cloud.Routes. Routes are identified by destination CIDR: an
+// existing route to the same destination and node makes the call succeed without
+// change; one to another node makes it fail, as a cloud route table would. The route
+// is named nameHint, or a made-up name when nameHint is empty.
+func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
+	return c.do(ctx, OpCreateRoute, route.TargetNode, func() error {
+		if err := checkRoute(route); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		routes := c.clusterRoutes(clusterName)
+		if cur, ok := routes[route.DestinationCIDR]; ok {
+			if cur.TargetNode == route.TargetNode {
+				return nil
+			}
+			return fmt.Errorf("creating route to %s via node %q in cluster %q: a route to it via node %q exists", route.DestinationCIDR, route.TargetNode, clusterName, cur.TargetNode)
+		}
+		name := nameHint
+		if name == "" {
+			name = c.newRouteName()
+		}
+		routes[route.DestinationCIDR] = &cloud.Route{Name: name, TargetNode: route.TargetNode, DestinationCIDR: route.DestinationCIDR}
+		return nil
+	})
+}
+
+// DeleteRoute implements cloud.Routes. It deletes the route to route.DestinationCIDR,
+// or, when that is unset, the route called route.Name. Deleting a route that does not
+// exist succeeds.
+func (c *Cloud) DeleteRoute(ctx context.Context, clusterName string, route cloud.Route) error {
+	return c.do(ctx, OpDeleteRoute, route.TargetNode, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		routes := c.routes[clusterName]
+		switch {
+		case route.DestinationCIDR.IsValid():
+			delete(routes, route.DestinationCIDR)
+		case route.Name != "":
+			for dst, r := range routes {
+				if r.Name == route.Name {
+					delete(routes, dst)
+				}
+			}
+		default:
+			return cloud.InvalidError("deleting a route in cluster %q: it has neither a destination nor a name", clusterName)
+		}
+		if len(routes) == 0 {
+			delete(c.routes, clusterName)
+		}
+		return nil
+	})
+}
+
+func checkRoute(route cloud.Route) error {
+	if !route.DestinationCIDR.IsValid() {
+		return cloud.InvalidError("route to node %q: destination CIDR is not set", route.TargetNode)
+	}
+	if route.TargetNode == "" {
+		return cloud.InvalidError("route to %s: target node is empty", route.DestinationCIDR)
+	}
+	return nil
+}
+
+// clusterRoutes returns the route table of clusterName, creating it. Callers hold c.mu.
+func (c *Cloud) clusterRoutes(clusterName string) map[netip.Prefix]*cloud.Route {
+	routes, ok := c.routes[clusterName]
+	if !ok {
+		routes = map[netip.Prefix]*cloud.Route{}
+		c.routes[clusterName] = routes
+	}
+	return routes
+}
+
+// newRouteName makes up a unique route name. Callers hold c.mu.
+func (c *Cloud) newRouteName() string {
+	c.routeCounter++
+	return fmt.Sprintf("route-%d", c.routeCounter)
+}
+
+// sortedRoutes returns copies of the routes of clusterName. Callers hold c.mu.
+func (c *Cloud) sortedRoutes(clusterName string) []cloud.Route {
+	routes := c.routes[clusterName]
+	out := make([]cloud.Route, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b cloud.Route) int {
+		if n := strings.Compare(a.TargetNode, b.TargetNode); n != 0 {
+			return n
+		}
+		return strings.Compare(a.DestinationCIDR.String(), b.DestinationCIDR.String())
+	})
+	return out
+}
