@@ -1,0 +1,229 @@
+// Command localcloud runs nephele's local cloud: a real cloud API on one machine, with
+// instances, load balancers whose VIPs forward TCP and UDP to node addresses, routes,
+// fault knobs and call accounting, its state in one bbolt file.
+//
+//	localcloud --state /tmp/cloud.db --token-file /tmp/token --listen 127.0.0.1:0 --address-file /tmp/cloud.addr
+//
+// It stops cleanly on SIGTERM or SIGINT. See docs/localcloud.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/faults"
+	"github.com/nephele-dev/nephele/localcloud/server"
+)
+
+// shutdownTimeout bounds a graceful stop.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, pflag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "localcloud:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	listen, addressFile, state    string
+	token, tokenFile              string
+	region, instanceType          string
+	zones                         []string
+	instanceCIDR, vipPool         string
+	faults                        []string
+	faultSeed                     uint64
+	healthInterval, healthTimeout time.Duration
+	dialTimeout, udpIdleTimeout   time.Duration
+	disableHealthChecks           bool
+	verbosity                     int
+	loggingFormat                 string
+}
+
+func (o *options) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8990", "host:port the API listens on; port 0 picks a free port (see --address-file)")
+	fs.StringVar(&o.addressFile, "address-file", "", "write the bound host:port to this file once serving (removed on exit)")
+	fs.StringVar(&o.state, "state", "", "the bbolt state file, created if missing (required)")
+	fs.StringVar(&o.token, "token", "", "API bearer token (or use --token-file)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the API bearer token")
+	fs.StringVar(&o.region, "region", server.DefaultRegion, "region of instances created without one")
+	fs.StringSliceVar(&o.zones, "zones", server.DefaultZones, "zones given round-robin to instances created without one")
+	fs.StringVar(&o.instanceType, "instance-type", server.DefaultInstanceType, "instance type of instances created without one")
+	fs.StringVar(&o.instanceCIDR, "instance-cidr", server.DefaultInstanceCIDR.String(), "range InternalIP addresses are assigned from")
+	fs.StringVar(&o.vipPool, "vip-pool", server.DefaultVIPPool.String(), "range load balancer VIPs are allocated from (inside 127.0.0.0/8 needs no root on Linux)")
+	fs.StringArrayVar(&o.faults, "fault", nil, "fault rule OPERATION:KNOB[,KNOB...], repeatable, e.g. 'lb.ensure:latency=200ms' or '*:rate=10/s,burst=20' (see docs/localcloud.md)")
+	fs.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of the random draws behind latency distributions and error rates")
+	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "time between two health checks of a load balancer backend")
+	fs.DurationVar(&o.healthTimeout, "health-timeout", time.Second, "timeout of one health check")
+	fs.BoolVar(&o.disableHealthChecks, "disable-health-checks", false, "treat every backend as healthy (for node addresses that lead nowhere)")
+	fs.DurationVar(&o.dialTimeout, "dial-timeout", 3*time.Second, "timeout of a data plane connection to a backend")
+	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", 30*time.Second, "a UDP session ends after this long without traffic")
+	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
+	fs.StringVar(&o.loggingFormat, "logging-format", "text", "log format: text or json")
+}
+
+// config checks the options and turns them into a server configuration.
+func (o *options) config(stderr io.Writer) (server.Config, error) {
+	var cfg server.Config
+	if o.state == "" {
+		return cfg, errors.New("--state is required")
+	}
+	token := o.token
+	switch {
+	case o.token != "" && o.tokenFile != "":
+		return cfg, errors.New("give --token or --token-file, not both")
+	case o.tokenFile != "":
+		raw, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(raw))
+		if token == "" {
+			return cfg, fmt.Errorf("--token-file %s is empty", o.tokenFile)
+		}
+	case token == "":
+		return cfg, errors.New("--token or --token-file is required")
+	}
+	instanceCIDR, err := netip.ParsePrefix(o.instanceCIDR)
+	if err != nil {
+		return cfg, fmt.Errorf("--instance-cidr: %w", err)
+	}
+	vipPool, err := netip.ParsePrefix(o.vipPool)
+	if err != nil {
+		return cfg, fmt.Errorf("--vip-pool: %w", err)
+	}
+	var rules []api.Fault
+	for _, f := range o.faults {
+		rule, err := faults.ParseRule(f)
+		if err != nil {
+			return cfg, fmt.Errorf("--fault: %w", err)
+		}
+		rules = append(rules, rule)
+	}
+	if err := api.ValidateFaults(rules); err != nil {
+		return cfg, fmt.Errorf("--fault: %w", err)
+	}
+	for name, d := range map[string]time.Duration{
+		"--health-interval": o.healthInterval, "--health-timeout": o.healthTimeout,
+		"--dial-timeout": o.dialTimeout, "--udp-idle-timeout": o.udpIdleTimeout,
+	} {
+		if d <= 0 {
+			return cfg, fmt.Errorf("%s must be positive, got %s", name, d)
+		}
+	}
+	log, err := newLogger(stderr, o.loggingFormat, o.verbosity)
+	if err != nil {
+		return cfg, err
+	}
+	cfg = server.Config{
+		StatePath:    o.state,
+		Listen:       o.listen,
+		Token:        token,
+		Region:       o.region,
+		Zones:        o.zones,
+		InstanceType: o.instanceType,
+		InstanceCIDR: instanceCIDR,
+		VIPPool:      vipPool,
+		Faults:       rules,
+		FaultSeed:    o.faultSeed,
+		Logger:       log,
+	}
+	cfg.DataPlane.HealthInterval = o.healthInterval
+	cfg.DataPlane.HealthTimeout = o.healthTimeout
+	cfg.DataPlane.DisableHealthChecks = o.disableHealthChecks
+	cfg.DataPlane.DialTimeout = o.dialTimeout
+	cfg.DataPlane.UDPIdleTimeout = o.udpIdleTimeout
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, format string, verbosity int) (logr.Logger, error) {
+	opts := &slog.HandlerOptions{Level: slog.Level(-verbosity)}
+	switch format {
+	case "text", "":
+		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
+	}
+	return logr.Discard(), fmt.Errorf("--logging-format %q: want text or json", format)
+}
+
+// run serves until ctx is done or serving fails.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o options
+	fs := pflag.NewFlagSet("localcloud", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg, err := o.config(stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if o.addressFile != "" {
+		if err := writeFileAtomic(o.addressFile, srv.Addr()+"\n"); err != nil {
+			_ = srv.Shutdown(context.Background())
+			return fmt.Errorf("--address-file: %w", err)
+		}
+		defer func() { _ = os.Remove(o.addressFile) }()
+	}
+	fmt.Fprintf(stdout, "localcloud serving on %s\n", srv.URL())
+
+	select {
+	case <-ctx.Done():
+	case <-srv.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return errors.Join(srv.Err(), srv.Shutdown(sctx))
+}
+
+// writeFileAtomic writes content so that readers see the whole file or none of it.
+func writeFileAtomic(path, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.WriteString(content); err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}

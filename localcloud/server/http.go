@@ -1,0 +1,314 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/dataplane"
+	"github.com/nephele-dev/nephele/localcloud/faults"
+	"github.com/nephele-dev/nephele/localcloud/store"
+)
+
+// maxBody bounds request bodies; a load balancer with thousands of backends fits.
+const maxBody = 8 << 20
+
+// call is one API request on its way through a handler.
+type call struct {
+	w http.ResponseWriter
+	r *http.Request
+	// fault is what the fault rules decided for the call; handlers read InvisibleFor.
+	fault faults.Decision
+}
+
+// handler serves one operation. It returns the status and body to answer with, or an
+// error that httpStatus maps to an answer. A nil body with status 204 sends nothing.
+type handler func(c *call) (int, any, error)
+
+// apiError is an error with a chosen answer.
+type apiError struct {
+	status int
+	reason api.Reason
+	msg    string
+	field  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, reason api.Reason, format string, args ...any) *apiError {
+	return &apiError{status: status, reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+func invalid(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, reason: api.ReasonInvalid, field: field, msg: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// handler returns the API's HTTP handler; gatherer serves /metrics.
+func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	ep := func(pattern, op string, h handler) { mux.Handle(pattern, s.endpoint(op, h)) }
+
+	ep("POST /v1/instances", api.OpInstancesCreate, s.createInstance)
+	ep("GET /v1/instances", api.OpInstancesList, s.listInstances)
+	ep("GET /v1/instances/{id}", api.OpInstancesGet, s.getInstance)
+	ep("POST /v1/instances/{id}/stop", api.OpInstancesStop, s.instanceAction(api.InstanceStopped))
+	ep("POST /v1/instances/{id}/start", api.OpInstancesStart, s.instanceAction(api.InstanceRunning))
+	ep("POST /v1/instances/{id}/terminate", api.OpInstancesTerminate, s.instanceAction(api.InstanceTerminated))
+	ep("DELETE /v1/instances/{id}", api.OpInstancesDelete, s.deleteInstance)
+
+	ep("GET /v1/loadbalancers", api.OpLBList, s.listLoadBalancers)
+	ep("GET /v1/loadbalancers/{name}", api.OpLBGet, s.getLoadBalancer)
+	ep("PUT /v1/loadbalancers/{name}", api.OpLBEnsure, s.ensureLoadBalancer)
+	ep("PUT /v1/loadbalancers/{name}/backends", api.OpLBUpdate, s.updateBackends)
+	ep("DELETE /v1/loadbalancers/{name}", api.OpLBDelete, s.deleteLoadBalancer)
+
+	ep("GET /v1/clusters/{cluster}/routes", api.OpRoutesList, s.listRoutes)
+	ep("POST /v1/clusters/{cluster}/routes", api.OpRoutesCreate, s.createRoute)
+	ep("DELETE /v1/clusters/{cluster}/routes/{name}", api.OpRoutesDelete, s.deleteRoute)
+
+	admin := func(pattern string, h handler) { mux.Handle(pattern, s.admin(h)) }
+	admin("GET /admin/faults", s.getFaults)
+	admin("PUT /admin/faults", s.replaceFaults)
+	admin("DELETE /admin/faults", s.clearFaults)
+	admin("PUT /admin/faults/{operation}", s.putFault)
+	admin("DELETE /admin/faults/{operation}", s.deleteFault)
+
+	metricsHandler := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})
+	mux.Handle("GET /metrics", s.admin(func(c *call) (int, any, error) {
+		metricsHandler.ServeHTTP(c.w, c.r)
+		return 0, nil, nil
+	}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/", s.endpoint("unknown", func(c *call) (int, any, error) {
+		return 0, nil, errorf(http.StatusNotFound, api.ReasonUnknownEndpoint, "no endpoint %s %s", c.r.Method, c.r.URL.Path)
+	}))
+	return mux
+}
+
+// statusRecorder remembers the answer's status for the metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// endpoint wraps an operation's handler: authentication, faults, metrics, answers.
+func (s *Server) endpoint(op string, h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() { s.metrics.observe(op, rec.status, time.Since(start)) }()
+		if !s.authorized(r) {
+			s.unauthorized(rec)
+			return
+		}
+		d := s.faults.Decide(op)
+		if d.Latency > 0 {
+			s.metrics.fault(op, "latency")
+			t := time.NewTimer(d.Latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				s.writeError(rec, r, errorf(http.StatusServiceUnavailable, api.ReasonUnavailable, "request canceled"))
+				return
+			}
+		}
+		switch {
+		case d.Outage:
+			s.metrics.fault(op, "outage")
+			s.writeError(rec, r, errorf(http.StatusServiceUnavailable, api.ReasonUnavailable, "%s is unavailable (injected outage)", op))
+			return
+		case d.NotImplemented:
+			s.metrics.fault(op, "not_implemented")
+			s.writeError(rec, r, errorf(http.StatusNotImplemented, api.ReasonNotImplemented, "%s is not implemented (injected)", op))
+			return
+		case d.Throttled:
+			s.metrics.fault(op, "throttle")
+			rec.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(d.RetryAfter)))
+			s.writeError(rec, r, errorf(http.StatusTooManyRequests, api.ReasonThrottled, "%s is rate limited; retry after %s", op, d.RetryAfter.Round(time.Millisecond)))
+			return
+		case d.Fail:
+			s.metrics.fault(op, "error")
+			s.writeError(rec, r, errorf(http.StatusInternalServerError, api.ReasonInternal, "%s failed (injected error)", op))
+			return
+		}
+		s.serve(rec, r, d, h)
+	})
+}
+
+// admin wraps an administrative handler: authenticated, never faulted, not counted.
+func (s *Server) admin(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			s.unauthorized(w)
+			return
+		}
+		s.serve(w, r, faults.Decision{}, h)
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, d faults.Decision, h handler) {
+	status, body, err := h(&call{w: w, r: r, fault: d})
+	switch {
+	case err != nil:
+		s.writeError(w, r, err)
+	case status == 0:
+		// The handler answered itself.
+	default:
+		writeJSON(w, status, body)
+	}
+}
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least 1, as Retry-After needs.
+func retryAfterSeconds(d time.Duration) int {
+	secs := math.Ceil(d.Seconds())
+	if secs < 1 {
+		return 1
+	}
+	if secs > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(secs)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.Token)) == 1
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="localcloud"`)
+	writeJSON(w, http.StatusUnauthorized, api.Error{Message: "a valid bearer token is required", Reason: api.ReasonUnauthorized})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	if status == http.StatusNoContent || body == nil {
+		w.WriteHeader(status)
+		return
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		status = http.StatusInternalServerError
+		raw, _ = json.Marshal(api.Error{Message: "encoding the answer: " + err.Error(), Reason: api.ReasonInternal})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(raw, '\n'))
+}
+
+// writeError answers with the status and body err calls for.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ae  *apiError
+		fe  *api.FieldError
+		dce *dataplane.ConflictError
+	)
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &fe):
+		ae = &apiError{status: http.StatusBadRequest, reason: api.ReasonInvalid, field: fe.Field, msg: err.Error()}
+	case errors.Is(err, store.ErrNotFound):
+		ae = &apiError{status: http.StatusNotFound, reason: api.ReasonNotFound, msg: err.Error()}
+	case errors.Is(err, store.ErrAlreadyExists):
+		ae = &apiError{status: http.StatusConflict, reason: api.ReasonAlreadyExists, msg: err.Error()}
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExhausted), errors.As(err, &dce):
+		ae = &apiError{status: http.StatusConflict, reason: api.ReasonConflict, msg: err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		ae = &apiError{status: http.StatusServiceUnavailable, reason: api.ReasonUnavailable, msg: err.Error()}
+	default:
+		s.log.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
+		ae = &apiError{status: http.StatusInternalServerError, reason: api.ReasonInternal, msg: err.Error()}
+	}
+	writeJSON(w, ae.status, api.Error{Message: ae.msg, Reason: ae.reason, Field: ae.field})
+}
+
+// decode reads a JSON body into v strictly: unknown fields, trailing data and bodies
+// over maxBody are refused. prefix names the body in field paths ("spec", or "" for a
+// body whose fields are named as they are).
+func decode(c *call, prefix string, v any) error {
+	body := http.MaxBytesReader(c.w, c.r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	join := func(f string) string {
+		switch {
+		case prefix == "":
+			return f
+		case f == "":
+			return prefix
+		}
+		return prefix + "." + f
+	}
+	if err := dec.Decode(v); err != nil {
+		var (
+			te *json.UnmarshalTypeError
+			se *json.SyntaxError
+			me *http.MaxBytesError
+		)
+		switch {
+		case errors.As(err, &te):
+			return invalid(join(te.Field), "want a JSON %s, got %s", te.Type, te.Value)
+		case errors.As(err, &se):
+			return invalid(join(""), "malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &me):
+			return invalid(join(""), "body larger than %d bytes", me.Limit)
+		case errors.Is(err, io.EOF):
+			return invalid(join(""), "a JSON body is required")
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return invalid(join(strings.Trim(f, `"`)), "unknown field")
+		}
+		return invalid(join(""), "%v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid(join(""), "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// query reads the allowed query parameters, refusing any other.
+func query(c *call, allowed ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, vs := range c.r.URL.Query() {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == k
+		}
+		if !ok {
+			return nil, invalid(k, "unknown query parameter; allowed: %s", strings.Join(allowed, ", "))
+		}
+		if len(vs) != 1 {
+			return nil, invalid(k, "give it once")
+		}
+		out[k] = vs[0]
+	}
+	return out, nil
+}

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/dataplane"
+)
+
+// toDataPlane converts a stored load balancer, whose spec passed validation.
+func toDataPlane(lb *api.LoadBalancer) (dataplane.LoadBalancer, error) {
+	vip, err := netip.ParseAddr(lb.Status.VIP)
+	if err != nil {
+		return dataplane.LoadBalancer{}, fmt.Errorf("load balancer %s: VIP %q: %w", lb.Name, lb.Status.VIP, err)
+	}
+	out := dataplane.LoadBalancer{
+		Name:                lb.Name,
+		VIP:                 vip,
+		HealthCheckNodePort: uint16(lb.Spec.HealthCheckNodePort),
+	}
+	for _, p := range lb.Spec.Ports {
+		out.Ports = append(out.Ports, dataplane.Port{
+			Protocol: dataplane.Protocol(p.Protocol), Port: uint16(p.Port), NodePort: uint16(p.NodePort),
+		})
+	}
+	for _, b := range lb.Spec.Backends {
+		a, err := netip.ParseAddr(b.Address)
+		if err != nil {
+			return dataplane.LoadBalancer{}, fmt.Errorf("load balancer %s: backend %s: %w", lb.Name, b.NodeName, err)
+		}
+		out.Backends = append(out.Backends, dataplane.Backend{NodeName: b.NodeName, Addr: a.Unmap()})
+	}
+	for _, r := range lb.Spec.SourceRanges {
+		p, err := netip.ParsePrefix(r)
+		if err != nil {
+			return dataplane.LoadBalancer{}, fmt.Errorf("load balancer %s: source range %q: %w", lb.Name, r, err)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out.SourceRanges = append(out.SourceRanges, p.Masked())
+	}
+	return out, nil
+}
+
+// withStatus fills in what only the running cloud knows: backend health and data
+// plane errors.
+func (s *Server) withStatus(lb api.LoadBalancer) api.LoadBalancer {
+	lb.Status.Error = s.dpError(lb.Name)
+	health, running := s.plane.Health(lb.Name)
+	lb.Status.Backends = make([]api.BackendStatus, 0, len(lb.Spec.Backends))
+	for i, b := range lb.Spec.Backends {
+		h := api.HealthUnknown
+		if running && i < len(health) {
+			switch health[i].Health {
+			case dataplane.HealthHealthy:
+				h = api.HealthHealthy
+			case dataplane.HealthUnhealthy:
+				h = api.HealthUnhealthy
+			}
+		}
+		lb.Status.Backends = append(lb.Status.Backends, api.BackendStatus{NodeName: b.NodeName, Address: b.Address, Health: h})
+	}
+	return lb
+}
+
+func (s *Server) lbName(c *call) (string, error) {
+	name := c.r.PathValue("name")
+	return name, api.ValidateObjectName("name", name)
+}
+
+func (s *Server) getLoadBalancer(c *call) (int, any, error) {
+	name, err := s.lbName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	lb, err := s.store.GetLoadBalancer(c.r.Context(), name)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s.withStatus(lb), nil
+}
+
+func (s *Server) listLoadBalancers(c *call) (int, any, error) {
+	q, err := query(c, "cluster")
+	if err != nil {
+		return 0, nil, err
+	}
+	lbs, err := s.store.ListLoadBalancers(c.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	list := api.LoadBalancerList{Items: []api.LoadBalancer{}}
+	for _, lb := range lbs {
+		if cluster, ok := q["cluster"]; ok && lb.Spec.ClusterName != cluster {
+			continue
+		}
+		list.Items = append(list.Items, s.withStatus(lb))
+	}
+	return http.StatusOK, list, nil
+}
+
+func sameSpec(a, b *api.LoadBalancerSpec) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
+	name, err := s.lbName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var spec api.LoadBalancerSpec
+	if err := decode(c, "spec", &spec); err != nil {
+		return 0, nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return 0, nil, err
+	}
+	if spec.Backends == nil {
+		spec.Backends = []api.Backend{}
+	}
+	var requested netip.Addr
+	if spec.RequestedIP != "" {
+		requested, err = netip.ParseAddr(spec.RequestedIP)
+		if err != nil {
+			return 0, nil, invalid("spec.requestedIP", "%q is not an IP address", spec.RequestedIP)
+		}
+		requested = requested.Unmap()
+		if !s.cfg.VIPPool.Contains(requested) {
+			return 0, nil, invalid("spec.requestedIP", "%s is outside the VIP pool %s", requested, s.cfg.VIPPool)
+		}
+	}
+
+	ctx := c.r.Context()
+	s.lbMu.Lock()
+	defer s.lbMu.Unlock()
+	old, err := s.store.GetLoadBalancer(ctx, name)
+	exists := err == nil
+	if err != nil && !isNotFound(err) {
+		return 0, nil, err
+	}
+
+	var vip netip.Addr
+	switch {
+	case requested.IsValid():
+		owner, err := s.store.VIPOwner(ctx, requested)
+		if err != nil {
+			return 0, nil, err
+		}
+		if owner != "" && owner != name {
+			return 0, nil, errorf(http.StatusConflict, api.ReasonConflict, "requested VIP %s belongs to load balancer %s", requested, owner)
+		}
+		vip = requested
+	case exists:
+		vip, err = netip.ParseAddr(old.Status.VIP)
+		if err != nil {
+			return 0, nil, fmt.Errorf("stored load balancer %s has a bad VIP: %w", name, err)
+		}
+	default:
+		if vip, err = s.store.FreeVIP(ctx, s.cfg.VIPPool); err != nil {
+			return 0, nil, err
+		}
+	}
+
+	if exists && old.Status.VIP == vip.String() && sameSpec(&old.Spec, &spec) && s.dpError(name) == "" {
+		return http.StatusOK, s.withStatus(old), nil
+	}
+	now := time.Now().UTC()
+	lb := api.LoadBalancer{Name: name, Spec: spec, Status: api.LoadBalancerStatus{VIP: vip.String()}, CreatedAt: now, UpdatedAt: now}
+	if exists {
+		lb.CreatedAt = old.CreatedAt
+	}
+	if err := s.apply(c, lb); err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusOK
+	if !exists {
+		status = http.StatusCreated
+	}
+	return status, s.withStatus(lb), nil
+}
+
+// apply opens lb's listeners and stores lb, both or neither. Called with lbMu held.
+func (s *Server) apply(c *call, lb api.LoadBalancer) error {
+	dp, err := toDataPlane(&lb)
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	if err := s.plane.Apply(ctx, dp, func() error { return s.store.PutLoadBalancer(ctx, lb) }); err != nil {
+		return err
+	}
+	s.setDPError(lb.Name, nil)
+	return nil
+}
+
+func (s *Server) updateBackends(c *call) (int, any, error) {
+	name, err := s.lbName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var upd api.BackendsUpdate
+	if err := decode(c, "", &upd); err != nil {
+		return 0, nil, err
+	}
+	if err := api.ValidateBackends("backends", upd.Backends); err != nil {
+		return 0, nil, err
+	}
+	if upd.Backends == nil {
+		upd.Backends = []api.Backend{}
+	}
+	s.lbMu.Lock()
+	defer s.lbMu.Unlock()
+	lb, err := s.store.GetLoadBalancer(c.r.Context(), name)
+	if err != nil {
+		return 0, nil, err
+	}
+	lb.Spec.Backends = upd.Backends
+	lb.UpdatedAt = time.Now().UTC()
+	if err := s.apply(c, lb); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, s.withStatus(lb), nil
+}
+
+func (s *Server) deleteLoadBalancer(c *call) (int, any, error) {
+	name, err := s.lbName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.lbMu.Lock()
+	defer s.lbMu.Unlock()
+	if _, err := s.store.DeleteLoadBalancer(c.r.Context(), name); err != nil {
+		return 0, nil, err
+	}
+	s.plane.Remove(name)
+	s.setDPError(name, nil)
+	return http.StatusNoContent, nil, nil
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+)
+
+func clusterName(c *call) (string, error) {
+	cluster := c.r.PathValue("cluster")
+	return cluster, api.ValidateObjectName("cluster", cluster)
+}
+
+func (s *Server) listRoutes(c *call) (int, any, error) {
+	cluster, err := clusterName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	routes, err := s.store.ListRoutes(c.r.Context(), cluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.RouteList{Items: routes}, nil
+}
+
+func (s *Server) createRoute(c *call) (int, any, error) {
+	cluster, err := clusterName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var spec api.RouteSpec
+	if err := decode(c, "spec", &spec); err != nil {
+		return 0, nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return 0, nil, err
+	}
+	route, created, err := s.store.CreateRoute(c.r.Context(), cluster, spec, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	if created {
+		return http.StatusCreated, route, nil
+	}
+	return http.StatusOK, route, nil
+}
+
+func (s *Server) deleteRoute(c *call) (int, any, error) {
+	cluster, err := clusterName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	name := c.r.PathValue("name")
+	if err := api.ValidateObjectName("name", name); err != nil {
+		return 0, nil, err
+	}
+	if err := s.store.DeleteRoute(c.r.Context(), cluster, name); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}

@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/dataplane"
+	"github.com/nephele-dev/nephele/localcloud/faults"
+	"github.com/nephele-dev/nephele/localcloud/store"
+)
+
+// Defaults of Config's optional fields.
+const (
+	DefaultListen       = "127.0.0.1:0"
+	DefaultRegion       = "local"
+	DefaultInstanceType = "local.small"
+)
+
+// Default address ranges, inside 127.0.0.0/8: Linux routes all of it to the loopback
+// interface, so VIPs and instance addresses work without root.
+var (
+	DefaultZones        = []string{"local-a", "local-b", "local-c"}
+	DefaultVIPPool      = netip.MustParsePrefix("127.100.0.0/16")
+	DefaultInstanceCIDR = netip.MustParsePrefix("127.200.0.0/16")
+)
+
+// Config configures a Server. Zero values take the defaults above.
+type Config struct {
+	// StatePath is the bbolt state file; it is created if missing. Required.
+	StatePath string
+	// Listen is the API's host:port; port 0 picks a free one (see Server.Addr).
+	Listen string
+	// Token is the bearer token every request but /healthz must carry. Required.
+	Token string
+	// Region, Zones and InstanceType are given to instances created without them;
+	// zones go round-robin in creation order.
+	Region       string
+	Zones        []string
+	InstanceType string
+	// InstanceCIDR is where instances created without an InternalIP get one from.
+	InstanceCIDR netip.Prefix
+	// VIPPool is where load balancer VIPs come from.
+	VIPPool netip.Prefix
+	// Faults are the fault rules at start; /admin/faults changes them later.
+	Faults []api.Fault
+	// FaultSeed seeds the random draws of latency distributions and error rates.
+	FaultSeed uint64
+	// DataPlane configures the load balancer proxies. Its Logger and Metrics are set
+	// by the server.
+	DataPlane dataplane.Config
+	// Logger receives the server's logs.
+	Logger logr.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.StatePath == "" {
+		return errors.New("the state file path is required")
+	}
+	if c.Token == "" {
+		return errors.New("an API token is required")
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Region == "" {
+		c.Region = DefaultRegion
+	}
+	if len(c.Zones) == 0 {
+		c.Zones = DefaultZones
+	}
+	if c.InstanceType == "" {
+		c.InstanceType = DefaultInstanceType
+	}
+	if !c.InstanceCIDR.IsValid() {
+		c.InstanceCIDR = DefaultInstanceCIDR
+	}
+	if !c.VIPPool.IsValid() {
+		c.VIPPool = DefaultVIPPool
+	}
+	c.InstanceCIDR, c.VIPPool = c.InstanceCIDR.Masked(), c.VIPPool.Masked()
+	spec := api.InstanceSpec{Name: "x", Region: c.Region, InstanceType: c.InstanceType}
+	for _, z := range c.Zones {
+		spec.Zone = z
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("default zone, region or instance type: %w", err)
+		}
+	}
+	return api.ValidateFaults(c.Faults)
+}
+
+// Server is a running local cloud.
+type Server struct {
+	cfg     Config
+	log     logr.Logger
+	store   *store.Store
+	plane   *dataplane.Plane
+	faults  *faults.Injector
+	metrics *metrics
+	ln      net.Listener
+	http    *http.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+	serrMu  sync.Mutex
+	serr    error
+
+	// lbMu serializes load balancer changes: VIP choice, listeners and the write
+	// of one change happen together.
+	lbMu sync.Mutex
+
+	// dpErrMu guards dpErrors: data plane failures per load balancer, shown in
+	// its status until an ensure or update succeeds.
+	dpErrMu  sync.Mutex
+	dpErrors map[string]string
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Start opens the state file, re-opens the listeners of every stored load balancer,
+// and serves the API until Shutdown. A load balancer whose listeners cannot be opened
+// (a port taken while the cloud was down) does not stop the start: its status reports
+// the error and the next ensure retries.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("local cloud configuration: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dpErrors: map[string]string{}}
+	reg := prometheus.NewRegistry()
+	var err error
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	inj, err := faults.New(faults.Options{Seed: cfg.FaultSeed}, cfg.Faults)
+	if err != nil {
+		return nil, fmt.Errorf("fault rules: %w", err)
+	}
+	s.faults = inj
+
+	s.store, err = store.Open(cfg.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	dpCfg := cfg.DataPlane
+	dpCfg.Logger = cfg.Logger.WithName("dataplane")
+	dpCfg.Metrics = reg
+	s.plane, err = dataplane.New(dpCfg)
+	if err != nil {
+		_ = s.store.Close()
+		return nil, fmt.Errorf("starting the data plane: %w", err)
+	}
+	if err := s.restore(ctx); err != nil {
+		s.plane.Close()
+		_ = s.store.Close()
+		return nil, err
+	}
+
+	var lc net.ListenConfig
+	s.ln, err = lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		s.plane.Close()
+		_ = s.store.Close()
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.http = &http.Server{
+		Handler:           s.handler(reg),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.serrMu.Lock()
+			s.serr = err
+			s.serrMu.Unlock()
+			s.log.Error(err, "serving the API")
+		}
+	}()
+	s.log.Info("local cloud serving", "addr", s.Addr(), "state", cfg.StatePath, "vipPool", cfg.VIPPool)
+	return s, nil
+}
+
+// restore re-opens the listeners of every stored load balancer.
+func (s *Server) restore(ctx context.Context) error {
+	lbs, err := s.store.ListLoadBalancers(ctx)
+	if err != nil {
+		return fmt.Errorf("reading load balancers: %w", err)
+	}
+	for _, lb := range lbs {
+		dp, err := toDataPlane(&lb)
+		if err == nil {
+			err = s.plane.Apply(ctx, dp, nil)
+		}
+		if err != nil {
+			s.setDPError(lb.Name, err)
+			s.log.Error(err, "re-opening a load balancer's listeners", "loadbalancer", lb.Name)
+		}
+	}
+	s.log.V(1).Info("load balancers restored", "count", len(lbs))
+	return nil
+}
+
+// Addr returns the API's bound host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the API's base URL, "http://host:port".
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Faults returns the fault injector, for in-process control; /admin/faults does the
+// same over HTTP.
+func (s *Server) Faults() *faults.Injector { return s.faults }
+
+// Done is closed when the server stops serving, after Shutdown or a serving error.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns the error that stopped serving, nil after a clean Shutdown.
+func (s *Server) Err() error {
+	s.serrMu.Lock()
+	defer s.serrMu.Unlock()
+	return s.serr
+}
+
+// Shutdown stops the API (requests in flight are canceled and answered), closes
+// every load balancer listener and closes the state file. It is safe to call more
+// than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.cancel()
+		var errs []error
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the API: %w", err))
+			_ = s.http.Close()
+		}
+		<-s.done
+		s.plane.Close()
+		// Handlers have returned, so nothing writes to the store any more.
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.shutdownErr = errors.Join(errs...)
+		s.log.Info("local cloud stopped")
+	})
+	return s.shutdownErr
+}
+
+func (s *Server) setDPError(name string, err error) {
+	s.dpErrMu.Lock()
+	defer s.dpErrMu.Unlock()
+	if err == nil {
+		delete(s.dpErrors, name)
+	} else {
+		s.dpErrors[name] = err.Error()
+	}
+}
+
+func (s *Server) dpError(name string) string {
+	s.dpErrMu.Lock()
+	defer s.dpErrMu.Unlock()
+	return s.dpErrors[name]
+}
