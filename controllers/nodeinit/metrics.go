@@ -1,0 +1,72 @@
+package nodeinit
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Error reasons, the values of the reason label of nephele_cloud_node_errors_total.
+const (
+	reasonCloudError        = "cloud_error"
+	reasonInstanceNotFound  = "instance_not_found"
+	reasonNoProviderID      = "no_provider_id"
+	reasonNoAddresses       = "no_addresses"
+	reasonProvidedNodeIP    = "provided_node_ip"
+	reasonLabelRefused      = "label_refused"
+	reasonPartialAddresses  = "partial_addresses"
+	reasonAPIError          = "api_error"
+	reasonInventoryNotReady = "inventory_error"
+)
+
+type metrics struct {
+	initDuration prometheus.Histogram
+	pending      prometheus.Gauge
+	errors       *prometheus.CounterVec
+	addrUpdates  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		initDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "nephele_node_initialization_duration_seconds",
+			Help: "Time from a Node's creation to the removal of its uninitialized taint by the cloud-node-controller.",
+			// From sub-second (a warm cloud) to ~17 minutes (a node retried for a long time).
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 13),
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nephele_node_initialization_pending",
+			Help: "Nodes that carry the uninitialized taint and wait for the cloud-node-controller.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nephele_cloud_node_errors_total",
+			Help: "Failures of the cloud-node-controller to initialize a node or refresh its addresses, by reason.",
+		}, []string{"reason"}),
+		addrUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nephele_node_address_updates_total",
+			Help: "Node status address writes made by the cloud-node-controller's periodic refresh.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.initDuration = register(reg, m.initDuration)
+	m.pending = register(reg, m.pending)
+	m.errors = register(reg, m.errors)
+	m.addrUpdates = register(reg, m.addrUpdates)
+	return m
+}
+
+// register registers c, or returns the collector already registered under its name, so
+// that several controllers built against one registry (as tests do) share the series.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
