@@ -389,11 +389,12 @@ func (c *Controller) syncNode(ctx context.Context, key string) error {
 		}
 	}
 
-	p, unlisted := c.planNode(key, node)
-	if unlisted {
+	p, unlistedAt := c.planNode(key, node)
+	if !unlistedAt.IsZero() {
 		// A route to delete was created by this controller and never listed, so its
-		// cloud name is unknown: list once more and plan again.
-		if err := c.table.refresh(ctx, c.now()); err != nil {
+		// cloud name is unknown: wait for a listing newer than it and plan again. Workers
+		// deleting a burst of such routes share that listing.
+		if err := c.table.refresh(ctx, unlistedAt); err != nil {
 			return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)
 		}
 		p, _ = c.planNode(key, node)
@@ -415,17 +416,18 @@ func (c *Controller) syncNode(ctx context.Context, key string) error {
 	return errors.Join(errs...)
 }
 
-// planNode plans key's routes and reports whether a delete names an unlisted route.
-func (c *Controller) planNode(key string, node *corev1.Node) (p nodePlan, unlisted bool) {
+// planNode plans key's routes. When a delete names a route that no listing has shown
+// yet, it also returns the latest time such a route was created; else the zero time.
+func (c *Controller) planNode(key string, node *corev1.Node) (p nodePlan, unlistedAt time.Time) {
 	c.table.view(func(idx *routeIndex) {
 		p = c.planner.plan(key, node, idx)
 		for _, r := range p.deletes {
-			if _, ok := idx.unlisted[r]; ok {
-				unlisted = true
+			if at, ok := idx.unlisted[r]; ok && at.After(unlistedAt) {
+				unlistedAt = at
 			}
 		}
 	})
-	return p, unlisted
+	return p, unlistedAt
 }
 
 // createError marks a failed route creation.
@@ -445,12 +447,12 @@ func (c *Controller) apply(ctx context.Context, key string, node *corev1.Node, p
 			return c.routes.DeleteRoute(ctx, c.clusterName, r)
 		})
 		if err != nil {
-			err = fmt.Errorf("deleting route %q (%s to node %q): %w", r.Name, r.DestinationCIDR, r.TargetNode, err)
-			errs = append(errs, err)
-			blocked = append(blocked, r.DestinationCIDR.Masked())
 			if node != nil && ctx.Err() == nil {
-				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToDeleteRoute, "Could not delete route %s: %v", r.DestinationCIDR, err)
+				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToDeleteRoute,
+					"Could not delete route %q to %s: %v", r.Name, r.DestinationCIDR, err)
 			}
+			errs = append(errs, fmt.Errorf("deleting route %q (%s to node %q): %w", r.Name, r.DestinationCIDR, r.TargetNode, err))
+			blocked = append(blocked, r.DestinationCIDR.Masked())
 			continue
 		}
 		c.table.deleted(r)
@@ -465,11 +467,11 @@ func (c *Controller) apply(ctx context.Context, key string, node *corev1.Node, p
 			return c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route)
 		})
 		if err != nil {
-			err = fmt.Errorf("creating route %s (hint %q) for node %q: %w", cr.route.DestinationCIDR, cr.hint, key, err)
-			errs = append(errs, &createError{err})
 			if ctx.Err() == nil {
-				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToCreateRoute, "Could not create route %s for node %s: %v", cr.route.DestinationCIDR, key, err)
+				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToCreateRoute,
+					"Could not create route %s (name hint %q) for node %s: %v", cr.route.DestinationCIDR, cr.hint, key, err)
 			}
+			errs = append(errs, &createError{fmt.Errorf("creating route %s (name hint %q) for node %q: %w", cr.route.DestinationCIDR, cr.hint, key, err)})
 			continue
 		}
 		c.table.created(cloud.Route{Name: cr.hint, TargetNode: key, DestinationCIDR: cr.route.DestinationCIDR})

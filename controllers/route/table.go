@@ -17,9 +17,10 @@ type routeIndex struct {
 	byNode map[string][]cloud.Route
 	byCIDR map[netip.Prefix][]cloud.Route
 	n      int
-	// unlisted are routes this controller created that no listing has shown yet; their
-	// cloud name is unknown, so they are listed again before being deleted.
-	unlisted map[cloud.Route]struct{}
+	// unlisted are routes this controller created that no listing has shown yet, with
+	// the time they were recorded. Their cloud name is unknown, so before deleting one
+	// the controller waits for a listing that started after that time.
+	unlisted map[cloud.Route]time.Time
 }
 
 func newRouteIndex(clusterCIDRs []netip.Prefix, routes []cloud.Route) *routeIndex {
@@ -79,16 +80,17 @@ func (idx *routeIndex) hasHealthy(node string, cidr netip.Prefix) bool {
 	return false
 }
 
-// addCreated records a route this controller created, unless a listing already shows it.
-func (idx *routeIndex) addCreated(r cloud.Route) {
-	if idx.hasHealthy(r.TargetNode, r.DestinationCIDR) {
+// addCreated records a route this controller created at the given time, unless a
+// listing already shows it.
+func (idx *routeIndex) addCreated(r cloud.Route, at time.Time) {
+	if idx.hasHealthy(r.TargetNode, r.DestinationCIDR.Masked()) {
 		return
 	}
 	idx.add(r)
 	if idx.unlisted == nil {
-		idx.unlisted = make(map[cloud.Route]struct{})
+		idx.unlisted = make(map[cloud.Route]time.Time)
 	}
-	idx.unlisted[r] = struct{}{}
+	idx.unlisted[r] = at
 }
 
 // change is a create or delete that succeeded while a listing was in flight, replayed
@@ -96,6 +98,7 @@ func (idx *routeIndex) addCreated(r cloud.Route) {
 type change struct {
 	route   cloud.Route
 	created bool
+	at      time.Time
 }
 
 // listCall is one ListRoutes call shared by everyone who asked while it ran.
@@ -162,7 +165,7 @@ func (t *table) refresh(ctx context.Context, after time.Time) error {
 			idx := newRouteIndex(t.clusterCIDRs, routes)
 			for _, c := range t.journal {
 				if c.created {
-					idx.addCreated(c.route)
+					idx.addCreated(c.route, c.at)
 				} else {
 					idx.remove(c.route)
 				}
@@ -213,10 +216,11 @@ func (t *table) created(r cloud.Route) {
 	if t.idx == nil {
 		return
 	}
+	now := t.now()
 	if t.inflight != nil {
-		t.journal = append(t.journal, change{route: r, created: true})
+		t.journal = append(t.journal, change{route: r, created: true, at: now})
 	}
-	t.idx.addCreated(r)
+	t.idx.addCreated(r, now)
 	t.onChange(t.idx.n)
 }
 

@@ -1,0 +1,233 @@
+package route
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+func controllerContext(t *testing.T, cfg manager.ControllerConfig, disabled ...fakecloud.Capability) *manager.ControllerContext {
+	t.Helper()
+	fc, err := fakecloud.New(fakecloud.Options{Name: "acme", Disabled: disabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	return &manager.ControllerContext{
+		Name:      manager.NodeRouteController,
+		Client:    client,
+		Informers: informers.NewSharedInformerFactory(client, 0),
+		Recorder:  record.NewFakeRecorder(100),
+		Cloud:     fc,
+		Config:    cfg,
+		Metrics:   prometheus.NewRegistry(),
+		Health:    manager.NewProgress(manager.NodeRouteController, time.Minute),
+		Logger:    logr.Discard(),
+	}
+}
+
+func TestSpec(t *testing.T) {
+	spec := Spec()
+	if spec.Name != manager.NodeRouteController || len(spec.Aliases) != 1 || spec.Aliases[0] != "route" {
+		t.Errorf("Spec() name/aliases = %q/%q, want %q/[route]", spec.Name, spec.Aliases, manager.NodeRouteController)
+	}
+	routesOn := manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"}}
+	tests := []struct {
+		name         string
+		cfg          manager.ControllerConfig
+		disabled     []fakecloud.Capability
+		wantDisabled bool
+		wantErr      []string // substrings of a non-disabled error
+	}{
+		{name: "runs", cfg: routesOn},
+		{name: "routes switched off", cfg: manager.ControllerConfig{ClusterCIDRs: []string{"10.244.0.0/16"}}, wantDisabled: true},
+		{name: "routes switched off and no CIDR", cfg: manager.ControllerConfig{}, wantDisabled: true},
+		{name: "provider without routes", cfg: routesOn, disabled: []fakecloud.Capability{fakecloud.CapRoutes}, wantDisabled: true},
+		{
+			name:    "no cluster CIDR",
+			cfg:     manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterName: "c"},
+			wantErr: []string{"--cluster-cidr", "--configure-cloud-routes=false", `"acme"`},
+		},
+		{
+			name:    "bad cluster CIDR",
+			cfg:     manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterCIDRs: []string{"10.244.0.0/99"}},
+			wantErr: []string{`"10.244.0.0/99"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctrl, err := spec.New(t.Context(), controllerContext(t, tt.cfg, tt.disabled...))
+			switch {
+			case tt.wantDisabled:
+				if !errors.Is(err, manager.ErrControllerDisabled) {
+					t.Fatalf("New() = %v, %v; want a disabled error", ctrl, err)
+				}
+			case len(tt.wantErr) > 0:
+				if err == nil || errors.Is(err, manager.ErrControllerDisabled) {
+					t.Fatalf("New() error = %v, want a start-up error (not disabled)", err)
+				}
+				for _, s := range tt.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not contain %q", err, s)
+					}
+				}
+			default:
+				if err != nil || ctrl == nil {
+					t.Fatalf("New() = %v, %v; want a controller", ctrl, err)
+				}
+				ctrl.(*Controller).queue.ShutDown()
+			}
+		})
+	}
+	_, err := spec.New(t.Context(), controllerContext(t, manager.ControllerConfig{ConfigureCloudRoutes: true}))
+	if !errors.Is(err, ErrNoClusterCIDR) {
+		t.Errorf("error %v does not match ErrNoClusterCIDR", err)
+	}
+}
+
+func TestNewRequiresDependencies(t *testing.T) {
+	client := fake.NewClientset()
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := Config{
+		Client:       client,
+		Informers:    informers.NewSharedInformerFactory(client, 0),
+		Routes:       fc,
+		Recorder:     record.NewFakeRecorder(1),
+		ClusterCIDRs: []string{"10.244.0.0/16"},
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{name: "client", mutate: func(c *Config) { c.Client = nil }, want: "Client"},
+		{name: "informers", mutate: func(c *Config) { c.Informers = nil }, want: "Informers"},
+		{name: "routes", mutate: func(c *Config) { c.Routes = nil }, want: "Routes"},
+		{name: "recorder", mutate: func(c *Config) { c.Recorder = nil }, want: "Recorder"},
+		{name: "cluster CIDRs", mutate: func(c *Config) { c.ClusterCIDRs = nil }, want: "--cluster-cidr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := full
+			tt.mutate(&cfg)
+			if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New() error = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+	// Two controllers on one registry share the metrics instead of failing.
+	reg := prometheus.NewRegistry()
+	for range 2 {
+		cfg := full
+		cfg.Metrics = reg
+		cfg.Informers = informers.NewSharedInformerFactory(client, 0)
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatalf("New() with a shared registry: %v", err)
+		}
+		c.queue.ShutDown()
+	}
+}
+
+// TestConditionIsAStatusPatch checks the condition is written as upstream does: a
+// strategic merge patch of the status subresource carrying only the one condition.
+func TestConditionIsAStatusPatch(t *testing.T) {
+	node := nodeWith("a", "10.244.1.0/24")
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+	client := fake.NewClientset(node)
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	recorder := record.NewFakeRecorder(10)
+	c, err := New(Config{
+		Client: client, Informers: factory, Routes: fc, Recorder: recorder,
+		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.queue.ShutDown()
+	factory.Start(t.Context().Done())
+	factory.WaitForCacheSync(t.Context().Done())
+
+	if err := c.syncNode(t.Context(), "a"); err != nil {
+		t.Fatalf("syncNode: %v", err)
+	}
+	if got := fc.AllRoutes("c"); len(got) != 1 || got[0].DestinationCIDR != mustPrefix("10.244.1.0/24") || got[0].TargetNode != "a" {
+		t.Fatalf("routes = %v, want one to node a", got)
+	}
+	var patches []k8stesting.PatchAction
+	for _, a := range client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			patches = append(patches, p)
+		}
+	}
+	if len(patches) != 1 {
+		t.Fatalf("patches = %d, want 1", len(patches))
+	}
+	p := patches[0]
+	if p.GetSubresource() != "status" || p.GetPatchType() != types.StrategicMergePatchType {
+		t.Errorf("patch subresource/type = %q/%q, want status/strategic merge", p.GetSubresource(), p.GetPatchType())
+	}
+	var body struct {
+		Status struct {
+			Conditions []corev1.NodeCondition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Status.Conditions) != 1 || body.Status.Conditions[0].Type != corev1.NodeNetworkUnavailable {
+		t.Fatalf("patch conditions = %+v, want only NetworkUnavailable", body.Status.Conditions)
+	}
+	got, err := client.CoreV1().Nodes().Get(t.Context(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 2 {
+		t.Errorf("conditions after the patch = %+v, want Ready kept beside NetworkUnavailable", got.Status.Conditions)
+	}
+
+	// A second sync with the route in place makes no cloud call: the listing is cached
+	// and the route the first sync created was recorded in it.
+	wantCalls := fc.TotalCalls()
+	if err := c.syncNode(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if fc.TotalCalls() != wantCalls {
+		t.Errorf("cloud calls on a second sync = %d, want %d (none)", fc.TotalCalls(), wantCalls)
+	}
+}
+
+func TestInvalidCreateIsNotRetried(t *testing.T) {
+	if !isPermanent(errors.Join(&createError{cloud.InvalidError("x")})) {
+		t.Error("a lone invalid create error should be permanent")
+	}
+	if isPermanent(errors.Join(&createError{cloud.InvalidError("x")}, errors.New("HTTP 500"))) {
+		t.Error("an invalid error beside a transient one must be retried")
+	}
+	if isPermanent(cloud.Throttled(time.Second, nil)) {
+		t.Error("throttling must be retried")
+	}
+}

@@ -1,0 +1,333 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/testenv"
+)
+
+// One control plane serves every integration test of the package; it starts on first use.
+var (
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		var err error
+		if code != 0 {
+			err = env.StopKeepingLogs()
+			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
+		} else {
+			err = env.Stop()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared control plane, starting it on first use. A missing
+// binary fails the test: integration tests never skip.
+func controlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() { env, envErr = testenv.Start(context.Background(), testenv.Options{}) })
+	if envErr != nil {
+		t.Fatalf("testenv: %v", envErr)
+	}
+	return env
+}
+
+const (
+	testLabel    = "nephele.dev/route-test"
+	testCluster  = "kubernetes"
+	pollTimeout  = 60 * time.Second
+	pollInterval = 50 * time.Millisecond
+)
+
+var testClusterCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/56"}
+
+var harnessSeq atomic.Int32
+
+// harness is one controller running against a client (the real control plane or a
+// fake) and its own fake cloud. It sees only the Nodes it created, through a label, so
+// tests sharing a control plane do not see each other's nodes.
+type harness struct {
+	t        *testing.T
+	id       string
+	client   kubernetes.Interface
+	cloud    *fakecloud.Cloud
+	ctrl     *Controller
+	registry *prometheus.Registry
+}
+
+type harnessOptions struct {
+	period  time.Duration
+	workers int
+	// seed prepares the cloud before the controller starts.
+	seed func(c *fakecloud.Cloud)
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions) *harness {
+	t.Helper()
+	id := fmt.Sprintf("t%d-%s", harnessSeq.Add(1), strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
+	if len(id) > 40 {
+		id = strings.TrimRight(id[:40], "-")
+	}
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.seed != nil {
+		opts.seed(fc)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = testLabel + "=" + id
+	}))
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	t.Cleanup(broadcaster.Shutdown)
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-route-controller"})
+
+	h := &harness{t: t, id: id, client: client, cloud: fc, registry: prometheus.NewRegistry()}
+	h.ctrl, err = New(Config{
+		Client:               client,
+		Informers:            factory,
+		Routes:               fc,
+		Recorder:             recorder,
+		Logger:               testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Metrics:              h.registry,
+		ClusterName:          testCluster,
+		ClusterCIDRs:         testClusterCIDRs,
+		ConcurrentRouteSyncs: opts.workers,
+		ReconcilePeriod:      opts.period,
+		RetryBaseDelay:       20 * time.Millisecond,
+		RetryMaxDelay:        time.Second,
+		ErrorRelistInterval:  100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- h.ctrl.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		factory.Shutdown()
+		h.deleteAllNodes()
+	})
+	return h
+}
+
+// node returns a Node of this harness with the given pod CIDRs.
+func (h *harness) node(name string, cidrs ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.id + "-" + name, Labels: map[string]string{testLabel: h.id}}}
+	n.Spec.PodCIDRs = cidrs
+	if len(cidrs) > 0 {
+		n.Spec.PodCIDR = cidrs[0]
+	}
+	return n
+}
+
+func (h *harness) createNode(name string, cidrs ...string) *corev1.Node {
+	h.t.Helper()
+	n, err := h.client.CoreV1().Nodes().Create(h.t.Context(), h.node(name, cidrs...), metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatalf("creating node %s: %v", name, err)
+	}
+	return n
+}
+
+func (h *harness) deleteNode(node *corev1.Node) {
+	h.t.Helper()
+	if err := h.client.CoreV1().Nodes().Delete(h.t.Context(), node.Name, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatalf("deleting node %s: %v", node.Name, err)
+	}
+}
+
+func (h *harness) deleteAllNodes() {
+	err := h.client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel + "=" + h.id})
+	if err != nil && !apierrors.IsNotFound(err) {
+		h.t.Errorf("deleting the test's nodes: %v", err)
+	}
+}
+
+// routes returns the cloud's routes as "target cidr" strings, blackholes marked.
+func (h *harness) routes() []string {
+	var out []string
+	for _, r := range h.cloud.AllRoutes(testCluster) {
+		s := r.TargetNode + " " + r.DestinationCIDR.String()
+		if r.Blackhole {
+			s += " blackhole"
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// want returns the route strings for a node's CIDRs.
+func want(pairs ...string) []string {
+	out := slices.Clone(pairs)
+	slices.Sort(out)
+	return out
+}
+
+func routeOf(n *corev1.Node, cidr string) string { return n.Name + " " + cidr }
+
+// eventually polls cond until it returns nil, failing the test with its last error.
+func (h *harness) eventually(what string, cond func() error) {
+	h.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(h.t.Context(), pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		h.t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
+	}
+}
+
+func (h *harness) waitRoutes(wantRoutes []string) {
+	h.t.Helper()
+	h.eventually("routes "+strings.Join(wantRoutes, ", "), func() error {
+		if got := h.routes(); !slices.Equal(got, wantRoutes) {
+			return fmt.Errorf("routes = %q", got)
+		}
+		return nil
+	})
+}
+
+// waitCondition waits until the node's NetworkUnavailable condition has status and reason.
+func (h *harness) waitCondition(node *corev1.Node, status corev1.ConditionStatus, reason string) corev1.NodeCondition {
+	h.t.Helper()
+	var got corev1.NodeCondition
+	h.eventually(fmt.Sprintf("node %s NetworkUnavailable=%s/%s", node.Name, status, reason), func() error {
+		n, err := h.client.CoreV1().Nodes().Get(h.t.Context(), node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := networkCondition(n)
+		if c == nil {
+			return errors.New("no NetworkUnavailable condition")
+		}
+		got = *c
+		if c.Status != status || c.Reason != reason {
+			return fmt.Errorf("condition = %s/%s %q", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	return got
+}
+
+// waitEvent waits for an Event with reason on the node.
+func (h *harness) waitEvent(node *corev1.Node, reason string) corev1.Event {
+	h.t.Helper()
+	var ev corev1.Event
+	h.eventually(fmt.Sprintf("event %s on node %s", reason, node.Name), func() error {
+		list, err := h.client.CoreV1().Events(metav1.NamespaceAll).List(h.t.Context(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node.Name,
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason {
+				ev = e
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none with reason %s", len(list.Items), reason)
+	})
+	return ev
+}
+
+// counter returns the value of a counter of the harness's registry with the labels.
+func (h *harness) counter(name string, labels map[string]string) float64 {
+	h.t.Helper()
+	return metricValue(h.t, h.registry, name, labels)
+}
+
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			if !labelsMatch(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+		return sum
+	}
+	return 0
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// injected is a cloud failure that is neither NotFound nor throttling.
+var injected = fmt.Errorf("HTTP 500 from the cloud API: %w", fakecloud.ErrInjected)
+
+var _ cloud.Routes = (*fakecloud.Cloud)(nil)

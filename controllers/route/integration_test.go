@@ -1,0 +1,305 @@
+package route
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+)
+
+// These tests run the controller against a real kube-apiserver (internal/testenv) and
+// the fake cloud. Nodes are plain API objects with spec.podCIDRs set; nothing else
+// manages them.
+
+func TestIntegrationRoutesCreatedForNodes(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+	a := h.createNode("a", "10.244.1.0/24")
+	b := h.createNode("b", "10.244.2.0/24", "fd00:10:244:2::/64")
+
+	h.waitRoutes(want(routeOf(a, "10.244.1.0/24"), routeOf(b, "10.244.2.0/24"), routeOf(b, "fd00:10:244:2::/64")))
+	for _, n := range []*corev1.Node{a, b} {
+		cond := h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+		if cond.Message != messageRouteCreated {
+			t.Errorf("node %s condition message = %q, want %q", n.Name, cond.Message, messageRouteCreated)
+		}
+	}
+	// The name hints reach the cloud: the fake cloud names routes after them.
+	var names []string
+	for _, r := range h.cloud.AllRoutes(testCluster) {
+		names = append(names, r.Name)
+	}
+	slices.Sort(names)
+	wantNames := []string{
+		fmt.Sprintf("%s-%s-ipv4", testCluster, a.UID),
+		fmt.Sprintf("%s-%s-ipv4", testCluster, b.UID),
+		fmt.Sprintf("%s-%s-ipv6", testCluster, b.UID),
+	}
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("route names = %q, want %q", names, wantNames)
+	}
+	h.eventually("routes managed gauge", func() error {
+		if got := h.counter("nephele_routes_managed", nil); got != 3 {
+			return fmt.Errorf("nephele_routes_managed = %v, want 3", got)
+		}
+		return nil
+	})
+	if got := h.counter("nephele_route_operations_total", map[string]string{"operation": opCreate, "result": "success"}); got != 3 {
+		t.Errorf("successful creates counted = %v, want 3", got)
+	}
+}
+
+func TestIntegrationNodeDeletionDeletesItsRoutes(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+	a := h.createNode("a", "10.244.1.0/24", "fd00:10:244:1::/64")
+	b := h.createNode("b", "10.244.2.0/24")
+	h.waitRoutes(want(routeOf(a, "10.244.1.0/24"), routeOf(a, "fd00:10:244:1::/64"), routeOf(b, "10.244.2.0/24")))
+
+	h.deleteNode(a)
+	h.waitRoutes(want(routeOf(b, "10.244.2.0/24")))
+}
+
+func TestIntegrationPodCIDRChanges(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+
+	t.Run("assigned after creation", func(t *testing.T) {
+		n := h.createNode("late")
+		// The API lets a pod CIDR be set once, from empty, as the IPAM controller does.
+		patch := []byte(`{"spec":{"podCIDR":"10.244.5.0/24","podCIDRs":["10.244.5.0/24"]}}`)
+		if _, err := h.client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRoutes(want(routeOf(n, "10.244.5.0/24")))
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+	})
+
+	t.Run("node recreated with another pod CIDR", func(t *testing.T) {
+		old := h.createNode("moving", "10.244.6.0/24")
+		h.waitRoutes(want(routeOf(h.node("late"), "10.244.5.0/24"), routeOf(old, "10.244.6.0/24")))
+		h.deleteNode(old)
+		// Recreate at once, so the controller may see only the new object.
+		n := h.createNode("moving", "10.244.7.0/24")
+		h.waitRoutes(want(routeOf(h.node("late"), "10.244.5.0/24"), routeOf(n, "10.244.7.0/24")))
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+		for _, r := range h.cloud.AllRoutes(testCluster) {
+			if r.TargetNode == n.Name && r.Name != fmt.Sprintf("%s-%s-ipv4", testCluster, n.UID) {
+				t.Errorf("route of the recreated node is named %q, want the new UID's hint", r.Name)
+			}
+		}
+	})
+}
+
+func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
+	outside := []cloud.Route{
+		{Name: "vpn", TargetNode: "gateway", DestinationCIDR: mustPrefix("192.168.0.0/24")},
+		{Name: "wide", TargetNode: "gone", DestinationCIDR: mustPrefix("10.0.0.0/8")},
+		{Name: "v6", TargetNode: "gone", DestinationCIDR: mustPrefix("fd00:99::/64")},
+		{Name: "blackholed", TargetNode: "gone", DestinationCIDR: mustPrefix("172.16.0.0/24"), Blackhole: true},
+	}
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{
+		period: 200 * time.Millisecond,
+		seed: func(c *fakecloud.Cloud) {
+			for _, r := range outside {
+				if err := c.AddRoute(testCluster, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Inside the cluster CIDR, for a node that does not exist: stale.
+			if err := c.AddRoute(testCluster, cloud.Route{Name: "stale", TargetNode: "gone", DestinationCIDR: mustPrefix("10.244.99.0/24")}); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+	a := h.createNode("a", "10.244.1.0/24")
+
+	var wantRoutes []string
+	for _, r := range outside {
+		s := r.TargetNode + " " + r.DestinationCIDR.String()
+		if r.Blackhole {
+			s += " blackhole"
+		}
+		wantRoutes = append(wantRoutes, s)
+	}
+	wantRoutes = want(append(wantRoutes, routeOf(a, "10.244.1.0/24"))...)
+	h.waitRoutes(wantRoutes)
+	// Let several drift checks pass, then check again: nothing outside is ever touched.
+	start := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"})
+	h.eventually("three more drift checks", func() error {
+		if got := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"}); got < start+3 {
+			return fmt.Errorf("drift checks = %v, want %v", got, start+3)
+		}
+		return nil
+	})
+	if got := h.routes(); !slices.Equal(got, wantRoutes) {
+		t.Errorf("routes after drift checks = %q, want %q", got, wantRoutes)
+	}
+	if n := h.cloud.CallsWithResult(fakecloud.OpDeleteRoute, cloud.ResultSuccess); n != 1 {
+		t.Errorf("DeleteRoute calls = %d, want 1 (the stale route only)", n)
+	}
+}
+
+func TestIntegrationDriftRepairsRoutes(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{period: 300 * time.Millisecond})
+	a := h.createNode("a", "10.244.1.0/24")
+	b := h.createNode("b", "10.244.2.0/24")
+	routesAB := want(routeOf(a, "10.244.1.0/24"), routeOf(b, "10.244.2.0/24"))
+	h.waitRoutes(routesAB)
+	h.waitCondition(a, corev1.ConditionFalse, reasonRouteCreated)
+
+	// Someone deletes a route behind the controller's back; no node event follows.
+	if err := h.cloud.DeleteRoute(t.Context(), testCluster, cloud.Route{DestinationCIDR: mustPrefix("10.244.1.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRoutes(routesAB)
+
+	// The cloud reports a route as a blackhole: it is deleted and created again.
+	if err := h.cloud.SetRouteBlackhole(testCluster, mustPrefix("10.244.2.0/24"), true); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("blackhole route replaced", func() error {
+		if got := h.routes(); !slices.Equal(got, routesAB) {
+			return fmt.Errorf("routes = %q", got)
+		}
+		if h.cloud.CallsWithResult(fakecloud.OpDeleteRoute, cloud.ResultSuccess) < 2 {
+			return fmt.Errorf("the blackhole route was not deleted")
+		}
+		return nil
+	})
+}
+
+func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+
+	t.Run("errors", func(t *testing.T) {
+		h.cloud.FailNext(fakecloud.OpCreateRoute, 3, injected)
+		n := h.createNode("a", "10.244.1.0/24")
+		h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+		if got := h.cloud.CallsWithResult(fakecloud.OpCreateRoute, cloud.ResultError); got != 3 {
+			t.Errorf("failed CreateRoute calls = %d, want 3", got)
+		}
+		ev := h.waitEvent(n, EventFailedToCreateRoute)
+		if ev.Type != corev1.EventTypeWarning {
+			t.Errorf("event type = %s, want Warning", ev.Type)
+		}
+	})
+
+	t.Run("throttling waits for Retry-After", func(t *testing.T) {
+		const retryAfter = 700 * time.Millisecond
+		h.cloud.ThrottleNext(fakecloud.OpCreateRoute, 1, retryAfter)
+		n := h.createNode("b", "10.244.2.0/24")
+		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(n, "10.244.2.0/24")))
+		var throttledAt, createdAt time.Time
+		for _, c := range h.cloud.CallLog() {
+			if c.Op != fakecloud.OpCreateRoute || c.Subject != n.Name {
+				continue
+			}
+			switch c.Result() {
+			case cloud.ResultThrottled:
+				throttledAt = c.Start
+			case cloud.ResultSuccess:
+				createdAt = c.Start
+			}
+		}
+		if throttledAt.IsZero() || createdAt.IsZero() {
+			t.Fatalf("call log lacks the throttled or the successful create: %v", h.cloud.CallLog())
+		}
+		if d := createdAt.Sub(throttledAt); d < retryAfter {
+			t.Errorf("retried after %v, before the Retry-After of %v", d, retryAfter)
+		}
+		if got := h.counter("nephele_route_operations_total", map[string]string{"operation": opCreate, "result": "throttled"}); got != 1 {
+			t.Errorf("throttled creates counted = %v, want 1", got)
+		}
+	})
+
+	t.Run("failing listing", func(t *testing.T) {
+		// The next node sync that lists (after the errors above) fails to list twice.
+		h.cloud.FailNext(fakecloud.OpListRoutes, 2, injected)
+		h.cloud.FailNext(fakecloud.OpCreateRoute, 1, injected)
+		n := h.createNode("c", "10.244.3.0/24")
+		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(h.node("b"), "10.244.2.0/24"), routeOf(n, "10.244.3.0/24")))
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+		// The failed create made the controller relist, which failed twice and was retried.
+		if got := h.cloud.CallsWithResult(fakecloud.OpListRoutes, cloud.ResultError); got != 2 {
+			t.Errorf("failed ListRoutes calls = %d, want 2", got)
+		}
+	})
+}
+
+func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+	h.cloud.SetError(fakecloud.OpCreateRoute, injected)
+	n := h.createNode("a", "10.244.1.0/24")
+	cond := h.waitCondition(n, corev1.ConditionTrue, reasonNoRouteCreated)
+	if cond.Message != messageNoRoute {
+		t.Errorf("condition message = %q, want %q", cond.Message, messageNoRoute)
+	}
+	h.waitEvent(n, EventFailedToCreateRoute)
+
+	h.cloud.SetError(fakecloud.OpCreateRoute, nil)
+	h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
+	created := h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+	if !created.LastTransitionTime.After(cond.LastTransitionTime.Time) && !created.LastTransitionTime.Equal(&cond.LastTransitionTime) {
+		t.Errorf("LastTransitionTime went back: %v then %v", cond.LastTransitionTime, created.LastTransitionTime)
+	}
+}
+
+func TestIntegrationPodCIDROutsideClusterCIDR(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+	n := h.createNode("a", "192.168.7.0/24")
+	cond := h.waitCondition(n, corev1.ConditionTrue, reasonNoRouteCreated)
+	h.waitEvent(n, EventPodCIDROutsideClusterCIDR)
+	if got := h.routes(); len(got) != 0 {
+		t.Errorf("routes = %q, want none", got)
+	}
+	t.Logf("condition message: %s", cond.Message)
+}
+
+// TestIntegrationListRoutesDoesNotGrowWithNodes checks that node events never list the
+// cloud per node: a burst of nodes, then of deletions, costs a constant number of
+// ListRoutes calls.
+func TestIntegrationListRoutesDoesNotGrowWithNodes(t *testing.T) {
+	const nodes = 30
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{period: time.Hour, workers: 5})
+	var created []*corev1.Node
+	var wantRoutes []string
+	for i := range nodes {
+		n := h.createNode(fmt.Sprintf("n%02d", i), fmt.Sprintf("10.244.%d.0/24", i))
+		created = append(created, n)
+		wantRoutes = append(wantRoutes, routeOf(n, fmt.Sprintf("10.244.%d.0/24", i)))
+	}
+	h.waitRoutes(want(wantRoutes...))
+	for _, n := range created {
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+	}
+	// One listing for the start (the workers and the first drift check share it, or the
+	// first check lists once more); none per node.
+	afterCreate := h.cloud.Calls(fakecloud.OpListRoutes)
+	t.Logf("ListRoutes calls after creating %d nodes: %d", nodes, afterCreate)
+	if afterCreate > 2 {
+		t.Errorf("ListRoutes calls after creating %d nodes = %d, want at most 2", nodes, afterCreate)
+	}
+	if got := h.cloud.Calls(fakecloud.OpCreateRoute); got != nodes {
+		t.Errorf("CreateRoute calls = %d, want %d", got, nodes)
+	}
+
+	for _, n := range created {
+		h.deleteNode(n)
+	}
+	h.waitRoutes(nil)
+	// Deleting routes the controller created but never saw listed needs one listing
+	// for their cloud names, shared by all the deletions.
+	if got := h.cloud.Calls(fakecloud.OpListRoutes) - afterCreate; got > 1 {
+		t.Errorf("ListRoutes calls while deleting %d nodes = %d, want at most 1", nodes, got)
+	}
+	if got := h.cloud.Calls(fakecloud.OpDeleteRoute); got != nodes {
+		t.Errorf("DeleteRoute calls = %d, want %d", got, nodes)
+	}
+}
