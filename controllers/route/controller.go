@@ -96,6 +96,7 @@ type Controller struct {
 	table   *table
 	planner *planner
 	gate    retryGate
+	locks   cidrLocks
 }
 
 // New builds the controller and registers its Node event handlers. It returns an error
@@ -226,7 +227,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.health.SetPending(c.queue.Len)
 	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
-		return fmt.Errorf("route controller: node cache did not sync: %w", context.Cause(ctx))
+		return nil // ctx ended before the cache synced: a clean stop
 	}
 
 	var wg sync.WaitGroup
@@ -442,10 +443,10 @@ func (c *Controller) apply(ctx context.Context, key string, node *corev1.Node, p
 	var errs []error
 	var blocked []netip.Prefix
 	for _, r := range p.deletes {
-		c.log.Info("Deleting route", "node", r.TargetNode, "cidr", r.DestinationCIDR, "name", r.Name, "blackhole", r.Blackhole)
-		err := c.cloudCall(ctx, opDelete, func(ctx context.Context) error {
-			return c.routes.DeleteRoute(ctx, c.clusterName, r)
-		})
+		done, err := c.deleteRoute(ctx, r)
+		if done {
+			continue
+		}
 		if err != nil {
 			if node != nil && ctx.Err() == nil {
 				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToDeleteRoute,
@@ -453,30 +454,66 @@ func (c *Controller) apply(ctx context.Context, key string, node *corev1.Node, p
 			}
 			errs = append(errs, fmt.Errorf("deleting route %q (%s to node %q): %w", r.Name, r.DestinationCIDR, r.TargetNode, err))
 			blocked = append(blocked, r.DestinationCIDR.Masked())
-			continue
 		}
-		c.table.deleted(r)
 	}
 	for _, cr := range p.creates {
 		if slices.Contains(blocked, cr.route.DestinationCIDR) {
 			errs = append(errs, &createError{fmt.Errorf("not creating route %s for node %q: an old route for it could not be deleted", cr.route.DestinationCIDR, key)})
 			continue
 		}
-		c.log.Info("Creating route", "node", key, "cidr", cr.route.DestinationCIDR, "nameHint", cr.hint)
-		err := c.cloudCall(ctx, opCreate, func(ctx context.Context) error {
-			return c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route)
-		})
-		if err != nil {
+		if err := c.createRoute(ctx, cr); err != nil {
 			if ctx.Err() == nil {
 				c.recorder.Eventf(node, corev1.EventTypeWarning, EventFailedToCreateRoute,
 					"Could not create route %s (name hint %q) for node %s: %v", cr.route.DestinationCIDR, cr.hint, key, err)
 			}
 			errs = append(errs, &createError{fmt.Errorf("creating route %s (name hint %q) for node %q: %w", cr.route.DestinationCIDR, cr.hint, key, err)})
-			continue
 		}
-		c.table.created(cloud.Route{Name: cr.hint, TargetNode: key, DestinationCIDR: cr.route.DestinationCIDR})
 	}
 	return errs
+}
+
+// deleteRoute deletes r under its CIDR's lock. done is true when r is gone: deleted
+// now, or already by another worker, which the table shows.
+func (c *Controller) deleteRoute(ctx context.Context, r cloud.Route) (done bool, err error) {
+	unlock, err := c.locks.lock(ctx, r.DestinationCIDR.Masked())
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if !c.table.has(r) {
+		return true, nil
+	}
+	c.log.Info("Deleting route", "node", r.TargetNode, "cidr", r.DestinationCIDR, "name", r.Name, "blackhole", r.Blackhole)
+	err = c.cloudCall(ctx, opDelete, func(ctx context.Context) error {
+		return c.routes.DeleteRoute(ctx, c.clusterName, r)
+	})
+	if err != nil {
+		return false, err
+	}
+	c.table.deleted(r)
+	return true, nil
+}
+
+// createRoute creates cr under its CIDR's lock, unless another worker already did.
+func (c *Controller) createRoute(ctx context.Context, cr create) error {
+	cidr := cr.route.DestinationCIDR
+	unlock, err := c.locks.lock(ctx, cidr)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if c.table.routed(cr.route.TargetNode, cidr) {
+		return nil
+	}
+	c.log.Info("Creating route", "node", cr.route.TargetNode, "cidr", cidr, "nameHint", cr.hint)
+	err = c.cloudCall(ctx, opCreate, func(ctx context.Context) error {
+		return c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route)
+	})
+	if err != nil {
+		return err
+	}
+	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr})
+	return nil
 }
 
 // cloudCall runs one cloud call: it waits out a Retry-After the cloud asked for, counts

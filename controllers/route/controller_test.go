@@ -231,3 +231,53 @@ func TestInvalidCreateIsNotRetried(t *testing.T) {
 		t.Error("throttling must be retried")
 	}
 }
+
+// TestLateDeleteOfAMovedCIDRIsSkipped covers two workers planning on one CIDR: node b
+// takes over the CIDR of gone node a (deleting a's stale route and creating its own);
+// a's own sync, planned before that, must not delete the CIDR again, because clouds
+// that delete by destination would remove b's new route.
+func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
+	b := nodeWith("b", "10.244.1.0/24")
+	client := fake.NewClientset(b)
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := cloud.Route{Name: "old", TargetNode: "a", DestinationCIDR: mustPrefix("10.244.1.0/24")}
+	if err := fc.AddRoute("c", stale); err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(Config{
+		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
+		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.queue.ShutDown()
+	factory.Start(t.Context().Done())
+	factory.WaitForCacheSync(t.Context().Done())
+	if err := c.table.refresh(t.Context(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	lateA, _ := c.planNode("a", nil) // a's plan, made before b's sync
+	if len(lateA.deletes) != 1 {
+		t.Fatalf("a's plan deletes = %v, want the stale route", lateA.deletes)
+	}
+	if err := c.syncNode(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	deletes := fc.Calls(fakecloud.OpDeleteRoute)
+	if errs := c.apply(t.Context(), "a", nil, &lateA); len(errs) != 0 {
+		t.Fatalf("apply of a's late plan: %v", errs)
+	}
+	if got := fc.Calls(fakecloud.OpDeleteRoute); got != deletes {
+		t.Errorf("a's late plan made %d delete calls, want none", got-deletes)
+	}
+	routes := fc.AllRoutes("c")
+	if len(routes) != 1 || routes[0].TargetNode != "b" {
+		t.Errorf("routes = %v, want b's route only", routes)
+	}
+}

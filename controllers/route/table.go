@@ -238,6 +238,23 @@ func (t *table) deleted(r cloud.Route) {
 	t.onChange(t.idx.n)
 }
 
+// has reports whether the table holds r, or has no listing to tell.
+func (t *table) has(r cloud.Route) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idx == nil {
+		return true
+	}
+	return slices.Contains(t.idx.byNode[r.TargetNode], r)
+}
+
+// routed reports whether the table holds a healthy route sending cidr to node.
+func (t *table) routed(node string, cidr netip.Prefix) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.idx != nil && t.idx.hasHealthy(node, cidr)
+}
+
 // view calls f with the index locked. f must not call back into the table.
 func (t *table) view(f func(idx *routeIndex)) bool {
 	t.mu.Lock()
