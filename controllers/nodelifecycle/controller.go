@@ -1,0 +1,211 @@
+package nodelifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// TaintShutdown marks a Node whose instance the cloud reports stopped.
+const TaintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
+
+// Defaults for the zero values of Config, as upstream's.
+const (
+	DefaultMonitorPeriod       = 5 * time.Second
+	DefaultDeletionGracePeriod = 40 * time.Second
+	DefaultSafeModeThreshold   = 0.1
+)
+
+// maxSafeModeEvents bounds the Events one entry into safe mode records, so that an
+// outage in a large cluster does not flood the apiserver with Events.
+const maxSafeModeEvents = 20
+
+// Config holds the controller's dependencies and settings.
+type Config struct {
+	// Client reads and writes Nodes and Events. Required.
+	Client kubernetes.Interface
+	// Informers is the shared informer factory the Node informer is registered with; its
+	// owner starts it after New. Required.
+	Informers informers.SharedInformerFactory
+	// Instances looks up one instance at a time; its typed NotFound is the only answer
+	// that can lead to a deletion. Required.
+	Instances cloud.Instances
+	// Inventory is the shared instance listing, or nil when the provider has no batch
+	// listing.
+	Inventory manager.Inventory
+	// Recorder records Events on Nodes. Required.
+	Recorder record.EventRecorder
+	// Logger logs; the zero value discards.
+	Logger logr.Logger
+	// Metrics is where the metrics are registered; nil registers nothing.
+	Metrics prometheus.Registerer
+	// Health receives progress reports for /readyz; nil creates a private one.
+	Health *manager.Progress
+	// MonitorPeriod is the time between rounds (--node-monitor-period). Default 5s.
+	MonitorPeriod time.Duration
+	// DeletionGracePeriod is the least time between the two NotFound answers that
+	// confirm an instance is gone (--node-deletion-grace-period). Default 40s.
+	DeletionGracePeriod time.Duration
+	// SafeModeThreshold is the largest share of the cluster's Nodes one round may delete
+	// (--node-deletion-safe-mode-threshold); at least one deletion per round is always
+	// allowed. Between 0 and 1; 0 means the default, 0.1.
+	SafeModeThreshold float64
+	// Workers is how many per-node cloud lookups run at once (--concurrent-node-syncs).
+	// Default 1.
+	Workers int
+	// Clock times the NotFound observations; nil is the real clock.
+	Clock clock.PassiveClock
+}
+
+// Controller is the cloud-node-lifecycle-controller.
+type Controller struct {
+	client    kubernetes.Interface
+	nodes     corelisters.NodeLister
+	synced    cache.InformerSynced
+	instances cloud.Instances
+	inventory manager.Inventory
+	recorder  record.EventRecorder
+	log       logr.Logger
+	metrics   *metrics
+	health    *manager.Progress
+	period    time.Duration
+	grace     time.Duration
+	threshold float64
+	workers   int
+	clock     clock.PassiveClock
+
+	// The state below belongs to the goroutine running rounds.
+
+	// notFound holds, per not-Ready node whose instance the cloud reported NotFound, the
+	// first such answer. Entries of nodes that are gone, Ready, or found again are
+	// dropped every round, so it never outgrows the not-Ready part of the cluster.
+	notFound map[string]observation
+	// safeMode is the reason of the current safe mode, "" when not in safe mode.
+	safeMode string
+}
+
+// observation is the first NotFound answer for a node, tied to the node's UID so that
+// a Node re-created under the same name starts afresh.
+type observation struct {
+	uid   types.UID
+	first time.Time
+}
+
+// New builds the controller and registers its Node informer with cfg.Informers.
+func New(cfg Config) (*Controller, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("cloud-node-lifecycle-controller: a Kubernetes client is required")
+	case cfg.Informers == nil:
+		return nil, errors.New("cloud-node-lifecycle-controller: an informer factory is required")
+	case cfg.Instances == nil:
+		return nil, errors.New("cloud-node-lifecycle-controller: the provider's Instances capability is required")
+	case cfg.Recorder == nil:
+		return nil, errors.New("cloud-node-lifecycle-controller: an event recorder is required")
+	case cfg.MonitorPeriod < 0, cfg.DeletionGracePeriod < 0, cfg.Workers < 0:
+		return nil, errors.New("cloud-node-lifecycle-controller: durations and worker counts must not be negative")
+	case cfg.SafeModeThreshold < 0 || cfg.SafeModeThreshold > 1:
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: safe-mode threshold %v: want a share between 0 and 1", cfg.SafeModeThreshold)
+	}
+	if cfg.MonitorPeriod == 0 {
+		cfg.MonitorPeriod = DefaultMonitorPeriod
+	}
+	if cfg.DeletionGracePeriod == 0 {
+		cfg.DeletionGracePeriod = DefaultDeletionGracePeriod
+	}
+	if cfg.SafeModeThreshold == 0 {
+		cfg.SafeModeThreshold = DefaultSafeModeThreshold
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Health == nil {
+		cfg.Health = manager.NewProgress(manager.CloudNodeLifecycleController, 2*time.Minute)
+	}
+	nodeInformer := cfg.Informers.Core().V1().Nodes()
+	// The controller reads the cache once per round; a no-op handler gives it a
+	// registration whose HasSynced it can wait for.
+	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)
+	}
+	return &Controller{
+		client:    cfg.Client,
+		nodes:     nodeInformer.Lister(),
+		synced:    reg.HasSynced,
+		instances: cfg.Instances,
+		inventory: cfg.Inventory,
+		recorder:  cfg.Recorder,
+		log:       cfg.Logger,
+		metrics:   newMetrics(cfg.Metrics),
+		health:    cfg.Health,
+		period:    cfg.MonitorPeriod,
+		grace:     cfg.DeletionGracePeriod,
+		threshold: cfg.SafeModeThreshold,
+		workers:   cfg.Workers,
+		clock:     cfg.Clock,
+		notFound:  map[string]observation{},
+	}, nil
+}
+
+// Run runs a round every MonitorPeriod (measured from the end of the previous round)
+// until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	c.log.Info("Starting", "monitorPeriod", c.period, "deletionGracePeriod", c.grace,
+		"safeModeThreshold", c.threshold, "inventory", c.inventory != nil)
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("cloud-node-lifecycle-controller: the Node informer did not sync")
+	}
+	wait.UntilWithContext(ctx, c.monitor, c.period)
+	c.log.Info("Stopped")
+	return nil
+}
+
+// Spec returns the manager's description of the cloud-node-lifecycle-controller.
+func Spec() manager.ControllerSpec {
+	return manager.ControllerSpec{
+		Name:    manager.CloudNodeLifecycleController,
+		Aliases: []string{"cloud-node-lifecycle"},
+		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
+			instances, ok := cc.Cloud.Instances()
+			if !ok || instances == nil {
+				return nil, manager.Disabled("provider %s has no Instances capability", cc.Cloud.ProviderName())
+			}
+			return New(Config{
+				Client:              cc.Client,
+				Informers:           cc.Informers,
+				Instances:           instances,
+				Inventory:           cc.Inventory,
+				Recorder:            cc.Recorder,
+				Logger:              cc.Logger,
+				Metrics:             cc.Metrics,
+				Health:              cc.Health,
+				MonitorPeriod:       cc.Config.NodeMonitorPeriod,
+				DeletionGracePeriod: cc.Config.NodeDeletionGracePeriod,
+				SafeModeThreshold:   cc.Config.NodeDeletionSafeModeThreshold,
+				Workers:             cc.Config.ConcurrentNodeSyncs,
+			})
+		},
+	}
+}
