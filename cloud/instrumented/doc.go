@@ -1,0 +1,26 @@
+// Package instrumented is the one path every cloud call of the manager goes through.
+// It wraps a cloud.Provider so that each call, per controller and per operation, is
+// counted and timed, bounded by a timeout, paced by a client-side rate limit shared by
+// all controllers, and held back while the cloud has asked (with Retry-After) not to be
+// called. The cloud's quota is one, so the limit and the Retry-After are shared.
+//
+// # Metrics
+//
+//	nephele_cloud_requests_total{controller,operation,result}
+//	    Calls that reached the provider. result is cloud.Classify of the error:
+//	    success, not_found, throttled, not_implemented, invalid, timeout, canceled, error.
+//	nephele_cloud_request_duration_seconds{controller,operation}
+//	    Time spent in the provider, waits excluded.
+//	nephele_cloud_requests_in_flight{controller,operation}
+//	    Calls in the provider now. A value that stays up points at a hung call.
+//	nephele_cloud_throttle_wait_seconds_total{controller,reason}
+//	    Time calls spent waiting before reaching the provider: reason "retry_after" for
+//	    a Retry-After the cloud asked for, "rate_limit" for the client-side limit.
+//
+// A call whose context ends while it waits never reaches the provider and is not
+// counted in requests_total; its wait is counted in throttle_wait_seconds_total.
+//
+// The operation label is one of the Op constants: instance_metadata, list_instances,
+// get_load_balancer, ensure_load_balancer, update_load_balancer_backends,
+// ensure_load_balancer_deleted, list_routes, create_route, delete_route.
+package instrumented

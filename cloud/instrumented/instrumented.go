@@ -1,0 +1,244 @@
+package instrumented
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+// The operation label values, one per method of the capability interfaces.
+const (
+	OpInstanceMetadata           = "instance_metadata"
+	OpListInstances              = "list_instances"
+	OpGetLoadBalancer            = "get_load_balancer"
+	OpEnsureLoadBalancer         = "ensure_load_balancer"
+	OpUpdateLoadBalancerBackends = "update_load_balancer_backends"
+	OpEnsureLoadBalancerDeleted  = "ensure_load_balancer_deleted"
+	OpListRoutes                 = "list_routes"
+	OpCreateRoute                = "create_route"
+	OpDeleteRoute                = "delete_route"
+)
+
+// DefaultMaxRetryAfter is the longest Retry-After honoured when Options.MaxRetryAfter
+// is 0.
+const DefaultMaxRetryAfter = 5 * time.Minute
+
+// Options configures a Cloud. The zero value adds metrics (unregistered) and nothing
+// else: no timeout, no rate limit.
+type Options struct {
+	// Timeout bounds each provider call; 0 means no bound beyond the caller's context.
+	// Waits for Retry-After and the rate limit come before and are not bounded by it.
+	Timeout time.Duration
+	// QPS is the client-side limit on calls per second, shared by all controllers;
+	// QPS <= 0 means no limit.
+	QPS float64
+	// Burst is how many calls may go at once above QPS; <= 0 means max(1, ceil(QPS)).
+	Burst int
+	// MaxRetryAfter caps the Retry-After the cloud may ask for, so that one absurd
+	// answer cannot stop every controller for hours; 0 means DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// Registerer gets the metrics. Collectors already registered there (by another
+	// Cloud) are shared. Nil keeps the metrics unregistered.
+	Registerer prometheus.Registerer
+}
+
+// Cloud instruments a provider. Create it with New and hand each controller the
+// provider returned by For.
+type Cloud struct {
+	inner         cloud.Provider
+	timeout       time.Duration
+	maxRetryAfter time.Duration
+	limiter       *rate.Limiter // nil when unlimited
+	metrics       *metrics
+
+	mu sync.Mutex
+	// throttledUntil is when the cloud allows calls again after a Retry-After.
+	throttledUntil time.Time
+}
+
+// New wraps p. It fails when p is nil, an option is negative, or the metrics cannot be
+// registered.
+func New(p cloud.Provider, opts Options) (*Cloud, error) {
+	if p == nil {
+		return nil, errors.New("instrumenting the cloud provider: provider is nil")
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("instrumenting cloud provider %q: timeout %s is negative", p.ProviderName(), opts.Timeout)
+	}
+	if opts.MaxRetryAfter < 0 {
+		return nil, fmt.Errorf("instrumenting cloud provider %q: maximum Retry-After %s is negative", p.ProviderName(), opts.MaxRetryAfter)
+	}
+	if math.IsNaN(opts.QPS) || math.IsInf(opts.QPS, 0) {
+		return nil, fmt.Errorf("instrumenting cloud provider %q: QPS %v is not a number", p.ProviderName(), opts.QPS)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("instrumenting cloud provider %q: %w", p.ProviderName(), err)
+	}
+	c := &Cloud{inner: p, timeout: opts.Timeout, maxRetryAfter: opts.MaxRetryAfter, metrics: m}
+	if c.maxRetryAfter == 0 {
+		c.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if opts.QPS > 0 {
+		burst := opts.Burst
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(opts.QPS)))
+		}
+		c.limiter = rate.NewLimiter(rate.Limit(opts.QPS), burst)
+	}
+	return c, nil
+}
+
+// For returns the provider controller uses. It has the capabilities the wrapped
+// provider reports (asked on each capability call, not once) and its name; each call
+// through it is instrumented with controller as the metrics' controller label.
+func (c *Cloud) For(controller string) cloud.Provider {
+	if controller == "" {
+		controller = "unknown"
+	}
+	return &provider{c: c, controller: controller}
+}
+
+// Initialize calls the wrapped provider's Initialize when it implements
+// cloud.Initializer, and does nothing otherwise. It is not instrumented: the manager
+// calls it once, before any controller starts.
+func (c *Cloud) Initialize(ctx context.Context, clients cloud.ClientBuilder) error {
+	if in, ok := c.inner.(cloud.Initializer); ok {
+		return in.Initialize(ctx, clients)
+	}
+	return nil
+}
+
+// ThrottledUntil returns when calls may go to the cloud again after the latest
+// Retry-After; a time in the past means now.
+func (c *Cloud) ThrottledUntil() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.throttledUntil
+}
+
+// noteRetryAfter holds every controller's calls back for d (capped), keeping a later
+// deadline already recorded.
+func (c *Cloud) noteRetryAfter(d time.Duration) {
+	d = min(d, c.maxRetryAfter)
+	until := time.Now().Add(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until.After(c.throttledUntil) {
+		c.throttledUntil = until
+	}
+}
+
+// waitRetryAfter waits until the cloud's Retry-After has passed. The deadline is read
+// again after each wait: another controller's call may have pushed it further.
+func (c *Cloud) waitRetryAfter(ctx context.Context, controller string) error {
+	for {
+		d := time.Until(c.ThrottledUntil())
+		if d <= 0 {
+			return nil
+		}
+		start := time.Now()
+		err := sleep(ctx, d)
+		c.metrics.wait.WithLabelValues(controller, WaitRetryAfter).Add(time.Since(start).Seconds())
+		if err != nil {
+			return fmt.Errorf("waiting %s for the cloud's Retry-After: %w", d.Round(time.Millisecond), err)
+		}
+	}
+}
+
+// waitRateLimit takes a token from the shared limiter, giving it back when ctx ends
+// first. It does not use Limiter.Wait, which fails at once, with an error matching
+// neither context error, when ctx's deadline comes before the token.
+func (c *Cloud) waitRateLimit(ctx context.Context, controller string) error {
+	if c.limiter == nil {
+		return nil
+	}
+	r := c.limiter.Reserve()
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	start := time.Now()
+	err := sleep(ctx, d)
+	c.metrics.wait.WithLabelValues(controller, WaitRateLimit).Add(time.Since(start).Seconds())
+	if err != nil {
+		r.Cancel()
+		return fmt.Errorf("waiting %s for the client-side rate limit: %w", d.Round(time.Millisecond), err)
+	}
+	return nil
+}
+
+// sleep waits for d or until ctx ends, returning ctx.Err() in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// call makes one instrumented call of fn for controller.
+func call[T any](ctx context.Context, p *provider, op, subject string, fn func(context.Context) (T, error)) (T, error) {
+	c := p.c
+	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
+		var zero T
+		return zero, wrap(op, subject, err)
+	}
+	if err := c.waitRateLimit(ctx, p.controller); err != nil {
+		var zero T
+		return zero, wrap(op, subject, err)
+	}
+	// A Retry-After may have come in while this call waited for its token.
+	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
+		var zero T
+		return zero, wrap(op, subject, err)
+	}
+
+	callCtx := ctx
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	inFlight := c.metrics.inFlight.WithLabelValues(p.controller, op)
+	inFlight.Inc()
+	start := time.Now()
+	v, err := fn(callCtx)
+	elapsed := time.Since(start)
+	inFlight.Dec()
+
+	// A provider may fail with an error of its own when the context ends (a closed
+	// connection, say). Name the context's error too, so that the result is a
+	// timeout, not a cloud failure.
+	if err != nil && cloud.Classify(err) == cloud.ResultError && callCtx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", err, callCtx.Err())
+	}
+	c.metrics.requests.WithLabelValues(p.controller, op, string(cloud.Classify(err))).Inc()
+	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
+	if err != nil {
+		if d, ok := cloud.RetryAfter(err); ok {
+			c.noteRetryAfter(d)
+		}
+		return v, wrap(op, subject, err)
+	}
+	return v, nil
+}
+
+// wrap names the operation and its subject in err, keeping err matchable.
+func wrap(op, subject string, err error) error {
+	if subject == "" {
+		return fmt.Errorf("cloud %s: %w", op, err)
+	}
+	return fmt.Errorf("cloud %s %q: %w", op, subject, err)
+}
