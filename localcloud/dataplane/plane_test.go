@@ -11,12 +11,6 @@ import (
 	"time"
 )
 
-// tagOf returns the backend tag an echo answer starts with.
-func tagOf(answer string) string {
-	tag, _, _ := strings.Cut(answer, " ")
-	return tag
-}
-
 func TestTCPForwardsRoundRobin(t *testing.T) {
 	p, _ := newTestPlane(t)
 	nodePort := freePort(t, TCP, nodeA, nodeB)
@@ -143,8 +137,8 @@ func TestUDPForwardsPerClientSessions(t *testing.T) {
 	to := netip.AddrPortFrom(vip, port)
 	c1, c2 := newUDPClient(t, client, to), newUDPClient(t, client, to)
 
-	first1 := c1.askUntil(t, "one")
-	first2 := c2.askUntil(t, "two")
+	first1 := c1.AskUntil(t, "one")
+	first2 := c2.AskUntil(t, "two")
 	if !strings.HasSuffix(first1, " one") || !strings.HasSuffix(first2, " two") {
 		t.Fatalf("answers %q, %q do not echo the requests", first1, first2)
 	}
@@ -153,7 +147,7 @@ func TestUDPForwardsPerClientSessions(t *testing.T) {
 	}
 	// A client's datagrams stay on its session's backend.
 	for i := range 5 {
-		again, err := c1.ask("more", pollTimeout)
+		again, err := c1.Ask("more", pollTimeout)
 		if err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}
@@ -175,14 +169,14 @@ func TestUDPSessionsEndWhenIdle(t *testing.T) {
 		Backends: []Backend{{NodeName: "a", Addr: nodeA}},
 	})
 	c := newUDPClient(t, client, netip.AddrPortFrom(vip, port))
-	c.askUntil(t, "ping")
+	c.AskUntil(t, "ping")
 	l := udpListenerOf(t, p, "dns", port)
 	if n := l.sessionCount(); n != 1 {
 		t.Fatalf("sessions after one exchange = %d, want 1", n)
 	}
 	eventually(t, "the idle session to end", func() bool { return l.sessionCount() == 0 })
 	// The client is not stuck: a new session opens.
-	if answer := c.askUntil(t, "again"); answer != "a again" {
+	if answer := c.AskUntil(t, "again"); answer != "a again" {
 		t.Fatalf("answer after the idle timeout = %q", answer)
 	}
 }
@@ -238,11 +232,11 @@ func TestSourceRangesRefuseOtherClients(t *testing.T) {
 	})
 	t.Run("UDP", func(t *testing.T) {
 		in := newUDPClient(t, client, netip.AddrPortFrom(vip, udpPort))
-		if answer := in.askUntil(t, "in"); answer != "a in" {
+		if answer := in.AskUntil(t, "in"); answer != "a in" {
 			t.Fatalf("allowed client got %q", answer)
 		}
 		out := newUDPClient(t, other, netip.AddrPortFrom(vip, udpPort))
-		answer, err := out.ask("out", 300*time.Millisecond)
+		answer, err := out.Ask("out", 300*time.Millisecond)
 		if err == nil {
 			t.Fatalf("client from %s outside the source ranges got %q", other, answer)
 		}
@@ -253,16 +247,6 @@ func TestSourceRangesRefuseOtherClients(t *testing.T) {
 			return rejected(p, "private", UDP, reasonSourceRange) >= 1
 		})
 	})
-}
-
-// listening reports whether something listens on TCP addr.
-func listening(addr netip.AddrPort) bool {
-	c, err := net.DialTimeout("tcp", addr.String(), 2*time.Second)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
 }
 
 func TestPortConflictAppliesNothing(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -296,8 +297,12 @@ func decode(c *call, prefix string, v any) error {
 
 // query reads the allowed query parameters, refusing any other.
 func query(c *call, allowed ...string) (map[string]string, error) {
+	values, err := url.ParseQuery(c.r.URL.RawQuery)
+	if err != nil {
+		return nil, invalid("query", "malformed query string: %v", err)
+	}
 	out := map[string]string{}
-	for k, vs := range c.r.URL.Query() {
+	for k, vs := range values {
 		ok := false
 		for _, a := range allowed {
 			ok = ok || a == k

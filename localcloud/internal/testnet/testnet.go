@@ -1,0 +1,249 @@
+// Package testnet provides what the local cloud's tests need on the loopback network:
+// free ports, TCP and UDP echo backends that say who answered, a kube-proxy-like
+// /healthz server, clients bound to a chosen source address, and polling.
+package testnet
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// PollTimeout is how long a test waits for something that should happen soon; it is
+// generous so that a loaded machine does not fail a test.
+const PollTimeout = 30 * time.Second
+
+// Eventually polls cond until it holds, failing the test after PollTimeout.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(PollTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// FreePort returns a port that is free for network ("tcp" or "udp") on every one of
+// addrs at the time of the call.
+func FreePort(t testing.TB, network string, addrs ...netip.Addr) uint16 {
+	t.Helper()
+	for range 500 {
+		port := uint16(20000 + rand.IntN(40000))
+		ok := true
+		var closers []func()
+		for _, a := range addrs {
+			ap := netip.AddrPortFrom(a, port).String()
+			if network == "udp" {
+				pc, err := net.ListenPacket("udp", ap)
+				if err != nil {
+					ok = false
+					break
+				}
+				closers = append(closers, func() { _ = pc.Close() })
+			} else {
+				ln, err := net.Listen("tcp", ap)
+				if err != nil {
+					ok = false
+					break
+				}
+				closers = append(closers, func() { _ = ln.Close() })
+			}
+		}
+		for _, c := range closers {
+			c()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatalf("no free %s port on %v", network, addrs)
+	return 0
+}
+
+// TCPEcho serves addr until the test ends, answering each line with "tag line".
+func TCPEcho(t testing.TB, addr netip.AddrPort, tag string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					mu.Lock()
+					delete(conns, c)
+					mu.Unlock()
+					_ = c.Close()
+				}()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := fmt.Fprintf(c, "%s %s", tag, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+}
+
+// UDPEcho serves addr until the test ends, answering each datagram with "tag payload".
+func UDPEcho(t testing.TB, addr netip.AddrPort, tag string) {
+	t.Helper()
+	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatalf("listening on udp %s: %v", addr, err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = pc.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteToUDPAddrPort([]byte(tag+" "+string(buf[:n])), from)
+		}
+	}()
+}
+
+// Healthz serves GET /healthz on addr with status until the test ends, like
+// kube-proxy's health check node port.
+func Healthz(t testing.TB, addr netip.AddrPort, status int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+}
+
+// Tag returns the backend tag an echo answer starts with.
+func Tag(answer string) string {
+	tag, _, _ := strings.Cut(answer, " ")
+	return tag
+}
+
+// AskTCP connects to addr from local (any source when local is the zero Addr), sends
+// msg and returns the answer line without its newline.
+func AskTCP(addr netip.AddrPort, local netip.Addr, msg string) (string, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if local.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+	}
+	c, err := d.Dial("tcp", addr.String())
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(PollTimeout))
+	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), err
+}
+
+// Listening reports whether something accepts TCP connections on addr.
+func Listening(addr netip.AddrPort) bool {
+	c, err := net.DialTimeout("tcp", addr.String(), 2*time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+// UDPClient is a UDP socket bound to a source address and connected to a target.
+type UDPClient struct{ *net.UDPConn }
+
+// NewUDPClient returns a client sending from local to to; it closes with the test.
+func NewUDPClient(t testing.TB, local netip.Addr, to netip.AddrPort) UDPClient {
+	t.Helper()
+	c, err := net.DialUDP("udp", &net.UDPAddr{IP: local.AsSlice()}, net.UDPAddrFromAddrPort(to))
+	if err != nil {
+		t.Fatalf("udp client from %s: %v", local, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return UDPClient{c}
+}
+
+// Ask sends msg and waits up to wait for one answer.
+func (c UDPClient) Ask(msg string, wait time.Duration) (string, error) {
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// AskUntil repeats Ask until an answer comes (UDP has no connection to wait for).
+func (c UDPClient) AskUntil(t testing.TB, msg string) string {
+	t.Helper()
+	var answer string
+	Eventually(t, "a UDP answer to "+msg, func() bool {
+		a, err := c.Ask(msg, 500*time.Millisecond)
+		answer = a
+		return err == nil
+	})
+	return answer
+}
+
+// IsTimeout reports whether err is a network timeout.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
