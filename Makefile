@@ -11,15 +11,23 @@ GOTEST_FLAGS ?=
 # Integration tests start real control planes; keep them from fighting over 2 cores.
 TEST_PARALLEL ?= 2
 
+KUBE_VERSION := v1.36.3
+# Stamp the version the binaries were built from, as Kubernetes' own build does.
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
-TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(BIN)/kwok $(BIN)/kwok-stages/.stamp
+KCM_PEER_DIR := hack/tools/kcm135
+KCM_PEER := $(BIN)/kube-controller-manager-v1.35
+TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages/.stamp
 
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: $(TOOL_BINS) ## build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok into bin/
+tools: $(TOOL_BINS) ## build etcd, kube-apiserver, kube-controller-manager (v1.36 and the v1.35 migration peer), kube-scheduler and kwok into bin/
 
 # Each binary depends on the module files that pin it, so a second `make tools` is a no-op
 # and a version bump rebuilds exactly what changed.
@@ -27,7 +35,12 @@ $(BIN)/etcd: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
 	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 
 $(BIN)/kube-%: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
-	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-$*
+	cd $(TOOLS_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+
+# The leader-migration peer: kube-controller-manager v1.36 cannot run migrated controllers
+# (see hack/tools/kcm135/tools.go), so interop is proven against v1.35.
+$(KCM_PEER): $(KCM_PEER_DIR)/go.mod $(KCM_PEER_DIR)/go.sum
+	cd $(KCM_PEER_DIR) && $(GO) build -trimpath -ldflags "$(subst 36,35,$(subst $(KUBE_VERSION),v1.35.4,$(KUBE_LDFLAGS)))" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok

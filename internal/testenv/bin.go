@@ -29,6 +29,12 @@ const (
 	kwokStagesDir           = "kwok-stages"
 )
 
+// ControllerManagerV135 is the kube-controller-manager v1.35 build `make tools` adds for
+// leader-migration interop: v1.36 exits as soon as it takes a migration lease (it
+// registers the informer name "kube-controller-manager" twice), so tests of the handover
+// from kube-controller-manager to a cloud-controller-manager use v1.35.
+const ControllerManagerV135 = "kube-controller-manager-v1.35"
+
 // MissingBinaryError reports that a binary (or kwok stage file) the control plane needs is
 // not in the bin directory. Tests must fail on it rather than skip, so CI never passes
 // without having run the integration tests.

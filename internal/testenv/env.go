@@ -241,6 +241,12 @@ func (e *Env) waitReady(ctx context.Context, apiserver *Process) error {
 // exiting, so wait on its effects, such as its Lease. Each call starts a new process with
 // its own log file.
 func (e *Env) StartControllerManager(ctx context.Context, args ...string) (*Process, error) {
+	return e.StartControllerManagerBinary(ctx, controllerManagerBinary, args...)
+}
+
+// StartControllerManagerBinary is StartControllerManager for another kube-controller-manager
+// build in the bin directory, such as ControllerManagerV135.
+func (e *Env) StartControllerManagerBinary(ctx context.Context, binary string, args ...string) (*Process, error) {
 	if e.creds == nil {
 		return nil, errNotStarted
 	}
@@ -254,7 +260,7 @@ func (e *Env) StartControllerManager(ctx context.Context, args ...string) (*Proc
 		"--secure-port=0",
 		"--leader-elect=false",
 	}
-	return e.startComponent(ctx, controllerManagerBinary, append(defaults, args...))
+	return e.startComponent(ctx, binary, append(defaults, args...))
 }
 
 // StartScheduler starts a kube-scheduler without leader election or serving port; args

@@ -1,0 +1,228 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager/serving"
+)
+
+// Component is the name this manager uses in leader migration configurations and
+// Lease identities, as upstream's cloud-controller-manager does.
+const Component = "cloud-controller-manager"
+
+// NewCommand returns the command of a cloud-controller-manager binary named name, able
+// to run the providers in registry and the controllers in specs. Invalid flags make it
+// fail before anything starts, with one line per problem naming the flag.
+func NewCommand(name string, registry *cloud.Registry, specs []ControllerSpec) *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: "Run the Kubernetes cloud controllers for a cloud provider",
+		Long: name + ` runs the cloud-specific control loops of Kubernetes (node initialization,
+node lifecycle, service load balancers and routes) out of tree. Flags keep the upstream
+cloud-controller-manager's names and meanings; where nephele changes a default or adds a
+flag, its help says "(nephele: ...)".
+
+Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(specs); err != nil {
+				return err
+			}
+			log, err := NewLogger(cmd.ErrOrStderr(), o.LoggingFormat, o.Verbosity)
+			if err != nil {
+				return err
+			}
+			// client-go logs through klog; send it to the same structured sink at the
+			// same verbosity.
+			klog.SetLogger(log)
+			klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+			klog.InitFlags(klogFlags)
+			_ = klogFlags.Set("v", strconv.Itoa(o.Verbosity))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(logr.NewContext(ctx, log), o, registry, specs)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// Execute runs cmd and returns the process exit code, printing errors one per line
+// to cmd's error stream. Binaries call os.Exit(manager.Execute(cmd)).
+func Execute(cmd *cobra.Command) int {
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// Run runs the manager with options o, which Validate has accepted, until ctx is done.
+// It returns nil after a graceful stop: controllers stopped, work drained, leases
+// released. The logger is taken from ctx.
+func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []ControllerSpec) error {
+	log := logr.FromContextOrDiscard(ctx)
+	restConfig, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("invalid value for --kubeconfig: %w", err)
+	}
+	restConfig.QPS = o.KubeAPIQPS
+	restConfig.Burst = o.KubeAPIBurst
+	restConfig.ContentType = o.KubeAPIContentType
+
+	var cloudConfig io.Reader
+	if o.CloudConfig != nil {
+		cloudConfig = bytes.NewReader(o.CloudConfig)
+	}
+	provider, err := registry.New(o.CloudProvider, cloudConfig)
+	if err != nil {
+		return fmt.Errorf("invalid value for --cloud-provider: %w", err)
+	}
+	if o.UseServiceAccountCredentials {
+		log.Info("--use-service-account-credentials is accepted for compatibility; controllers use the manager's credentials with a user agent per controller")
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	server, err := newServer(o, restConfig, reg, log)
+	if err != nil {
+		return err
+	}
+
+	identity, err := leaseIdentity()
+	if err != nil {
+		return err
+	}
+	p := &plan{
+		component:   Component,
+		restConfig:  restConfig,
+		provider:    provider,
+		specs:       specs,
+		owned:       o.ControllerPlan.Owned,
+		migrated:    o.ControllerPlan.Migrated,
+		leaderElect: o.LeaderElect,
+		mainLease: LeaseConfig{
+			Namespace:     o.LeaderElectResourceNamespace,
+			Name:          o.LeaderElectResourceName,
+			Identity:      identity,
+			LeaseDuration: o.LeaderElectLeaseDuration,
+			RenewDeadline: o.LeaderElectRenewDeadline,
+			RetryPeriod:   o.LeaderElectRetryPeriod,
+		},
+		controllers:  o.ControllerConfig(),
+		cloudCall:    cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
+		stallTimeout: o.HealthzStallTimeout,
+		resync:       o.MinResyncPeriod,
+		registry:     reg,
+		server:       server,
+	}
+	if o.LeaderMigration != nil {
+		ml := p.mainLease
+		ml.Name = o.LeaderMigration.LeaderName
+		p.migrationLease = &ml
+	}
+	for _, name := range o.ControllerPlan.Unowned {
+		log.Info("Controller left to another component by the leader migration configuration", "controller", name)
+	}
+
+	rt, err := newRuntime(p, log)
+	if err != nil {
+		if server != nil {
+			server.Close()
+		}
+		return err
+	}
+
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	serveErr := make(chan error, 1)
+	if server != nil {
+		log.Info("Serving", "address", server.Addr().String())
+		go func() { serveErr <- server.Serve(serveCtx) }()
+	} else {
+		serveErr <- nil
+	}
+	runErr := rt.run(ctx)
+	// Health and metrics stay up until the controllers have drained and the leases
+	// are released, so a probe never sees a half-stopped manager as healthy-and-gone.
+	stopServing()
+	if err := <-serveErr; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("serving: %w", err))
+	}
+	if runErr == nil {
+		log.Info("Stopped")
+	}
+	return runErr
+}
+
+// newServer builds the secure serving endpoints, or returns nil when --secure-port is 0.
+func newServer(o *Options, restConfig *rest.Config, reg *prometheus.Registry, log logr.Logger) (*serving.Server, error) {
+	if o.SecurePort == 0 {
+		return nil, nil
+	}
+	authnConfig := restConfig
+	if o.AuthenticationKubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", o.AuthenticationKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("invalid value for --authentication-kubeconfig: %w", err)
+		}
+		authnConfig = c
+	}
+	authn, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(authnConfig), Component+"/delegated-auth"))
+	if err != nil {
+		return nil, fmt.Errorf("building the delegated authentication client: %w", err)
+	}
+	s, err := serving.New(serving.Config{
+		BindAddress:      o.BindAddress,
+		Port:             o.SecurePort,
+		CertFile:         o.TLSCertFile,
+		KeyFile:          o.TLSPrivateKeyFile,
+		Authn:            authn,
+		AlwaysAllowPaths: o.AuthorizationAlwaysAllowPaths,
+		Gatherer:         reg,
+		EnableProfiling:  o.Profiling,
+		Logger:           log.WithName("serving"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invalid value for --secure-port or the TLS flags: %w", err)
+	}
+	return s, nil
+}
+
+// leaseIdentity is the host name plus a random suffix, as upstream does, so two
+// replicas on one host (or a restarted pod with the same name) never share an identity.
+func leaseIdentity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("reading the host name for the lease identity: %w", err)
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating the lease identity: %w", err)
+	}
+	return host + "_" + hex.EncodeToString(b), nil
+}

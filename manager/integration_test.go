@@ -1,0 +1,596 @@
+package manager_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// The test binary doubles as a cloud-controller-manager: with ccmEnv set it runs the
+// manager command instead of the tests, so that tests can start replicas as real
+// processes, kill them with SIGKILL (no lease release) or stop them with SIGTERM.
+const ccmEnv = "NEPHELE_TEST_RUN_CCM"
+
+// heartbeatNamespace holds one ConfigMap per running controller per process, written by
+// the heartbeat controllers below: the tests read from the API who runs what.
+const heartbeatNamespace = "nephele-heartbeats"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(ccmEnv) == "1" {
+		os.Exit(runCCM())
+	}
+	code := m.Run()
+	if sharedEnv != nil {
+		if err := sharedEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func runCCM() int {
+	reg := cloud.NewRegistry()
+	if err := reg.Register("fake", func(io.Reader) (cloud.Provider, error) { return fakecloud.New(fakecloud.Options{}) }); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cmd := manager.NewCommand("test-ccm", reg, heartbeatSpecs())
+	return manager.Execute(cmd)
+}
+
+// heartbeatSpecs registers controllers under the real canonical names and aliases, each
+// of which, while running, keeps a ConfigMap named <controller>.<pid> fresh.
+func heartbeatSpecs() []manager.ControllerSpec {
+	mk := func(name string, aliases ...string) manager.ControllerSpec {
+		return manager.ControllerSpec{
+			Name:    name,
+			Aliases: aliases,
+			New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
+				return manager.ControllerFunc(func(ctx context.Context) error {
+					cmName := fmt.Sprintf("%s.%d", cc.Name, os.Getpid())
+					cms := cc.Client.CoreV1().ConfigMaps(heartbeatNamespace)
+					for {
+						cm := &corev1.ConfigMap{
+							ObjectMeta: metav1.ObjectMeta{Name: cmName, Labels: map[string]string{"pid": strconv.Itoa(os.Getpid())}},
+							Data:       map[string]string{"beat": time.Now().Format(time.RFC3339Nano)},
+						}
+						if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+							_, _ = cms.Create(ctx, cm, metav1.CreateOptions{})
+						}
+						cc.Health.Progressed()
+						select {
+						case <-ctx.Done():
+							return nil
+						case <-time.After(300 * time.Millisecond):
+						}
+					}
+				}), nil
+			},
+		}
+	}
+	return []manager.ControllerSpec{
+		mk(manager.CloudNodeController, "cloud-node"),
+		mk(manager.CloudNodeLifecycleController, "cloud-node-lifecycle"),
+		mk(manager.ServiceLBController, "service", "service-controller"),
+		mk(manager.NodeRouteController, "route", "route-controller"),
+	}
+}
+
+// ccm is one manager process started by a test.
+type ccm struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startCCM starts a manager process with the env's kubeconfig and the given flags.
+func startCCM(t *testing.T, env *testenv.Env, args ...string) *ccm {
+	t.Helper()
+	base := []string{"--cloud-provider=fake", "--kubeconfig=" + env.Kubeconfig, "--secure-port=0",
+		"--cluster-cidr=10.244.0.0/16", "--v=2"}
+	c := &ccm{cmd: exec.Command(os.Args[0], append(base, args...)...), out: &syncBuffer{}, done: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), ccmEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting the manager: %v", err)
+	}
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		c.kill()
+		if t.Failed() {
+			t.Logf("manager pid %d output:\n%s", c.cmd.Process.Pid, c.out.String())
+		}
+	})
+	return c
+}
+
+func (c *ccm) pid() int { return c.cmd.Process.Pid }
+
+func (c *ccm) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *ccm) stop(t *testing.T) {
+	t.Helper()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("manager pid %d did not stop within 30s of SIGTERM", c.pid())
+	}
+	if c.err != nil {
+		t.Fatalf("manager pid %d exited with %v after SIGTERM; want a clean exit", c.pid(), c.err)
+	}
+}
+
+var (
+	sharedEnvOnce sync.Once
+	sharedEnv     *testenv.Env
+	sharedEnvErr  error
+)
+
+// env returns the control plane shared by the tests of this package.
+func env(t *testing.T) *testenv.Env {
+	t.Helper()
+	sharedEnvOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sharedEnv, sharedEnvErr = testenv.Start(ctx, testenv.Options{})
+		if sharedEnvErr == nil {
+			_, sharedEnvErr = sharedEnv.Client.CoreV1().Namespaces().Create(ctx,
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heartbeatNamespace}}, metav1.CreateOptions{})
+		}
+	})
+	if sharedEnvErr != nil {
+		t.Fatalf("starting the control plane: %v", sharedEnvErr)
+	}
+	return sharedEnv
+}
+
+// runners returns, per controller name, the pids whose heartbeat is younger than fresh.
+func runners(t *testing.T, client kubernetes.Interface, fresh time.Duration) map[string][]int {
+	t.Helper()
+	cms, err := client.CoreV1().ConfigMaps(heartbeatNamespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing heartbeats: %v", err)
+	}
+	out := map[string][]int{}
+	for _, cm := range cms.Items {
+		beat, err := time.Parse(time.RFC3339Nano, cm.Data["beat"])
+		if err != nil || time.Since(beat) > fresh {
+			continue
+		}
+		i := strings.LastIndex(cm.Name, ".")
+		pid, _ := strconv.Atoi(cm.Name[i+1:])
+		out[cm.Name[:i]] = append(out[cm.Name[:i]], pid)
+	}
+	return out
+}
+
+func clearHeartbeats(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	err := client.CoreV1().ConfigMaps(heartbeatNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("clearing heartbeats: %v", err)
+	}
+}
+
+// eventually polls cond every 100ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func leaseHolder(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("reading lease %s: %v", name, err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// onlyPid reports whether every controller in want runs, and all of them in pid alone.
+func onlyPid(r map[string][]int, pid int, want ...string) bool {
+	for _, name := range want {
+		if len(r[name]) != 1 || r[name][0] != pid {
+			return false
+		}
+	}
+	for _, pids := range r {
+		for _, p := range pids {
+			if p != pid {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var allControllers = []string{manager.CloudNodeController, manager.CloudNodeLifecycleController,
+	manager.ServiceLBController, manager.NodeRouteController}
+
+func TestLeaderElectionFailover(t *testing.T) {
+	e := env(t)
+	clearHeartbeats(t, e.Client)
+	const lease = "failover-ccm"
+	// Short, upstream-proportioned timings keep the test quick.
+	timing := []string{"--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=6s",
+		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	a := startCCM(t, e, timing...)
+	b := startCCM(t, e, timing...)
+
+	var leader, follower *ccm
+	eventually(t, 60*time.Second, "one replica runs every controller", func() bool {
+		r := runners(t, e.Client, 2*time.Second)
+		switch {
+		case onlyPid(r, a.pid(), allControllers...):
+			leader, follower = a, b
+		case onlyPid(r, b.pid(), allControllers...):
+			leader, follower = b, a
+		}
+		return leader != nil
+	})
+	// Exactly one leader: over several renewals the follower never runs anything.
+	for i := 0; i < 10; i++ {
+		time.Sleep(300 * time.Millisecond)
+		if r := runners(t, e.Client, time.Second); !onlyPid(r, leader.pid()) {
+			t.Fatalf("two replicas run controllers at once: %v", r)
+		}
+	}
+	if h := leaseHolder(t, e.Client, lease); h == "" {
+		t.Fatal("the lease has no holder while a replica leads")
+	}
+
+	// SIGKILL: the lease is not released, so the follower must wait for it to expire,
+	// then take over within lease duration + retry period (plus scheduling slack).
+	clearHeartbeats(t, e.Client)
+	killed := time.Now()
+	leader.kill()
+	eventually(t, 6*time.Second+1*time.Second+10*time.Second, "the follower takes over after the leader was killed",
+		func() bool { return onlyPid(runners(t, e.Client, time.Second), follower.pid(), allControllers...) })
+	t.Logf("takeover after SIGKILL took %s (lease duration 6s, retry period 1s)", time.Since(killed).Round(100*time.Millisecond))
+}
+
+func TestGracefulStopReleasesLease(t *testing.T) {
+	e := env(t)
+	clearHeartbeats(t, e.Client)
+	const lease = "graceful-ccm"
+	// A long lease: a successor can only take over quickly if the leader released it.
+	timing := []string{"--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=60s",
+		"--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=1s"}
+	a := startCCM(t, e, timing...)
+	eventually(t, 60*time.Second, "the first replica leads", func() bool {
+		return onlyPid(runners(t, e.Client, 2*time.Second), a.pid(), allControllers...)
+	})
+	b := startCCM(t, e, timing...)
+	time.Sleep(3 * time.Second) // b is campaigning and must not lead
+	if r := runners(t, e.Client, time.Second); !onlyPid(r, a.pid()) {
+		t.Fatalf("the second replica runs controllers while the first leads: %v", r)
+	}
+	stopped := time.Now()
+	a.stop(t)
+	if !strings.Contains(a.out.String(), "Released lease") {
+		t.Errorf("the stopped leader did not log releasing its lease; output:\n%s", a.out.String())
+	}
+	// Released: the successor needs one retry period, far less than the 60s lease.
+	eventually(t, 20*time.Second, "the second replica takes over the released lease", func() bool {
+		return onlyPid(runners(t, e.Client, time.Second), b.pid(), allControllers...)
+	})
+	t.Logf("takeover after SIGTERM took %s (lease duration 60s)", time.Since(stopped).Round(100*time.Millisecond))
+}
+
+func TestControllersFlag(t *testing.T) {
+	e := env(t)
+	tests := []struct {
+		flag string
+		want []string
+	}{
+		{"*", allControllers},
+		{"*,-route,-cloud-node-lifecycle", []string{manager.CloudNodeController, manager.ServiceLBController}},
+		{"cloud-node,service-lb-controller", []string{manager.CloudNodeController, manager.ServiceLBController}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			clearHeartbeats(t, e.Client)
+			c := startCCM(t, e, "--controllers="+tt.flag, fmt.Sprintf("--leader-elect-resource-name=controllers-%d", i))
+			eventually(t, 60*time.Second, "the selected controllers run", func() bool {
+				return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), tt.want...)
+			})
+			time.Sleep(time.Second)
+			r := runners(t, e.Client, 2*time.Second)
+			if len(r) != len(tt.want) {
+				t.Fatalf("--controllers=%s runs %v, want exactly %v", tt.flag, r, tt.want)
+			}
+			c.stop(t)
+		})
+	}
+}
+
+func TestInvalidFlagsExitOneLine(t *testing.T) {
+	dir := t.TempDir()
+	badMigration := filepath.Join(dir, "migration.yaml")
+	if err := os.WriteFile(badMigration, []byte("kind: LeaderMigrationConfiguration\napiVersion: controllermanager.config.k8s.io/v1\nleaderName: x\nbogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--controllers=*,frobnicator"}, `invalid value for --controllers`},
+		{[]string{"--node-monitor-period=-5s"}, `invalid value for --node-monitor-period`},
+		{[]string{"--route-reconciliation-period=-1m"}, `invalid value for --route-reconciliation-period`},
+		{[]string{"--cloud-config=" + filepath.Join(dir, "missing.conf")}, `invalid value for --cloud-config`},
+		{[]string{"--enable-leader-migration", "--leader-migration-config=" + badMigration}, `invalid value for --leader-migration-config`},
+		{[]string{"--secure-port=70000"}, `invalid value for --secure-port`},
+		{[]string{"--concurrent-service-syncs=0"}, `invalid value for --concurrent-service-syncs`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], append([]string{"--cloud-provider=fake", "--kubeconfig=" + kubeconfig}, tt.args...)...)
+			cmd.Env = append(os.Environ(), ccmEnv+"=1")
+			out, err := cmd.CombinedOutput()
+			exit, ok := err.(*exec.ExitError)
+			if !ok || exit.ExitCode() != 1 {
+				t.Fatalf("exit = %v, want exit status 1; output:\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Fatalf("output = %q, want one line containing %q", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestServingHealthAndAuth(t *testing.T) {
+	e := env(t)
+	port := freePort(t)
+	c := startCCM(t, e, "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--leader-elect-resource-name=serving-ccm")
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, 60*time.Second, "/readyz is ok with every controller running", func() bool {
+		code, _ := get("/readyz", "")
+		return code == http.StatusOK
+	})
+	code, body := get("/readyz?verbose", "")
+	for _, name := range append([]string{"leader-election"}, allControllers...) {
+		if !strings.Contains(body, "[+]"+name+" ok") {
+			t.Errorf("/readyz?verbose lacks a passing check for %s:\n%s", name, body)
+		}
+	}
+	if code, _ := get("/healthz", ""); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code, _ := get("/livez", ""); code != http.StatusOK {
+		t.Errorf("/livez = %d, want 200", code)
+	}
+	_ = code
+
+	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token = %d, want 401", code)
+	}
+	if code, _ := get("/metrics", "not-a-valid-token"); code != http.StatusUnauthorized {
+		t.Errorf("/metrics with a bad token = %d, want 401", code)
+	}
+	code, body = get("/metrics", e.Token)
+	if code != http.StatusOK || !strings.Contains(body, "nephele_leader") {
+		t.Errorf("/metrics as cluster admin = %d, want 200 with nephele_leader; body starts %.200q", code, body)
+	}
+	// A service account without RBAC for /metrics is authenticated but not authorized.
+	saToken := serviceAccountToken(t, e.Client, "metrics-reader")
+	if code, _ := get("/metrics", saToken); code != http.StatusForbidden {
+		t.Errorf("/metrics as an unauthorized service account = %d, want 403", code)
+	}
+	grantMetrics(t, e.Client, "metrics-reader")
+	eventually(t, 30*time.Second, "the service account may read /metrics once granted", func() bool {
+		code, _ := get("/metrics", saToken)
+		return code == http.StatusOK
+	})
+	if code, _ := get("/debug/pprof/", saToken); code != http.StatusForbidden {
+		t.Errorf("/debug/pprof/ for a token allowed only /metrics = %d, want 403", code)
+	}
+	if code, _ := get("/debug/pprof/", e.Token); code != http.StatusOK {
+		t.Errorf("/debug/pprof/ as cluster admin = %d, want 200", code)
+	}
+	c.stop(t)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func serviceAccountToken(t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating service account: %v", err)
+	}
+	tr, err := client.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token: %v", err)
+	}
+	return tr.Status.Token
+}
+
+func grantMetrics(t *testing.T, client kubernetes.Interface, sa string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating cluster role: %v", err)
+	}
+	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: sa}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating cluster role binding: %v", err)
+	}
+}
+
+// migrationConfig is the upstream LeaderMigrationConfiguration both components read,
+// each naming itself as the owner of the migrating controllers.
+func migrationConfig(t *testing.T, component string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), component+"-migration.yaml")
+	cfg := `kind: LeaderMigrationConfiguration
+apiVersion: controllermanager.config.k8s.io/v1
+leaderName: cloud-provider-extraction-migration
+controllerLeaders:
+  - name: route-controller
+    component: ` + component + `
+  - name: service-controller
+    component: ` + component + `
+  - name: cloud-node-lifecycle-controller
+    component: ` + component + `
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
+	e := env(t)
+	clearHeartbeats(t, e.Client)
+	const migrationLease = "cloud-provider-extraction-migration"
+	timing := []string{"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=5s", "--leader-elect-retry-period=1s"}
+	ctx := context.Background()
+
+	// kube-controller-manager v1.36 exits when it takes a migration lease (an upstream bug,
+	// see hack/tools/kcm135), so the peer is v1.35: the version a cluster migrating to an
+	// external CCM typically still runs.
+	kcm, err := e.StartControllerManagerBinary(ctx, testenv.ControllerManagerV135, append([]string{"--leader-elect=true", "--enable-leader-migration",
+		"--leader-migration-config=" + migrationConfig(t, "kube-controller-manager")}, timing...)...)
+	if err != nil {
+		t.Fatalf("starting kube-controller-manager: %v", err)
+	}
+	var kcmIdentity string
+	eventually(t, 60*time.Second, "kube-controller-manager holds the migration lease", func() bool {
+		kcmIdentity = leaseHolder(t, e.Client, migrationLease)
+		return kcmIdentity != ""
+	})
+	select {
+	case <-kcm.Done():
+		t.Fatalf("kube-controller-manager exited after taking the migration lease: %v (log %s)", kcm.Err(), kcm.LogPath())
+	case <-time.After(2 * time.Second):
+	}
+
+	c := startCCM(t, e, append([]string{"--enable-leader-migration", "--leader-elect-resource-name=migrating-ccm",
+		"--leader-migration-config=" + migrationConfig(t, "cloud-controller-manager")}, timing...)...)
+	eventually(t, 60*time.Second, "nephele runs the controller it owns outright", func() bool {
+		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), manager.CloudNodeController)
+	})
+	// While kube-controller-manager holds the migration lease, the migrated controllers
+	// must not run here.
+	for i := 0; i < 10; i++ {
+		r := runners(t, e.Client, time.Second)
+		for _, name := range []string{manager.CloudNodeLifecycleController, manager.ServiceLBController, manager.NodeRouteController} {
+			if len(r[name]) > 0 {
+				t.Fatalf("%s runs in nephele while kube-controller-manager holds the migration lease", name)
+			}
+		}
+		if h := leaseHolder(t, e.Client, migrationLease); h != kcmIdentity {
+			t.Fatalf("migration lease holder changed to %q while kube-controller-manager runs", h)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	stopped := time.Now()
+	if err := kcm.Stop(); err != nil {
+		t.Fatalf("stopping kube-controller-manager: %v", err)
+	}
+	eventually(t, 60*time.Second, "nephele takes the migration lease and starts the migrated controllers", func() bool {
+		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), allControllers...)
+	})
+	if h := leaseHolder(t, e.Client, migrationLease); h == kcmIdentity || h == "" {
+		t.Fatalf("migration lease holder = %q after the handover, want nephele's identity", h)
+	}
+	t.Logf("handover took %s after kube-controller-manager stopped", time.Since(stopped).Round(100*time.Millisecond))
+	c.stop(t)
+}
