@@ -155,3 +155,9 @@ var (
 	nodeB = netip.MustParseAddr("127.0.0.3")
 	other = netip.MustParseAddr("127.0.0.2")
 )
+
+func contains(body []byte, s string) bool { return strings.Contains(string(body), s) }
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
