@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
+)
+
+// TestMain lets the test binary act as the localcloud command, so a test can run it
+// as a real process and send it signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("LOCALCLOUD_RUN_MAIN") == "1" {
+		os.Args = append([]string{"localcloud"}, strings.Fields(os.Getenv("LOCALCLOUD_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// pollTimeout is how long the tests wait for the cloud; generous for loaded machines.
+const pollTimeout = 30 * time.Second
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readAddress waits for the address file and returns a client for the cloud in it.
+func readAddress(t *testing.T, file, token string) *client.Client {
+	t.Helper()
+	var addr string
+	eventually(t, "the address file", func() bool {
+		raw, err := os.ReadFile(file)
+		addr = strings.TrimSpace(string(raw))
+		return err == nil && addr != ""
+	})
+	c, err := client.New("http://"+addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func writeToken(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "token")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunServesUntilCanceled(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addr")
+	args := []string{
+		"--state", filepath.Join(dir, "state.db"),
+		"--token-file", writeToken(t, dir),
+		"--listen", "127.0.0.1:0",
+		"--address-file", addrFile,
+		"--vip-pool", "127.103.7.0/24",
+		"--zones", "z1,z2",
+		"--fault", "lb.ensure:outage",
+		"--fault", "instances.list:latency=1ms-2ms",
+	}
+	for round := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		var stdout, stderr bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, &stdout, &stderr) }()
+		c := readAddress(t, addrFile, "s3cret")
+		if err := c.Healthy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			inst, err := c.CreateInstance(ctx, api.InstanceSpec{Name: "node-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.Zone != "z1" {
+				t.Errorf("zone %q, want z1 from --zones", inst.Zone)
+			}
+		} else if _, err := c.GetInstanceByName(ctx, "node-1"); err != nil {
+			t.Errorf("instance from the first run: %v", err)
+		}
+		_, err := c.EnsureLoadBalancer(ctx, "web", api.LoadBalancerSpec{Ports: []api.Port{{Protocol: api.ProtocolTCP, Port: 1, NodePort: 30001}}})
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("lb.ensure under --fault lb.ensure:outage: %v", err)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run after cancel: %v (stderr: %s)", err, stderr.String())
+			}
+		case <-time.After(pollTimeout):
+			t.Fatal("run did not return after its context was canceled")
+		}
+		if !strings.Contains(stdout.String(), "localcloud serving on http://127.0.0.1:") {
+			t.Errorf("stdout %q does not announce the address", stdout.String())
+		}
+		if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
+			t.Errorf("address file left behind: %v", err)
+		}
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.db")
+	tokenFile := writeToken(t, dir)
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "no state", args: []string{"--token", "x"}, want: "--state"},
+		{name: "no token", args: []string{"--state", state}, want: "--token"},
+		{name: "both tokens", args: []string{"--state", state, "--token", "x", "--token-file", tokenFile}, want: "not both"},
+		{name: "empty token file", args: []string{"--state", state, "--token-file", empty}, want: "empty"},
+		{name: "missing token file", args: []string{"--state", state, "--token-file", filepath.Join(dir, "nope")}, want: "--token-file"},
+		{name: "bad fault", args: []string{"--state", state, "--token", "x", "--fault", "lb.ensure:latency=soon"}, want: "--fault"},
+		{name: "duplicate fault", args: []string{"--state", state, "--token", "x", "--fault", "*:outage", "--fault", "*:errors=1"}, want: "--fault"},
+		{name: "bad pool", args: []string{"--state", state, "--token", "x", "--vip-pool", "127.100.0.0"}, want: "--vip-pool"},
+		{name: "bad interval", args: []string{"--state", state, "--token", "x", "--health-interval", "0s"}, want: "--health-interval"},
+		{name: "bad zone", args: []string{"--state", state, "--token", "x", "--zones", "a/b"}, want: "zone"},
+		{name: "bad log format", args: []string{"--state", state, "--token", "x", "--logging-format", "xml"}, want: "--logging-format"},
+		{name: "unknown flag", args: []string{"--state", state, "--token", "x", "--colour"}, want: "colour"},
+		{name: "extra argument", args: []string{"--state", state, "--token", "x", "serve"}, want: "unexpected arguments"},
+		{name: "bad listen address", args: []string{"--state", state, "--token", "x", "--listen", "256.0.0.1:1"}, want: "listening"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run(%q) = %v, want an error mentioning %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSIGTERMStopsTheProcess(t *testing.T) {
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addr")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "LOCALCLOUD_RUN_MAIN=1", "LOCALCLOUD_ARGS="+strings.Join([]string{
+		"--state", filepath.Join(dir, "state.db"), "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile,
+	}, " "))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	c := readAddress(t, addrFile, "tok")
+	if _, err := c.GetInstance(context.Background(), "i-000000000001"); !cloud.IsNotFound(err) {
+		t.Fatalf("the process does not serve the API: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v (stderr: %s)", err, stderr.String())
+		}
+	case <-time.After(pollTimeout):
+		_ = cmd.Process.Kill()
+		t.Fatal("the process ignored SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "local cloud stopped") {
+		t.Errorf("no clean stop in the log: %s", stderr.String())
+	}
+	if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
+		t.Errorf("address file left behind: %v", err)
+	}
+}
