@@ -134,12 +134,13 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
-		controllers:  o.ControllerConfig(),
-		cloudCall:    cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
-		stallTimeout: o.HealthzStallTimeout,
-		resync:       o.MinResyncPeriod,
-		registry:     reg,
-		server:       server,
+		controllers:   o.ControllerConfig(),
+		cloudCall:     cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
+		stallTimeout:  o.HealthzStallTimeout,
+		startInterval: o.ControllerStartInterval,
+		resync:        o.MinResyncPeriod,
+		registry:      reg,
+		server:        server,
 	}
 	if o.LeaderMigration != nil {
 		ml := p.mainLease

@@ -329,6 +329,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	// Logging.
 	fs.StringVar(&o.LoggingFormat, "logging-format", o.LoggingFormat, `Sets the log format: "text" or "json".`)
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "number for the log level verbosity")
+
+	// Flags upstream has deprecated but existing manifests still pass: accepted and
+	// ignored, with pflag's deprecation warning, so such a manifest keeps starting.
+	var ignoredBool bool
+	var ignoredDuration time.Duration
+	var ignoredString string
+	fs.BoolVar(&ignoredBool, "allow-untagged-cloud", false, "Deprecated upstream; ignored.")
+	fs.DurationVar(&ignoredDuration, "node-sync-period", 0, "Deprecated upstream; ignored.")
+	fs.StringVar(&ignoredString, "cidr-allocator-type", "", "Accepted for compatibility; ignored (the CCM allocates no Pod CIDRs).")
+	for _, name := range []string{"allow-untagged-cloud", "node-sync-period", "cidr-allocator-type"} {
+		_ = fs.MarkDeprecated(name, "it has no effect in nephele and will be removed with upstream's")
+	}
 }
 
 // ControllerConfig returns the settings controllers read. It is meaningful once

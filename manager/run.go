@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -40,6 +41,7 @@ type plan struct {
 	controllers     ControllerConfig
 	cloudCall       cloudCallConfig
 	stallTimeout    time.Duration
+	startInterval   time.Duration
 	resync          time.Duration
 	registry        *prometheus.Registry
 	// server serves health and metrics; nil when --secure-port is 0.
@@ -199,7 +201,14 @@ func (r *runtime) runControllers(ctx context.Context, names []string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for _, b := range run {
+	for i, b := range run {
+		if i > 0 && r.plan.startInterval > 0 {
+			// --controller-start-interval spreads the first burst of API and cloud calls.
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait.Jitter(r.plan.startInterval, 1.0)):
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
