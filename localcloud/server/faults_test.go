@@ -244,3 +244,28 @@ func TestFaultAdminEndpoint(t *testing.T) {
 		t.Fatalf("%d rules, want 2", n)
 	}
 }
+
+func TestShutdownCutsInjectedLatencyShort(t *testing.T) {
+	c := startCloud(t)
+	if err := c.client.PutFault(ctx(), api.Fault{Operation: api.OpLBList, Latency: &api.Latency{Fixed: dur(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.client.ListLoadBalancers(ctx(), "")
+		done <- err
+	}()
+	testnet.Eventually(t, "the call to wait in injected latency", func() bool {
+		_, _, body := c.raw("GET", "/metrics", "", nil)
+		return contains(body, `localcloud_faults_injected_total{fault="latency",operation="lb.list"} 1`)
+	})
+	c.stop()
+	select {
+	case err := <-done:
+		if statusOf(err) != http.StatusServiceUnavailable {
+			t.Fatalf("call waiting during shutdown: %v, want 503", err)
+		}
+	case <-time.After(testnet.PollTimeout):
+		t.Fatal("shutdown did not cut the injected latency short")
+	}
+}

@@ -141,6 +141,10 @@ func (s *Server) endpoint(op string, h handler) http.Handler {
 				t.Stop()
 				s.writeError(rec, r, errorf(http.StatusServiceUnavailable, api.ReasonUnavailable, "request canceled"))
 				return
+			case <-s.stopping:
+				t.Stop()
+				s.writeError(rec, r, errorf(http.StatusServiceUnavailable, api.ReasonUnavailable, "the local cloud is shutting down"))
+				return
 			}
 		}
 		switch {

@@ -108,7 +108,8 @@ type Server struct {
 	metrics *metrics
 	ln      net.Listener
 	http    *http.Server
-	cancel  context.CancelFunc
+	// stopping is closed when Shutdown starts: injected latency stops waiting.
+	stopping chan struct{}
 	done    chan struct{}
 	serrMu  sync.Mutex
 	serr    error
@@ -171,13 +172,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		_ = s.store.Close()
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	base, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.stopping = make(chan struct{})
 	s.http = &http.Server{
 		Handler:           s.handler(reg),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	go func() {
 		defer close(s.done)
@@ -232,12 +231,13 @@ func (s *Server) Err() error {
 	return s.serr
 }
 
-// Shutdown stops the API (requests in flight are canceled and answered), closes
-// every load balancer listener and closes the state file. It is safe to call more
-// than once.
+// Shutdown stops the API, letting requests in flight finish (injected latency is cut
+// short and answered 503), closes every load balancer listener and closes the state
+// file. When ctx ends first, remaining connections are closed. It is safe to call
+// more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
-		s.cancel()
+		close(s.stopping)
 		var errs []error
 		if err := s.http.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the API: %w", err))
