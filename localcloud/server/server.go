@@ -110,9 +110,9 @@ type Server struct {
 	http    *http.Server
 	// stopping is closed when Shutdown starts: injected latency stops waiting.
 	stopping chan struct{}
-	done    chan struct{}
-	serrMu  sync.Mutex
-	serr    error
+	done     chan struct{}
+	serrMu   sync.Mutex
+	serr     error
 
 	// lbMu serializes load balancer changes: VIP choice, listeners and the write
 	// of one change happen together.
