@@ -239,18 +239,6 @@ func TestListAllInstances(t *testing.T) {
 	}
 }
 
-func TestGetInstanceByNameEmptyListIsNotFound(t *testing.T) {
-	h := &canned{status: 200, body: `{"items":[]}`}
-	c := newClient(t, h)
-	_, err := c.GetInstanceByName(context.Background(), "node-1")
-	if !cloud.IsNotFound(err) {
-		t.Fatalf("GetInstanceByName on an empty answer = %v, want NotFound", err)
-	}
-	if q := h.request[0].URL.Query().Get("name"); q != "node-1" {
-		t.Fatalf("name query = %q", q)
-	}
-}
-
 func TestRequests(t *testing.T) {
 	h := &canned{status: 200, body: `{}`}
 	c := newClient(t, h)
@@ -274,6 +262,7 @@ func TestRequests(t *testing.T) {
 			method: "POST", path: "/v1/clusters/k/routes", body: `"destinationCIDR":"10.0.0.0/24"`},
 		{do: func() error { return c.DeleteRoute(ctx, "k", "r 1") }, method: "DELETE", path: "/v1/clusters/k/routes/r 1"},
 		{do: func() error { _, err := c.StopInstance(ctx, "i-1"); return err }, method: "POST", path: "/v1/instances/i-1/stop"},
+		{do: func() error { _, err := c.GetInstanceByName(ctx, "node-1"); return err }, method: "GET", path: "/v1/instances/by-name/node-1"},
 		{do: func() error { return c.DeleteFault(ctx, "lb.*") }, method: "DELETE", path: "/admin/faults/lb.*"},
 		{do: func() error { return c.SetFaults(ctx, nil) }, method: "PUT", path: "/admin/faults", body: `{"faults":[]}`},
 	}

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/api"
 )
 
@@ -34,19 +33,14 @@ func (c *Client) GetInstance(ctx context.Context, id string) (*api.Instance, err
 	return &out, nil
 }
 
-// GetInstanceByName returns the instance with the given name. When the cloud answers
-// that no instance has it, the error wraps cloud.ErrNotFound.
+// GetInstanceByName returns the instance with the given name (a Node name); an error
+// wrapping cloud.ErrNotFound means the cloud says there is none.
 func (c *Client) GetInstanceByName(ctx context.Context, name string) (*api.Instance, error) {
-	var out api.InstanceList
-	if err := c.do(ctx, http.MethodGet, "/v1/instances", url.Values{"name": {name}}, nil, &out); err != nil {
+	var out api.Instance
+	if err := c.do(ctx, http.MethodGet, "/v1/instances/by-name/"+seg(name), nil, nil, &out); err != nil {
 		return nil, err
 	}
-	for i := range out.Items {
-		if out.Items[i].Name == name {
-			return &out.Items[i], nil
-		}
-	}
-	return nil, cloud.NotFoundError("local cloud: instance named %q", name)
+	return &out, nil
 }
 
 // ListOptions select a page of an instance listing.

@@ -64,6 +64,7 @@ func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	ep("POST /v1/instances", api.OpInstancesCreate, s.createInstance)
 	ep("GET /v1/instances", api.OpInstancesList, s.listInstances)
 	ep("GET /v1/instances/{id}", api.OpInstancesGet, s.getInstance)
+	ep("GET /v1/instances/by-name/{name}", api.OpInstancesGet, s.getInstanceByName)
 	ep("POST /v1/instances/{id}/stop", api.OpInstancesStop, s.instanceAction(api.InstanceStopped))
 	ep("POST /v1/instances/{id}/start", api.OpInstancesStart, s.instanceAction(api.InstanceRunning))
 	ep("POST /v1/instances/{id}/terminate", api.OpInstancesTerminate, s.instanceAction(api.InstanceTerminated))

@@ -131,6 +131,21 @@ func (s *Server) getInstance(c *call) (int, any, error) {
 	return http.StatusOK, inst, nil
 }
 
+func (s *Server) getInstanceByName(c *call) (int, any, error) {
+	name := c.r.PathValue("name")
+	if err := api.ValidateName("name", name); err != nil {
+		return 0, nil, err
+	}
+	inst, err := s.store.GetInstanceByName(c.r.Context(), name)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !c.visible(&inst) {
+		return 0, nil, fmt.Errorf("instance named %q: %w", name, store.ErrNotFound)
+	}
+	return http.StatusOK, inst, nil
+}
+
 func (s *Server) listInstances(c *call) (int, any, error) {
 	q, err := query(c, "limit", "pageToken", "name")
 	if err != nil {
