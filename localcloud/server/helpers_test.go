@@ -82,13 +82,6 @@ func (c *testCloud) stop() {
 	c.srv = nil
 }
 
-// restart stops the cloud and starts it again on the same state file.
-func (c *testCloud) restart() {
-	c.t.Helper()
-	c.stop()
-	c.start()
-}
-
 // firstVIP is the VIP the cloud hands out first.
 func (c *testCloud) firstVIP() netip.Addr { return c.cfg.VIPPool.Addr().Next() }
 
