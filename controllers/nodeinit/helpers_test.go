@@ -201,6 +201,22 @@ func (f *fixture) metric(t *testing.T, name string, labels map[string]string) fl
 	return 0
 }
 
+// waitMetric waits until the unlabelled series name reaches want.
+func (f *fixture) waitMetric(t *testing.T, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := f.metric(t, name, nil)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", name, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func taintedNode(name string, mods ...func(*corev1.Node)) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},

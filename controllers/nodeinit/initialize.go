@@ -122,14 +122,18 @@ func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud
 		if inst, ok := c.inventory.Lookup(node.Spec.ProviderID, node.Name); ok {
 			return &inst, nil
 		}
-		created := node.CreationTimestamp.Time
-		if c.inventory.LastSync().Before(created) {
-			now := c.now()
-			requested, wait := c.pacer.plan(now, created)
+		now := c.now()
+		after := listedAfter(node, now)
+		if c.inventory.LastSync().Before(after) {
+			if now.Before(after) {
+				// Nodes created within the same second wait for one listing together.
+				return nil, requeueAfter(after.Sub(now))
+			}
+			requested, wait := c.pacer.plan(now, after)
 			if wait > 0 {
 				return nil, requeueAfter(wait)
 			}
-			if err := c.inventory.Sync(ctx, max(0, now.Sub(requested))); err != nil {
+			if err := c.inventory.Sync(ctx, max(0, c.now().Sub(requested))); err != nil {
 				c.pacer.fail(requested)
 				return nil, err
 			}
@@ -146,6 +150,22 @@ func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud
 		return nil, fmt.Errorf("the provider returned no instance and no error for node %s", node.Name)
 	}
 	return inst, nil
+}
+
+// listedAfter returns when a listing must have started to be sure to include node's
+// instance, which exists before its kubelet registers the node. The apiserver keeps
+// creation times in whole seconds, so a node created at 10:00:00.7 says 10:00:00: only
+// a listing from 10:00:01 on is sure to be newer. A time far ahead of now means the
+// clocks disagree; the node's creation is then taken as now.
+func listedAfter(node *corev1.Node, now time.Time) time.Time {
+	t := node.CreationTimestamp.Time
+	if t.Nanosecond() == 0 {
+		t = t.Add(time.Second)
+	}
+	if t.Sub(now) > time.Second {
+		return now
+	}
+	return t
 }
 
 // patchAddresses replaces the node's status addresses. A JSON merge patch replaces the
