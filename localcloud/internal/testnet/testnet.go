@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -192,11 +193,13 @@ func AskTCP(addr netip.AddrPort, local netip.Addr, msg string) (string, error) {
 	return strings.TrimSuffix(line, "\n"), err
 }
 
-// Listening reports whether something accepts TCP connections on addr.
+// Listening reports whether something listens for TCP connections on addr. A
+// connection reset counts as listening: a load balancer without a backend accepts and
+// resets at once, sometimes before connect returns.
 func Listening(addr netip.AddrPort) bool {
 	c, err := net.DialTimeout("tcp", addr.String(), 2*time.Second)
 	if err != nil {
-		return false
+		return errors.Is(err, syscall.ECONNRESET)
 	}
 	_ = c.Close()
 	return true
