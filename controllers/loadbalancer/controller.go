@@ -189,7 +189,7 @@ func orDefault[T comparable](v, def T) T {
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
 		Name:    manager.ServiceLBController,
-		Aliases: []string{"service"},
+		Aliases: []string{"service", "service-controller"}, // service-controller: upstream's default migration config
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			lbs, ok := cc.Cloud.LoadBalancers()
 			if !ok {
@@ -255,7 +255,10 @@ func (c *Controller) serviceAdded(obj any) {
 func (c *Controller) serviceUpdated(oldObj, newObj any) {
 	old, ok1 := oldObj.(*corev1.Service)
 	svc, ok2 := newObj.(*corev1.Service)
-	if !ok1 || !ok2 || old.ResourceVersion == svc.ResourceVersion {
+	if !ok1 || !ok2 {
+		return
+	}
+	if old.ResourceVersion != "" && old.ResourceVersion == svc.ResourceVersion {
 		// A resync: the sync that handled this version has already run or is queued.
 		return
 	}

@@ -19,7 +19,7 @@ var ErrNoClusterCIDR = errors.New("no cluster CIDR")
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
 		Name:    manager.NodeRouteController,
-		Aliases: []string{"route"},
+		Aliases: []string{"route", "route-controller"}, // route-controller: upstream's default migration config
 		New:     newFromContext,
 	}
 }
