@@ -33,7 +33,7 @@ func parseProvidedNodeIP(s string) ([]netip.Addr, error) {
 			return nil, fmt.Errorf("annotation %s=%q: two IPs must be one IPv4 and one IPv6 address", AnnotationProvidedNodeIP, s)
 		}
 		if ips[0].IsUnspecified() || ips[1].IsUnspecified() {
-			return nil, fmt.Errorf("annotation %s=%q: a dual-stack pair cannot include 0.0.0.0 or ::", AnnotationProvidedNodeIP, s)
+			return nil, fmt.Errorf("annotation %s=%q: a dual-stack pair cannot include an unspecified address (0.0.0.0 or ::)", AnnotationProvidedNodeIP, s)
 		}
 	}
 	return ips, nil

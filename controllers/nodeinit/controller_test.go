@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 func TestInitialize(t *testing.T) {
@@ -402,4 +406,38 @@ func withLabels(inst cloud.Instance, kv ...string) cloud.Instance {
 		inst.Labels[kv[i]] = kv[i+1]
 	}
 	return inst
+}
+
+func TestSpec(t *testing.T) {
+	s := Spec()
+	if s.Name != manager.CloudNodeController || !slices.Contains(s.Aliases, "cloud-node") || s.DisabledByDefault {
+		t.Errorf("Spec = %+v, want %s with alias cloud-node, enabled by default", s, manager.CloudNodeController)
+	}
+	fc, err := fakecloud.New(fakecloud.Options{Disabled: []fakecloud.Capability{fakecloud.CapInstances}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	cc := &manager.ControllerContext{
+		Name:      manager.CloudNodeController,
+		Client:    client,
+		Informers: informers.NewSharedInformerFactory(client, 0),
+		Recorder:  &eventLog{},
+		Cloud:     fc,
+		Config:    manager.ControllerConfig{NodeStatusUpdateFrequency: 3 * time.Minute, ConcurrentNodeSyncs: 3},
+		Metrics:   prometheus.NewRegistry(),
+		Health:    manager.NewProgress(manager.CloudNodeController, time.Minute),
+	}
+	if _, err := s.New(t.Context(), cc); !errors.Is(err, manager.ErrControllerDisabled) {
+		t.Fatalf("New without Instances = %v, want ErrControllerDisabled", err)
+	}
+	fc.SetCapability(fakecloud.CapInstances, true)
+	got, err := s.New(t.Context(), cc)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c := got.(*Controller)
+	if c.refreshEvery != 3*time.Minute || c.workers != 3 || c.inventory != nil {
+		t.Errorf("controller settings: refresh %v, workers %d, inventory %v", c.refreshEvery, c.workers, c.inventory)
+	}
 }

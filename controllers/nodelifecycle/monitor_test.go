@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 var modes = []struct {
@@ -405,4 +408,41 @@ func TestNew(t *testing.T) {
 func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+func TestSpec(t *testing.T) {
+	s := Spec()
+	if s.Name != manager.CloudNodeLifecycleController || !slices.Contains(s.Aliases, "cloud-node-lifecycle") || s.DisabledByDefault {
+		t.Errorf("Spec = %+v, want %s with alias cloud-node-lifecycle, enabled by default", s, manager.CloudNodeLifecycleController)
+	}
+	fc, err := fakecloud.New(fakecloud.Options{Disabled: []fakecloud.Capability{fakecloud.CapInstances}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	cc := &manager.ControllerContext{
+		Name:      manager.CloudNodeLifecycleController,
+		Client:    client,
+		Informers: informers.NewSharedInformerFactory(client, 0),
+		Recorder:  &eventLog{},
+		Cloud:     fc,
+		Config: manager.ControllerConfig{
+			NodeMonitorPeriod: 7 * time.Second, NodeDeletionGracePeriod: time.Minute,
+			NodeDeletionSafeModeThreshold: 0.25, ConcurrentNodeSyncs: 2,
+		},
+		Metrics: prometheus.NewRegistry(),
+		Health:  manager.NewProgress(manager.CloudNodeLifecycleController, time.Minute),
+	}
+	if _, err := s.New(t.Context(), cc); !errors.Is(err, manager.ErrControllerDisabled) {
+		t.Fatalf("New without Instances = %v, want ErrControllerDisabled", err)
+	}
+	fc.SetCapability(fakecloud.CapInstances, true)
+	got, err := s.New(t.Context(), cc)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c := got.(*Controller)
+	if c.period != 7*time.Second || c.grace != time.Minute || c.threshold != 0.25 || c.workers != 2 {
+		t.Errorf("controller settings: period %v grace %v threshold %v workers %d", c.period, c.grace, c.threshold, c.workers)
+	}
 }
