@@ -147,6 +147,9 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)
 	}
+	// A round is always due, so a round that hangs for the stall timeout (a cloud call
+	// without a deadline, say) shows in /readyz.
+	cfg.Health.SetPending(func() int { return 1 })
 	return &Controller{
 		client:    cfg.Client,
 		nodes:     nodeInformer.Lister(),
