@@ -1,0 +1,189 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults of Config's optional fields.
+const (
+	// DefaultRequestTimeout bounds one HTTP request to the local cloud.
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultListPageSize is the page size of instance listings, the local cloud's
+	// own default.
+	DefaultListPageSize = 100
+	// maxListPageSize is the largest page the local cloud serves.
+	maxListPageSize = 1000
+	// maxConfigSize bounds the cloud config read from --cloud-config.
+	maxConfigSize = 1 << 20
+)
+
+// Config is the provider's configuration, the --cloud-config file:
+//
+//	endpoint: http://127.0.0.1:8990   # required: the local cloud's base URL
+//	tokenFile: /etc/localcloud/token  # or token: <the token>; exactly one
+//	requestTimeout: 30s               # optional: bound on one HTTP request
+//	listPageSize: 100                 # optional: instances per listing page, 1-1000
+type Config struct {
+	// Endpoint is the local cloud's base URL, "http://host:port".
+	Endpoint string
+	// Token is the API bearer token, given inline or read from a file.
+	Token string
+	// RequestTimeout bounds each HTTP request (a listing of many pages gets it per page).
+	RequestTimeout time.Duration
+	// ListPageSize is the page size of instance listings.
+	ListPageSize int
+}
+
+// fileConfig is the file's shape. Durations are strings so that a bad value is
+// reported with its field's name.
+type fileConfig struct {
+	Endpoint       string `json:"endpoint"`
+	Token          string `json:"token"`
+	TokenFile      string `json:"tokenFile"`
+	RequestTimeout string `json:"requestTimeout"`
+	ListPageSize   *int   `json:"listPageSize"`
+}
+
+// ConfigError lists everything wrong with a cloud config, one problem per entry, each
+// naming its field.
+type ConfigError struct {
+	Problems []string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return "local cloud config: " + strings.Join(e.Problems, "; ")
+}
+
+// LoadConfig reads a cloud config. Decoding is strict: unknown fields, duplicate keys and
+// values of the wrong type are errors, as are a missing endpoint, both or neither of
+// token and tokenFile, and a tokenFile that cannot be read or is empty.
+func LoadConfig(r io.Reader) (*Config, error) {
+	if r == nil {
+		return nil, &ConfigError{Problems: []string{"no --cloud-config given: the local provider needs at least endpoint and token or tokenFile"}}
+	}
+	raw, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("local cloud config: reading: %w", err)
+	}
+	if len(raw) > maxConfigSize {
+		return nil, &ConfigError{Problems: []string{fmt.Sprintf("larger than %d bytes", maxConfigSize)}}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, &ConfigError{Problems: []string{"the file is empty: the local provider needs at least endpoint and token or tokenFile"}}
+	}
+	var fc fileConfig
+	if err := yaml.UnmarshalStrict(raw, &fc); err != nil {
+		return nil, &ConfigError{Problems: []string{decodeProblem(err)}}
+	}
+	return fc.validate()
+}
+
+func (fc *fileConfig) validate() (*Config, error) {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize}
+
+	if cfg.Endpoint == "" {
+		add("endpoint: required: the local cloud's URL, such as http://127.0.0.1:8990")
+	} else if err := checkEndpoint(cfg.Endpoint); err != nil {
+		add("endpoint: %v", err)
+	}
+
+	switch {
+	case fc.Token != "" && fc.TokenFile != "":
+		add("token and tokenFile: give exactly one, not both")
+	case fc.Token == "" && fc.TokenFile == "":
+		add("token or tokenFile: one is required")
+	case fc.Token != "":
+		cfg.Token = strings.TrimSpace(fc.Token)
+		if cfg.Token == "" {
+			add("token: only white space")
+		}
+	default:
+		tok, err := readToken(fc.TokenFile)
+		if err != nil {
+			add("tokenFile: %v", err)
+		}
+		cfg.Token = tok
+	}
+
+	if fc.RequestTimeout != "" {
+		d, err := time.ParseDuration(fc.RequestTimeout)
+		switch {
+		case err != nil:
+			add("requestTimeout: %q is not a duration such as 30s", fc.RequestTimeout)
+		case d <= 0:
+			add("requestTimeout: %s: must be positive", fc.RequestTimeout)
+		default:
+			cfg.RequestTimeout = d
+		}
+	}
+
+	if fc.ListPageSize != nil {
+		if n := *fc.ListPageSize; n < 1 || n > maxListPageSize {
+			add("listPageSize: %d: want 1-%d", n, maxListPageSize)
+		} else {
+			cfg.ListPageSize = n
+		}
+	}
+
+	if len(problems) > 0 {
+		return nil, &ConfigError{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// checkEndpoint accepts an http or https URL with a host and no query or fragment.
+func checkEndpoint(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: the URL has no host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q: want a base URL without user info, query or fragment", s)
+	}
+	return nil
+}
+
+// readToken reads a token file; surrounding white space is ignored, as the local
+// cloud's --token-file does.
+func readToken(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(raw))
+	if tok == "" {
+		return "", errors.New(path + " is empty")
+	}
+	return tok, nil
+}
+
+// decodeProblem turns a sigs.k8s.io/yaml error into one line without the decoder's
+// layered prefixes, which only repeat that decoding failed. The JSON decoder's
+// messages name the field ("unknown field \"tokenfile\"", "... Go struct field
+// fileConfig.endpoint of type string").
+func decodeProblem(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: ", "error converting YAML to JSON: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	msg = strings.ReplaceAll(msg, "Go struct field fileConfig.", "field ")
+	return "not valid YAML for the local provider: " + strings.Join(strings.Fields(msg), " ")
+}

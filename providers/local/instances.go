@@ -1,0 +1,125 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/localcloud/api"
+)
+
+// instances implements cloud.Instances and cloud.InstanceLister.
+type instances struct{ p *Provider }
+
+// InstanceMetadata implements cloud.Instances: by the node's provider ID when set,
+// otherwise by node name (GET /v1/instances/by-name/{name}). A provider ID of another
+// provider is an invalid request, never "not found": the node belongs to another cloud
+// and must not look deleted.
+func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud.Instance, error) {
+	if node == nil {
+		return nil, cloud.InvalidError("instance metadata: node is nil")
+	}
+	var (
+		inst *api.Instance
+		err  error
+	)
+	if node.Spec.ProviderID != "" {
+		id, perr := instanceID(node.Spec.ProviderID)
+		if perr != nil {
+			return nil, cloud.InvalidError("node %s: %v", node.Name, perr)
+		}
+		inst, err = in.p.client.GetInstance(ctx, id)
+		if err != nil {
+			return nil, wrapf(err, "getting instance %s of node %s", id, node.Name)
+		}
+	} else {
+		if node.Name == "" {
+			return nil, cloud.InvalidError("instance metadata: node has neither a provider ID nor a name")
+		}
+		inst, err = in.p.client.GetInstanceByName(ctx, node.Name)
+		if err != nil {
+			return nil, wrapf(err, "getting the instance named %s", node.Name)
+		}
+	}
+	out, err := toInstance(inst)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return out, nil
+}
+
+// ListInstances implements cloud.InstanceLister. It follows every page; any failed page
+// fails the whole listing, so a short list never makes instances look gone.
+func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error) {
+	items, err := in.p.client.ListAllInstances(ctx, in.p.pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("listing instances: %w", err)
+	}
+	out := make([]cloud.Instance, 0, len(items))
+	for i := range items {
+		inst, err := toInstance(&items[i])
+		if err != nil {
+			return nil, fmt.Errorf("listing instances: %w", err)
+		}
+		out = append(out, *inst)
+	}
+	return out, nil
+}
+
+// instanceID returns the local cloud instance ID in a provider ID "local://<id>".
+// Leading slashes are tolerated ("local:///i-…"), as some tools write IDs that way.
+func instanceID(providerID string) (string, error) {
+	pid, err := cloud.ParseProviderID(providerID)
+	if err != nil {
+		return "", err
+	}
+	if pid.Provider != ProviderName {
+		return "", fmt.Errorf("provider ID %q belongs to provider %q, not %q", providerID, pid.Provider, ProviderName)
+	}
+	return strings.TrimLeft(pid.ID, "/"), nil
+}
+
+// toInstance converts a local cloud instance to the contract's Instance.
+func toInstance(inst *api.Instance) (*cloud.Instance, error) {
+	pid, err := cloud.NewProviderID(ProviderName, inst.ID)
+	if err != nil {
+		return nil, fmt.Errorf("instance %q (%s) from the local cloud: %w", inst.ID, inst.Name, err)
+	}
+	out := &cloud.Instance{
+		ProviderID:   pid.String(),
+		NodeName:     inst.Name,
+		InstanceType: inst.InstanceType,
+		Zone:         inst.Zone,
+		Region:       inst.Region,
+		State:        toState(inst.State),
+	}
+	for _, a := range inst.Addresses {
+		if a.Type == "" || a.Address == "" {
+			continue
+		}
+		out.Addresses = append(out.Addresses, corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.Address})
+	}
+	if len(inst.Labels) > 0 {
+		out.Labels = maps.Clone(inst.Labels)
+	}
+	return out, nil
+}
+
+// toState maps the local cloud's states, which are the contract's values, and anything
+// unexpected to InstanceUnknown.
+func toState(s api.InstanceState) cloud.InstanceState {
+	switch s {
+	case api.InstanceRunning:
+		return cloud.InstanceRunning
+	case api.InstanceStopped:
+		return cloud.InstanceStopped
+	case api.InstanceTerminated:
+		return cloud.InstanceTerminated
+	default:
+		return cloud.InstanceUnknown
+	}
+}
