@@ -7,6 +7,10 @@
 // its own temporary directory, free ports and processes, so test packages can run in
 // parallel. Each process runs in its own process group and logs to a file in Env.Dir.
 //
+// `nephele up` runs its cluster on the same code: Options.Dir puts the env in a known
+// directory, and StartProcess adds the local cloud and the cloud-controller-manager to
+// the processes Stop ends (first, before the control plane they talk to).
+//
 // A missing binary is an error telling to run make tools, never a skip: integration
 // tests that silently do not run would let CI pass without them.
 //

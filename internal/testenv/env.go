@@ -36,6 +36,13 @@ type Options struct {
 	Scheduler bool
 	// Kwok starts kwok managing every Node, so Nodes turn Ready and keep heartbeating.
 	Kwok bool
+	// Dir, when set, is the env directory instead of a new temporary one, for a control
+	// plane whose files must be found at a known place (nephele up). It is created if
+	// missing and must be empty: a control plane never starts on another's etcd data or
+	// credentials. Stop removes it like a temporary one; StopKeepingLogs keeps it.
+	Dir string
+	// BinDir, when set, is where the binaries are looked up instead of BinDir().
+	BinDir string
 }
 
 // Env is a running control plane. Its exported fields are set by Start and must not be
@@ -77,18 +84,21 @@ type Env struct {
 // processes run until Stop. On error nothing is left running; once processes were started
 // the error is a *StartError naming the directory kept with their logs.
 func Start(ctx context.Context, opts Options) (*Env, error) {
-	binDir, err := BinDir()
-	if err != nil {
-		return nil, err
+	binDir := opts.BinDir
+	if binDir == "" {
+		var err error
+		if binDir, err = BinDir(); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkBinaries(binDir, opts); err != nil {
 		return nil, err
 	}
 	ctx, cancel := withStartTimeout(ctx)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "nephele-testenv-")
+	dir, err := envDir(opts.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("create env directory: %w", err)
+		return nil, err
 	}
 	e := &Env{Dir: dir, binDir: binDir, counts: map[string]int{}}
 	if err := e.start(ctx, opts); err != nil {
@@ -98,6 +108,32 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, &StartError{Dir: dir, Err: err}
 	}
 	return e, nil
+}
+
+// envDir creates the env directory: dir if given (it must be empty), else a temporary one.
+func envDir(dir string) (string, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "nephele-testenv-")
+		if err != nil {
+			return "", fmt.Errorf("create env directory: %w", err)
+		}
+		return d, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("env directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("create env directory: %w", err)
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return "", fmt.Errorf("env directory %s: %w", abs, err)
+	}
+	if len(entries) > 0 {
+		return "", fmt.Errorf("env directory %s is not empty (holds %s)", abs, entries[0].Name())
+	}
+	return abs, nil
 }
 
 // StartError reports a Start that failed after processes were started. Everything was
@@ -341,6 +377,19 @@ func (e *Env) startComponent(ctx context.Context, name string, args []string) (*
 	case <-settle.C:
 		return p, nil
 	}
+}
+
+// StartProcess starts another binary from the bin directory as part of the env, such as
+// a cloud-controller-manager or a cloud service the control plane works with. Like the
+// control plane's own processes it runs in its own process group, logs to a file in Dir
+// named after it, and is stopped by Stop before every process started earlier, so it can
+// still reach the apiserver while it shuts down. It returns as soon as the process has
+// started: readiness is the caller's to wait for, for example on p.Done() and a probe.
+func (e *Env) StartProcess(name string, args ...string) (*Process, error) {
+	if e.creds == nil {
+		return nil, errNotStarted
+	}
+	return e.run(name, args, nil)
 }
 
 // withStartTimeout applies the default startup bound to a context without a deadline.

@@ -367,6 +367,9 @@ func TestZeroEnv(t *testing.T) {
 		"StartControllerManager": env.StartControllerManager,
 		"StartScheduler":         env.StartScheduler,
 		"StartKwok":              env.StartKwok,
+		"StartProcess": func(context.Context, ...string) (*testenv.Process, error) {
+			return env.StartProcess("etcd", "--version")
+		},
 	}
 	for name, start := range starts {
 		if p, err := start(t.Context()); err == nil {
@@ -376,5 +379,74 @@ func TestZeroEnv(t *testing.T) {
 	}
 	if err := env.Stop(); err != nil {
 		t.Errorf("Stop() on a zero Env: %v", err)
+	}
+}
+
+// TestStartInDir starts an env in a given directory with binaries from a given bin
+// directory, runs one more binary as part of it, and checks what stays behind.
+func TestStartInDir(t *testing.T) {
+	realBin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if err := os.Symlink(filepath.Join(realBin, name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A helper that says it started and then waits to be stopped.
+	helper := "#!/bin/sh\necho \"helper started: $*\"\nexec sleep 600\n"
+	if err := os.WriteFile(filepath.Join(bin, "helper"), []byte(helper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "nested", "env")
+
+	env, err := testenv.Start(t.Context(), testenv.Options{Dir: dir, BinDir: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	if env.Dir != dir {
+		t.Errorf("Dir = %q, want %q", env.Dir, dir)
+	}
+	if filepath.Dir(env.Kubeconfig) != dir {
+		t.Errorf("Kubeconfig %q is not in %s", env.Kubeconfig, dir)
+	}
+
+	p, err := env.StartProcess("helper", "--flag", "value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "helper.log"); p.LogPath() != want {
+		t.Errorf("LogPath() = %q, want %q", p.LogPath(), want)
+	}
+	eventually(t, "helper log", func(context.Context) (bool, error) {
+		return strings.Contains(p.LogTail(5), "helper started: --flag value"), nil
+	})
+	if _, err := env.StartProcess("no-such-binary"); !errors.As(err, new(*testenv.MissingBinaryError)) {
+		t.Errorf("StartProcess(no-such-binary): error %v, want a *MissingBinaryError", err)
+	}
+
+	// A second env refuses the directory in use rather than mixing its files in.
+	if other, err := testenv.Start(t.Context(), testenv.Options{Dir: dir, BinDir: bin}); err == nil {
+		_ = other.Stop()
+		t.Fatal("Start() in a non-empty directory succeeded")
+	} else if !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("Start() in a non-empty directory: error %v, want it to say so", err)
+	}
+
+	if err := env.StopKeepingLogs(); err != nil {
+		t.Fatal(err)
+	}
+	assertProcessGone(t, p)
+	if _, err := os.Stat(filepath.Join(dir, "helper.log")); err != nil {
+		t.Errorf("helper log not kept: %v", err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Stop() left %s behind (stat: %v)", dir, err)
 	}
 }

@@ -137,6 +137,10 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 	return nil
 }
 
+// LogTail returns up to the last n lines of the process's log, for reporting why it
+// failed.
+func (p *Process) LogTail(n int) string { return logTail(p.logPath, n) }
+
 // exitedError describes a process that exited while it was expected to run, with the end
 // of its log so the cause shows up in the test output.
 func (p *Process) exitedError() error {
