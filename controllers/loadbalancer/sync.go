@@ -90,6 +90,20 @@ func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (st
 // cleanup deletes the cloud load balancer, then clears the Service's status and removes
 // the finalizer, in that order: the finalizer goes only once nothing is left to leak.
 func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service) (string, error) {
+	// The cache lags behind our own writes: a sync queued by the status patch of the
+	// previous cleanup would otherwise delete and announce everything twice. Deletions
+	// are rare enough for one read from the apiserver each.
+	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return c.syncGone(ctx, k)
+	case err != nil:
+		return opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
+	case live.UID != svc.UID || !needsCleanup(live, c.class):
+		// Done already, or changed since: the event for that change queues it again.
+		return opNone, nil
+	}
+	svc = live
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
 	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(svc, c.clusterName), svc); err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error deleting load balancer: %v", err)
@@ -119,7 +133,7 @@ func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) 
 	}
 	// The finalizer goes on before anything exists in the cloud, so that nothing the
 	// controller creates can outlive the Service unnoticed.
-	if !hasFinalizer(svc) {
+	if st, ok := c.state(k); !hasFinalizer(svc) && (!ok || st.uid != string(svc.UID)) {
 		if svc, err = c.addFinalizer(ctx, svc); err != nil {
 			return opNone, err
 		}

@@ -1,0 +1,451 @@
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+func TestLifecycle(t *testing.T) {
+	h := newHarness(t, nil, newNode("n2"), newNode("n1"))
+	// The finalizer must be on the Service before anything exists in the cloud.
+	var mu sync.Mutex
+	var violations []string
+	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, subject string) error {
+		if op != fakecloud.OpEnsureLoadBalancer {
+			return nil
+		}
+		svc, err := h.client.CoreV1().Services("ns").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || !hasFinalizer(svc) {
+			mu.Lock()
+			violations = append(violations, fmt.Sprintf("ensure of %s without the finalizer (err %v)", subject, err))
+			mu.Unlock()
+		}
+		return nil
+	})
+
+	svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	if !hasFinalizer(svc) {
+		t.Fatalf("finalizers %v, want %s", svc.Finalizers, Finalizer)
+	}
+	mu.Lock()
+	if len(violations) > 0 {
+		t.Fatal(violations)
+	}
+	mu.Unlock()
+	name := LoadBalancerName(svc)
+	h.waitBackends(name, "n1", "n2")
+	lb, _ := h.cloud.LoadBalancer(name)
+	if lb.Spec.ClusterName != "unit" || lb.Spec.Service.Name != "web" || lb.Spec.Ports[0].NodePort != 30080 {
+		t.Errorf("spec given to the cloud: %+v", lb.Spec)
+	}
+	eventually(t, "events", func() string {
+		if got := h.events.reasons("ns/web"); !slices.Contains(got, EventEnsuredLoadBalancer) || got[0] != EventEnsuringLoadBalancer {
+			return fmt.Sprintf("events %v", got)
+		}
+		return ""
+	})
+
+	// Deleting: the apiserver keeps a Service with finalizers and sets its deletion
+	// timestamp; the fake clientset needs that done by hand.
+	svc = h.getService("ns", "web")
+	svc.DeletionTimestamp = deletedAt()
+	h.updateService(svc)
+	eventually(t, "cleanup", func() string {
+		svc := h.getService("ns", "web")
+		if _, ok := h.cloud.LoadBalancer(name); ok {
+			return "load balancer still in the cloud"
+		}
+		if hasFinalizer(svc) {
+			return "finalizer still there"
+		}
+		return ""
+	})
+	got := h.events.reasons("ns/web")
+	if i, j := slices.Index(got, EventDeletingLoadBalancer), slices.Index(got, EventDeletedLoadBalancer); i < 0 || j < i {
+		t.Errorf("events %v, want %s then %s", got, EventDeletingLoadBalancer, EventDeletedLoadBalancer)
+	}
+	// The cloud delete came before the finalizer went: the finalizer went only after
+	// a successful delete call, which the call log shows finished.
+	if h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancerDeleted, cloud.ResultSuccess) != 1 {
+		t.Errorf("delete calls: %v", h.cloud.CallLog())
+	}
+	eventually(t, "state dropped", func() string {
+		if h.ctrl.hasState("ns/web") {
+			return "state for ns/web kept"
+		}
+		return ""
+	})
+}
+
+func TestTypeChangeCleansUp(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*corev1.Service)
+	}{
+		{"to ClusterIP", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }},
+		{"to another class", func(s *corev1.Service) { c := "example.com/other"; s.Spec.LoadBalancerClass = &c }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil, newNode("n1"))
+			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+			tt.change(svc)
+			h.updateService(svc)
+			eventually(t, "cleanup", func() string {
+				svc := h.getService("ns", "web")
+				switch {
+				case h.cloud.Calls(fakecloud.OpEnsureLoadBalancerDeleted) == 0:
+					return "no delete call"
+				case len(h.cloud.AllLoadBalancers()) != 0:
+					return "load balancer still in the cloud"
+				case hasFinalizer(svc):
+					return "finalizer still there"
+				case len(svc.Status.LoadBalancer.Ingress) != 0:
+					return fmt.Sprintf("status still %+v", svc.Status.LoadBalancer)
+				case h.ctrl.hasState("ns/web"):
+					return "state kept"
+				}
+				return ""
+			})
+		})
+	}
+}
+
+func TestClassFiltering(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.LoadBalancerClass = "example.com/ours" }, newNode("n1"))
+	h.createService(newService("ns", "plain"))
+	h.createService(newService("ns", "other", withClass("example.com/other")))
+	ours := h.waitIngress("ns", h.createService(newService("ns", "ours", withClass("example.com/ours"))).Name)
+	h.quiesce()
+	if lbs := h.cloud.AllLoadBalancers(); len(lbs) != 1 || lbs[0].Name != LoadBalancerName(ours) {
+		t.Fatalf("load balancers %v, want only the one for ns/ours", lbs)
+	}
+	for _, n := range []string{"plain", "other"} {
+		if svc := h.getService("ns", n); hasFinalizer(svc) || len(svc.Status.LoadBalancer.Ingress) > 0 {
+			t.Errorf("ns/%s was touched: %+v", n, svc)
+		}
+	}
+}
+
+func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	var names []string
+	for i := range 3 {
+		svc := h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("web-%d", i))).Name)
+		names = append(names, LoadBalancerName(svc))
+	}
+	h.quiesce()
+	h.cloud.ResetCalls()
+
+	// A burst of joins, an uninitialized node and an excluded node.
+	for i := 2; i <= 6; i++ {
+		h.createNode(newNode(fmt.Sprintf("n%d", i)))
+	}
+	h.createNode(newNode("new-uninit", withTaint(TaintUninitialized)))
+	h.createNode(newNode("new-excluded", withLabel(corev1.LabelNodeExcludeBalancers, "")))
+	for _, n := range names {
+		h.waitBackends(n, "n1", "n2", "n3", "n4", "n5", "n6")
+	}
+	h.quiesce()
+	if n := h.cloud.Calls(fakecloud.OpEnsureLoadBalancer); n != 0 {
+		t.Errorf("node joins cost %d EnsureLoadBalancer calls, want backend updates only", n)
+	}
+	for _, n := range names {
+		lb, _ := h.cloud.LoadBalancer(n)
+		if lb.BackendUpdates > 2 {
+			t.Errorf("load balancer %s got %d backend updates for one burst", n, lb.BackendUpdates)
+		}
+	}
+	if got := testutil.ToFloat64(h.ctrl.metrics.backendUpdates); got < 3 {
+		t.Errorf("backend updates metric = %v, want >= 3", got)
+	}
+
+	// Heartbeats and changes that do not matter cost nothing.
+	h.cloud.ResetCalls()
+	for i := 1; i <= 6; i++ {
+		n, err := h.client.CoreV1().Nodes().Get(context.Background(), fmt.Sprintf("n%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+		n.Labels = map[string]string{"example.com/touched": "yes"}
+		h.updateNode(n)
+	}
+	h.quiesce()
+	if n := h.cloud.TotalCalls(); n != 0 {
+		t.Errorf("heartbeats caused %d cloud calls: %v", n, h.cloud.CallLog())
+	}
+
+	// Initializing a node, excluding one and tainting one for the autoscaler.
+	h.updateNode(newNode("new-uninit"))
+	h.updateNode(newNode("n2", withLabel(corev1.LabelNodeExcludeBalancers, "")))
+	h.updateNode(newNode("n3", withTaint(TaintToBeDeleted)))
+	if err := h.client.CoreV1().Nodes().Delete(context.Background(), "n4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		h.waitBackends(n, "n1", "n5", "n6", "new-uninit")
+	}
+	h.quiesce()
+	if n := h.cloud.Calls(fakecloud.OpEnsureLoadBalancer); n != 0 {
+		t.Errorf("node changes cost %d EnsureLoadBalancer calls", n)
+	}
+	eventually(t, "UpdatedLoadBalancer events", func() string {
+		if len(h.events.find("ns/web-0", EventUpdatedLoadBalancer)) == 0 {
+			return "none"
+		}
+		return ""
+	})
+}
+
+func TestNoBackendsWarns(t *testing.T) {
+	h := newHarness(t, nil, newNode("uninit", withTaint(TaintUninitialized)))
+	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	eventually(t, "warning", func() string {
+		if len(h.events.find("ns/web", EventUnAvailableLoadBalancer)) == 0 {
+			return fmt.Sprintf("no %s event: %v", EventUnAvailableLoadBalancer, h.events.reasons("ns/web"))
+		}
+		return ""
+	})
+}
+
+func TestBadSourceRange(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	bad := h.createService(newService("ns", "bad", withSourceRanges("10.0.0.0/8", "10.0.0.300/32")))
+	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
+	eventually(t, "warning", func() string {
+		ev := h.events.find("ns/bad", EventSyncLoadBalancerFailed)
+		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
+			return fmt.Sprintf("events %v", h.events.reasons("ns/bad"))
+		}
+		return ""
+	})
+	h.quiesce()
+	for _, c := range h.cloud.CallLog() {
+		if c.Subject == LoadBalancerName(bad) {
+			t.Errorf("cloud called for a Service with a bad source range: %+v", c)
+		}
+	}
+	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(reasonInvalidSpec)); got < 1 {
+		t.Errorf("invalid_spec errors = %v", got)
+	}
+	// Fixing the range gets it a load balancer.
+	fixed := h.getService("ns", "bad")
+	fixed.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"}
+	h.updateService(fixed)
+	h.waitIngress("ns", "bad")
+}
+
+func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	bad := newService("ns", "bad", withAnnotation("example.com/lb-size", "huge"))
+	badName := LoadBalancerName(bad)
+	h.cloud.SetHook(func(_ context.Context, op fakecloud.Op, subject string) error {
+		if subject == badName {
+			return cloud.InvalidError(`annotation example.com/lb-size: "huge" is not one of small, large`)
+		}
+		return nil
+	})
+	h.createService(bad)
+	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
+	eventually(t, "warning and retries", func() string {
+		ev := h.events.find("ns/bad", EventSyncLoadBalancerFailed)
+		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
+			return fmt.Sprintf("events %v", h.events.reasons("ns/bad"))
+		}
+		if !strings.Contains(ev[0].Message, "lb-size") {
+			return "event does not name the problem: " + ev[0].Message
+		}
+		if n := h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultInvalid); n < 3 {
+			return fmt.Sprintf("%d attempts, want retries with backoff", n)
+		}
+		return ""
+	})
+	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultInvalid))); got < 1 {
+		t.Errorf("invalid errors = %v", got)
+	}
+	// Once the provider accepts it, it gets its load balancer.
+	h.cloud.SetHook(nil)
+	h.waitIngress("ns", "bad")
+}
+
+func TestThrottledUsesRetryAfter(t *testing.T) {
+	// With a backoff of a minute, only Retry-After can bring the retry in time.
+	h := newHarness(t, func(c *Config) { c.MinRetryDelay, c.MaxRetryDelay = time.Minute, time.Minute }, newNode("n1"))
+	h.cloud.ThrottleNext(fakecloud.OpEnsureLoadBalancer, 1, 200*time.Millisecond)
+	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	if n := h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
+		t.Errorf("throttled calls = %d, want 1", n)
+	}
+	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultThrottled))); got != 1 {
+		t.Errorf("throttled errors = %v, want 1", got)
+	}
+}
+
+func TestHungLoadBalancerDoesNotBlockOthers(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Workers = 2 }, newNode("n1"))
+	slow := newService("ns", "slow")
+	h.cloud.Hang(fakecloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
+	h.createService(slow)
+	eventually(t, "hung call", func() string {
+		if h.cloud.InFlight() == 0 {
+			return "not in flight"
+		}
+		return ""
+	})
+	for i := range 5 {
+		h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("fast-%d", i))).Name)
+	}
+	// Node changes keep flowing to the others too.
+	h.createNode(newNode("n2"))
+	h.waitBackends(LoadBalancerName(h.getService("ns", "fast-0")), "n1", "n2")
+	h.cloud.Unhang(fakecloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
+	h.waitIngress("ns", "slow")
+}
+
+func TestOrphanedLoadBalancerIsDeleted(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	eventually(t, "state", func() string {
+		if !h.ctrl.hasState("ns/web") {
+			return "no state"
+		}
+		return ""
+	})
+	// The fake clientset deletes at once, as if someone had removed the finalizer.
+	if err := h.client.CoreV1().Services("ns").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "orphan deleted", func() string {
+		if _, ok := h.cloud.LoadBalancer(LoadBalancerName(svc)); ok {
+			return "load balancer still there"
+		}
+		if h.ctrl.hasState("ns/web") {
+			return "state kept"
+		}
+		return ""
+	})
+}
+
+func TestNoStateForGoneServices(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	const n = 10
+	for i := range n {
+		h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("web-%d", i))).Name)
+	}
+	// One Service fails for a while so that the rate limiter tracks it too.
+	h.cloud.FailNext(fakecloud.OpEnsureLoadBalancerDeleted, 2, errors.New("cloud API unavailable"))
+	eventually(t, "managed gauge", func() string {
+		if got := testutil.ToFloat64(h.ctrl.metrics.managed); got != n {
+			return fmt.Sprintf("gauge %v", got)
+		}
+		return ""
+	})
+	for i := range n {
+		svc := h.getService("ns", fmt.Sprintf("web-%d", i))
+		svc.DeletionTimestamp = deletedAt()
+		h.updateService(svc)
+	}
+	eventually(t, "finalizers removed", func() string {
+		for i := range n {
+			if hasFinalizer(h.getService("ns", fmt.Sprintf("web-%d", i))) {
+				return fmt.Sprintf("web-%d keeps its finalizer", i)
+			}
+		}
+		return ""
+	})
+	// The apiserver deletes the Services once their finalizers are gone.
+	for i := range n {
+		if err := h.client.CoreV1().Services("ns").Delete(context.Background(), fmt.Sprintf("web-%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.quiesce()
+	h.ctrl.mu.Lock()
+	states := len(h.ctrl.states)
+	h.ctrl.mu.Unlock()
+	if states != 0 {
+		t.Errorf("%d load balancer states kept for deleted Services", states)
+	}
+	for i := range n {
+		if r := h.ctrl.queue.NumRequeues(fmt.Sprintf("ns/web-%d", i)); r != 0 {
+			t.Errorf("rate limiter still tracks ns/web-%d (%d requeues)", i, r)
+		}
+	}
+	if got := testutil.ToFloat64(h.ctrl.metrics.managed); got != 0 {
+		t.Errorf("managed gauge = %v, want 0", got)
+	}
+	if len(h.cloud.AllLoadBalancers()) != 0 {
+		t.Errorf("load balancers left: %v", h.cloud.AllLoadBalancers())
+	}
+}
+
+func TestStatusRestoredWithoutCloudCall(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	h.quiesce()
+	h.cloud.ResetCalls()
+	svc := h.getService("ns", "web")
+	svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	if _, err := h.client.CoreV1().Services("ns").UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitIngress("ns", "web")
+	if n := h.cloud.TotalCalls(); n != 0 {
+		t.Errorf("restoring the status took %d cloud calls", n)
+	}
+}
+
+func TestSpecChangeEnsuresAgain(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	h.quiesce()
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, NodePort: 30443})
+	h.updateService(svc)
+	eventually(t, "second port", func() string {
+		lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
+		if len(lb.Spec.Ports) != 2 {
+			return fmt.Sprintf("ports %+v", lb.Spec.Ports)
+		}
+		return ""
+	})
+}
+
+func TestUpdateBackendsNotFoundRecreates(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	h.quiesce()
+	h.cloud.RemoveLoadBalancer(LoadBalancerName(svc))
+	h.createNode(newNode("n2"))
+	h.waitBackends(LoadBalancerName(svc), "n1", "n2")
+	h.waitIngress("ns", "web")
+}
+
+func TestSpecDisabledWithoutLoadBalancers(t *testing.T) {
+	fc, err := fakecloud.New(fakecloud.Options{Disabled: []fakecloud.Capability{fakecloud.CapLoadBalancers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec()
+	if spec.Name != "service-lb-controller" || !slices.Contains(spec.Aliases, "service") {
+		t.Errorf("spec names %q %v", spec.Name, spec.Aliases)
+	}
+	_, err = spec.New(context.Background(), &manager.ControllerContext{Cloud: fc})
+	if !errors.Is(err, manager.ErrControllerDisabled) {
+		t.Errorf("New without load balancers: %v, want a disabled error", err)
+	}
+}

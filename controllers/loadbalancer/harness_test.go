@@ -1,0 +1,249 @@
+package loadbalancer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+)
+
+// eventLog is a record.EventRecorder that keeps every event, for assertions.
+type eventLog struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+type recordedEvent struct {
+	Object, Type, Reason, Message string
+}
+
+func (e recordedEvent) String() string {
+	return fmt.Sprintf("%s %s %s: %s", e.Object, e.Type, e.Reason, e.Message)
+}
+
+func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
+	name := fmt.Sprintf("%T", obj)
+	if m, ok := obj.(metav1.Object); ok {
+		name = m.GetNamespace() + "/" + m.GetName()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, recordedEvent{Object: name, Type: eventtype, Reason: reason, Message: message})
+}
+
+func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
+	l.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
+	l.Eventf(obj, eventtype, reason, format, args...)
+}
+
+// find returns the events about object with reason.
+func (l *eventLog) find(object, reason string) []recordedEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []recordedEvent
+	for _, e := range l.events {
+		if e.Object == object && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// reasons returns the reasons of the events about object, in order.
+func (l *eventLog) reasons(object string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.events {
+		if e.Object == object {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// harness runs a controller against a fake clientset and a fake cloud.
+type harness struct {
+	t       *testing.T
+	client  kubernetes.Interface
+	cloud   *fakecloud.Cloud
+	events  *eventLog
+	ctrl    *Controller
+	metrics *prometheus.Registry
+}
+
+// newHarness starts a controller over objs. tweak may change the config before New.
+func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harness {
+	t.Helper()
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	h := &harness{t: t, client: client, cloud: fc, events: &eventLog{}, metrics: prometheus.NewRegistry()}
+	cfg := Config{
+		Client:          client,
+		Informers:       factory,
+		LoadBalancers:   fc,
+		Recorder:        h.events,
+		Logger:          testr.New(t),
+		Metrics:         h.metrics,
+		ClusterName:     "unit",
+		Workers:         4,
+		NodeBatchWindow: 100 * time.Millisecond,
+		MinRetryDelay:   50 * time.Millisecond,
+		MaxRetryDelay:   time.Second,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h.ctrl, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- h.ctrl.Run(ctx) }()
+	t.Cleanup(func() {
+		// Release anything a test left hanging, so that Run can return.
+		fc.ClearFaults()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		factory.Shutdown()
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), h.ctrl.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	return h
+}
+
+// eventually polls cond until it returns "" or the generous deadline passes.
+func eventually(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s", what, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) createService(svc *corev1.Service) *corev1.Service {
+	h.t.Helper()
+	out, err := h.client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func (h *harness) getService(ns, name string) *corev1.Service {
+	h.t.Helper()
+	svc, err := h.client.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return svc
+}
+
+func (h *harness) updateService(svc *corev1.Service) {
+	h.t.Helper()
+	if _, err := h.client.CoreV1().Services(svc.Namespace).Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) createNode(node *corev1.Node) {
+	h.t.Helper()
+	if _, err := h.client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) updateNode(node *corev1.Node) {
+	h.t.Helper()
+	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitIngress waits until the Service's status shows the cloud's VIP for it.
+func (h *harness) waitIngress(ns, name string) *corev1.Service {
+	h.t.Helper()
+	var svc *corev1.Service
+	eventually(h.t, "status of "+ns+"/"+name, func() string {
+		svc = h.getService(ns, name)
+		lb, ok := h.cloud.LoadBalancer(LoadBalancerName(svc))
+		if !ok {
+			return "no load balancer in the cloud"
+		}
+		if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != lb.VIP.String() {
+			return fmt.Sprintf("ingress %+v, want VIP %s", ing, lb.VIP)
+		}
+		return ""
+	})
+	return svc
+}
+
+// waitBackends waits until the load balancer's backends are exactly names, in order.
+func (h *harness) waitBackends(lbName string, names ...string) {
+	h.t.Helper()
+	eventually(h.t, "backends of "+lbName, func() string {
+		lb, ok := h.cloud.LoadBalancer(lbName)
+		if !ok {
+			return "no load balancer"
+		}
+		var got []string
+		for _, b := range lb.Spec.Backends {
+			got = append(got, b.NodeName)
+		}
+		if strings.Join(got, ",") != strings.Join(names, ",") {
+			return fmt.Sprintf("backends %v, want %v", got, names)
+		}
+		return ""
+	})
+}
+
+// quiesce waits until the controller has nothing queued or in progress and the cloud has
+// no call in flight, then a little more for anything a batch window might still send.
+func (h *harness) quiesce() {
+	h.t.Helper()
+	stable := 0
+	eventually(h.t, "controller to go idle", func() string {
+		if h.ctrl.queue.Len() == 0 && h.cloud.InFlight() == 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		if stable < 50 { // 50 polls of 20ms: ten test batch windows
+			return "busy"
+		}
+		return ""
+	})
+}

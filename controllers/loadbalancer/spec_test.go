@@ -1,0 +1,240 @@
+package loadbalancer
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+func TestLoadBalancerName(t *testing.T) {
+	tests := []struct {
+		uid  types.UID
+		want string
+	}{
+		// Upstream's DefaultLoadBalancerName: "a" + UID without dashes, cut at 32.
+		{"0c6f1a2e-5b7d-4e8f-9a0b-1234567890ab", "a0c6f1a2e5b7d4e8f9a0b1234567890a"},
+		{"short-uid", "ashortuid"},
+		{"", "a"},
+	}
+	for _, tt := range tests {
+		svc := newService("ns", "web")
+		svc.UID = tt.uid
+		if got := LoadBalancerName(svc); got != tt.want {
+			t.Errorf("LoadBalancerName(uid %q) = %q, want %q", tt.uid, got, tt.want)
+		}
+		if len(LoadBalancerName(svc)) > 32 {
+			t.Errorf("LoadBalancerName(uid %q) is longer than 32", tt.uid)
+		}
+	}
+}
+
+func TestWantsLoadBalancer(t *testing.T) {
+	tests := []struct {
+		name  string
+		svc   *corev1.Service
+		class string
+		want  bool
+	}{
+		{"no class, default controller", newService("ns", "a"), "", true},
+		{"ClusterIP", newService("ns", "a", withType(corev1.ServiceTypeClusterIP)), "", false},
+		{"NodePort", newService("ns", "a", withType(corev1.ServiceTypeNodePort)), "", false},
+		{"other class, default controller", newService("ns", "a", withClass("example.com/other")), "", false},
+		{"our class", newService("ns", "a", withClass("example.com/ours")), "example.com/ours", true},
+		{"no class, class controller", newService("ns", "a"), "example.com/ours", false},
+		{"other class, class controller", newService("ns", "a", withClass("example.com/other")), "example.com/ours", false},
+		{"our class but ClusterIP", newService("ns", "a", withClass("example.com/ours"), withType(corev1.ServiceTypeClusterIP)), "example.com/ours", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := wantsLoadBalancer(tt.svc, tt.class); got != tt.want {
+				t.Errorf("wantsLoadBalancer = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNeedsCleanup(t *testing.T) {
+	deleted := newService("ns", "a", withFinalizer())
+	deleted.DeletionTimestamp = deletedAt()
+	tests := []struct {
+		name string
+		svc  *corev1.Service
+		want bool
+	}{
+		{"LoadBalancer with finalizer", newService("ns", "a", withFinalizer()), false},
+		{"LoadBalancer without finalizer", newService("ns", "a"), false},
+		{"deleted with finalizer", deleted, true},
+		{"became ClusterIP with finalizer", newService("ns", "a", withFinalizer(), withType(corev1.ServiceTypeClusterIP)), true},
+		{"became ClusterIP without finalizer", newService("ns", "a", withType(corev1.ServiceTypeClusterIP)), false},
+		{"class changed away with finalizer", newService("ns", "a", withFinalizer(), withClass("example.com/other")), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := needsCleanup(tt.svc, ""); got != tt.want {
+				t.Errorf("needsCleanup = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBuildSpec(t *testing.T) {
+	tests := []struct {
+		name string
+		svc  *corev1.Service
+		want func(*cloud.LoadBalancerSpec)
+	}{
+		{
+			name: "defaults",
+			svc:  newService("ns", "web"),
+			want: func(*cloud.LoadBalancerSpec) {},
+		},
+		{
+			name: "Local traffic keeps the health check port",
+			svc:  newService("ns", "web", withLocalTraffic(32000)),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+				s.HealthCheckNodePort = 32000
+			},
+		},
+		{
+			name: "Cluster traffic drops a stale health check port",
+			svc: newService("ns", "web", func(s *corev1.Service) {
+				s.Spec.HealthCheckNodePort = 32000
+			}),
+			want: func(*cloud.LoadBalancerSpec) {},
+		},
+		{
+			name: "empty traffic policy means Cluster",
+			svc:  newService("ns", "web", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = "" }),
+			want: func(*cloud.LoadBalancerSpec) {},
+		},
+		{
+			name: "ports keep protocol and node port, empty protocol is TCP",
+			svc:  newService("ns", "web", withPort("dns", corev1.ProtocolUDP, 53, 30053), withPort("raw", "", 9000, 30900)),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.Ports = append(s.Ports,
+					cloud.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 30053},
+					cloud.LoadBalancerPort{Name: "raw", Protocol: corev1.ProtocolTCP, Port: 9000, NodePort: 30900})
+			},
+		},
+		{
+			name: "source ranges are parsed and masked",
+			svc:  newService("ns", "web", withSourceRanges("203.0.113.0/24", " 10.1.2.3/8", "2001:db8::/32")),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.SourceRanges = []netip.Prefix{
+					netip.MustParsePrefix("203.0.113.0/24"),
+					netip.MustParsePrefix("10.0.0.0/8"),
+					netip.MustParsePrefix("2001:db8::/32"),
+				}
+			},
+		},
+		{
+			name: "source ranges from the annotation when the field is empty",
+			svc:  newService("ns", "web", withAnnotation(sourceRangesAnnotation, "192.0.2.0/24, 198.51.100.0/24")),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.0/24")}
+			},
+		},
+		{
+			name: "the field wins over the annotation",
+			svc:  newService("ns", "web", withSourceRanges("203.0.113.0/24"), withAnnotation(sourceRangesAnnotation, "not a range")),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.SourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+			},
+		},
+		{
+			name: "dual stack and requested IP",
+			svc: newService("ns", "web", func(s *corev1.Service) {
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+				s.Spec.LoadBalancerIP = "192.0.2.10"
+			}),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+				s.RequestedIP = "192.0.2.10"
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := &cloud.LoadBalancerSpec{
+				Name:                  LoadBalancerName(tt.svc),
+				ClusterName:           "prod",
+				Service:               types.NamespacedName{Namespace: "ns", Name: "web"},
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+				IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
+				Ports:                 []cloud.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
+			}
+			tt.want(want)
+			got, err := buildSpec(tt.svc, "prod")
+			if err != nil {
+				t.Fatalf("buildSpec: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("buildSpec =\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+func TestBuildSpecBadSourceRange(t *testing.T) {
+	for _, svc := range []*corev1.Service{
+		newService("ns", "web", withSourceRanges("203.0.113.0/24", "10.0.0.0/33")),
+		newService("ns", "web", withSourceRanges("everywhere")),
+		newService("ns", "web", withAnnotation(sourceRangesAnnotation, "10.0.0.0/8,bogus")),
+	} {
+		_, err := buildSpec(svc, "prod")
+		var sre *SourceRangeError
+		if !errors.As(err, &sre) {
+			t.Errorf("buildSpec(%v, annotations %v) error = %v, want a *SourceRangeError", svc.Spec.LoadBalancerSourceRanges, svc.Annotations, err)
+		}
+		// Deleting must work whatever the Service says.
+		if spec := cleanupSpec(svc, "prod"); spec.Name != LoadBalancerName(svc) || spec.Service.Name != "web" {
+			t.Errorf("cleanupSpec = %+v, want name and Service set", spec)
+		}
+	}
+}
+
+func TestSpecKey(t *testing.T) {
+	base := newService("ns", "web")
+	key := func(svc *corev1.Service, backends ...cloud.Backend) string {
+		t.Helper()
+		spec, err := buildSpec(svc, "prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Backends = backends
+		k := specKey(spec, svc)
+		if spec.Backends == nil && backends != nil {
+			t.Fatal("specKey dropped the spec's backends")
+		}
+		return k
+	}
+	k0 := key(base)
+	if !specUnchanged(k0, key(base.DeepCopy(), cloud.Backend{NodeName: "n1"})) {
+		t.Error("backends changed the spec key: a node change would cost a full ensure")
+	}
+	if specUnchanged("", "") {
+		t.Error("an empty key must never count as unchanged")
+	}
+	changes := map[string]*corev1.Service{
+		"annotation":    newService("ns", "web", withAnnotation("example.com/lb-size", "large")),
+		"port":          newService("ns", "web", withPort("https", corev1.ProtocolTCP, 443, 30443)),
+		"source ranges": newService("ns", "web", withSourceRanges("10.0.0.0/8")),
+		"traffic":       newService("ns", "web", withLocalTraffic(32000)),
+		"uid":           func() *corev1.Service { s := base.DeepCopy(); s.UID = "other"; return s }(),
+		"affinity": newService("ns", "web", func(s *corev1.Service) {
+			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		}),
+	}
+	for what, svc := range changes {
+		if specUnchanged(k0, key(svc)) {
+			t.Errorf("changing the %s kept the spec key: the load balancer would not be ensured again", what)
+		}
+	}
+}
