@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -81,9 +82,23 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, &ConfigError{Problems: []string{"the file is empty: the local provider needs at least endpoint and token or tokenFile"}}
 	}
-	var fc fileConfig
-	if err := yaml.UnmarshalStrict(raw, &fc); err != nil {
+	// YAMLToJSONStrict refuses duplicate keys; the JSON decoding that follows is case
+	// sensitive, so "tokenfile" is an unknown field rather than tokenFile.
+	js, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
 		return nil, &ConfigError{Problems: []string{decodeProblem(err)}}
+	}
+	var fc fileConfig
+	strict, err := sigsjson.UnmarshalStrict(js, &fc, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, &ConfigError{Problems: []string{decodeProblem(err)}}
+	}
+	if len(strict) > 0 {
+		problems := make([]string, 0, len(strict))
+		for _, e := range strict {
+			problems = append(problems, decodeProblem(e))
+		}
+		return nil, &ConfigError{Problems: problems}
 	}
 	return fc.validate()
 }
@@ -147,7 +162,7 @@ func (fc *fileConfig) validate() (*Config, error) {
 func checkEndpoint(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", s, err)
+		return fmt.Errorf("%q is not an http:// or https:// URL: %w", s, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: want an http:// or https:// URL", s)

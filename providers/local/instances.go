@@ -57,7 +57,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error) {
 	items, err := in.p.client.ListAllInstances(ctx, in.p.pageSize)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
+		return nil, listingError(err, "listing instances")
 	}
 	out := make([]cloud.Instance, 0, len(items))
 	for i := range items {
@@ -68,6 +68,17 @@ func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error)
 		out = append(out, *inst)
 	}
 	return out, nil
+}
+
+// listingError wraps the error of a listing. A listing is never a positive "gone": a
+// NotFound answer to one of its pages (an expired page token, say) says nothing about
+// any instance or route, so it becomes a temporary error that does not match
+// cloud.ErrNotFound.
+func listingError(err error, what string) error {
+	if cloud.IsNotFound(err) {
+		return fmt.Errorf("%s: the cloud answered NotFound to a listing, retrying: %s", what, err.Error())
+	}
+	return wrapf(err, "%s", what)
 }
 
 // instanceID returns the local cloud instance ID in a provider ID "local://<id>".

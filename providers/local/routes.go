@@ -17,7 +17,7 @@ type routes struct{ p *Provider }
 func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Route, error) {
 	items, err := r.p.client.ListRoutes(ctx, clusterName)
 	if err != nil {
-		return nil, wrapf(err, "listing the routes of cluster %s", clusterName)
+		return nil, listingError(err, "listing the routes of cluster "+clusterName)
 	}
 	out := make([]cloud.Route, 0, len(items))
 	for _, it := range items {
@@ -74,7 +74,7 @@ func (r routes) DeleteRoute(ctx context.Context, clusterName string, route cloud
 func (r routes) findRoute(ctx context.Context, clusterName string, route cloud.Route) (string, error) {
 	items, err := r.p.client.ListRoutes(ctx, clusterName)
 	if err != nil {
-		return "", wrapf(err, "deleting the route for %s of cluster %s: listing the routes", route.DestinationCIDR, clusterName)
+		return "", listingError(err, fmt.Sprintf("deleting the route for %s of cluster %s: listing the routes", route.DestinationCIDR, clusterName))
 	}
 	for _, it := range items {
 		cidr, err := netip.ParsePrefix(it.DestinationCIDR)

@@ -1,0 +1,153 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadConfig(t *testing.T) {
+	tokenFile := writeFile(t, "token", "  s3cret\n")
+	emptyToken := writeFile(t, "empty", " \n")
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	tests := []struct {
+		name string
+		yaml string
+		want Config
+		// wantErr lists substrings the error must contain; empty means success.
+		wantErr []string
+	}{
+		{
+			name: "inline token, defaults",
+			yaml: "endpoint: http://127.0.0.1:8990\ntoken: abc\n",
+			want: Config{Endpoint: "http://127.0.0.1:8990", Token: "abc", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize},
+		},
+		{
+			name: "token file, every field",
+			yaml: "endpoint: https://cloud.example:443/base\ntokenFile: " + tokenFile + "\nrequestTimeout: 1.5s\nlistPageSize: 7\n",
+			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7},
+		},
+		{name: "unknown field", yaml: "endpoint: http://a:1\ntoken: x\ntokenfile: y\n", wantErr: []string{`unknown field "tokenfile"`}},
+		{name: "wrong type", yaml: "endpoint: [1]\ntoken: x\n", wantErr: []string{"endpoint"}},
+		{name: "duplicate key", yaml: "endpoint: http://a:1\nendpoint: http://b:1\ntoken: x\n", wantErr: []string{"endpoint"}},
+		{name: "not YAML", yaml: "endpoint: [\n", wantErr: []string{"not valid YAML"}},
+		{name: "missing endpoint", yaml: "token: x\n", wantErr: []string{"endpoint: required"}},
+		{name: "endpoint without scheme", yaml: "endpoint: 127.0.0.1:8990\ntoken: x\n", wantErr: []string{"endpoint:", "http://"}},
+		{name: "endpoint without host", yaml: "endpoint: http://\ntoken: x\n", wantErr: []string{"endpoint:", "no host"}},
+		{name: "endpoint with query", yaml: "endpoint: http://a:1/?x=1\ntoken: x\n", wantErr: []string{"endpoint:", "query"}},
+		{name: "both tokens", yaml: "endpoint: http://a:1\ntoken: x\ntokenFile: " + tokenFile + "\n", wantErr: []string{"token and tokenFile", "exactly one"}},
+		{name: "no token", yaml: "endpoint: http://a:1\n", wantErr: []string{"token or tokenFile: one is required"}},
+		{name: "blank token", yaml: "endpoint: http://a:1\ntoken: '  '\n", wantErr: []string{"token: only white space"}},
+		{name: "missing token file", yaml: "endpoint: http://a:1\ntokenFile: " + missing + "\n", wantErr: []string{"tokenFile:", "no such file"}},
+		{name: "empty token file", yaml: "endpoint: http://a:1\ntokenFile: " + emptyToken + "\n", wantErr: []string{"tokenFile:", "is empty"}},
+		{name: "bad timeout", yaml: "endpoint: http://a:1\ntoken: x\nrequestTimeout: soon\n", wantErr: []string{`requestTimeout: "soon" is not a duration`}},
+		{name: "numeric timeout", yaml: "endpoint: http://a:1\ntoken: x\nrequestTimeout: 5\n", wantErr: []string{"requestTimeout"}},
+		{name: "negative timeout", yaml: "endpoint: http://a:1\ntoken: x\nrequestTimeout: -1s\n", wantErr: []string{"requestTimeout: -1s: must be positive"}},
+		{name: "page size too big", yaml: "endpoint: http://a:1\ntoken: x\nlistPageSize: 1001\n", wantErr: []string{"listPageSize: 1001"}},
+		{name: "page size zero", yaml: "endpoint: http://a:1\ntoken: x\nlistPageSize: 0\n", wantErr: []string{"listPageSize: 0"}},
+		{name: "every problem at once", yaml: "requestTimeout: x\nlistPageSize: -1\n", wantErr: []string{"endpoint: required", "token or tokenFile", "requestTimeout", "listPageSize"}},
+		{name: "empty file", yaml: "\n  \n", wantErr: []string{"empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadConfig(strings.NewReader(tt.yaml))
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("LoadConfig succeeded with %+v, want an error containing %q", got, tt.wantErr)
+				}
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Errorf("error %v is a %T, want a *ConfigError", err, err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadConfig: %v", err)
+			}
+			if *got != tt.want {
+				t.Errorf("LoadConfig = %+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigNil(t *testing.T) {
+	_, err := LoadConfig(nil)
+	if err == nil || !strings.Contains(err.Error(), "no --cloud-config") {
+		t.Fatalf("LoadConfig(nil) = %v, want an error asking for --cloud-config", err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	r := cloud.NewRegistry()
+	if err := Register(r); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if err := Register(r); err == nil {
+		t.Error("a second Register into the same registry succeeded, want a duplicate error")
+	}
+	if names := r.Names(); len(names) != 1 || names[0] != ProviderName {
+		t.Errorf("registry names = %v, want [%s]", names, ProviderName)
+	}
+	p, err := r.New(ProviderName, strings.NewReader("endpoint: http://127.0.0.1:1\ntoken: x\n"))
+	if err != nil {
+		t.Fatalf("registry.New: %v", err)
+	}
+	if p.ProviderName() != ProviderName {
+		t.Errorf("ProviderName() = %q, want %q", p.ProviderName(), ProviderName)
+	}
+	for name, ok := range map[string]bool{
+		"Instances":      second(p.Instances()),
+		"InstanceLister": second(p.InstanceLister()),
+		"LoadBalancers":  second(p.LoadBalancers()),
+		"Routes":         second(p.Routes()),
+	} {
+		if !ok {
+			t.Errorf("capability %s is missing", name)
+		}
+	}
+	if _, err := r.New(ProviderName, nil); err == nil || !strings.Contains(err.Error(), "--cloud-config") {
+		t.Errorf("registry.New without a config = %v, want an error asking for --cloud-config", err)
+	}
+}
+
+func second[T any](_ T, ok bool) bool { return ok }
+
+func TestNewFromConfig(t *testing.T) {
+	if _, err := NewFromConfig(Config{Token: "x"}); err == nil {
+		t.Error("NewFromConfig without an endpoint succeeded")
+	}
+	if _, err := NewFromConfig(Config{Endpoint: "http://a:1"}); err == nil {
+		t.Error("NewFromConfig without a token succeeded")
+	}
+	if _, err := NewFromConfig(Config{Endpoint: "http://a:1", Token: "x", ListPageSize: 5000}); err == nil {
+		t.Error("NewFromConfig with page size 5000 succeeded")
+	}
+	p, err := NewFromConfig(Config{Endpoint: "http://a:1", Token: "x"})
+	if err != nil {
+		t.Fatalf("NewFromConfig: %v", err)
+	}
+	if p.pageSize != DefaultListPageSize {
+		t.Errorf("page size %d, want the default %d", p.pageSize, DefaultListPageSize)
+	}
+}
