@@ -1,8 +1,7 @@
 package instrumented
 
 import (
-	"errors"
-	"fmt"
+	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,33 +46,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
+	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
-	if m.inFlight, err = register(reg, m.inFlight); err != nil {
+	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
 		return nil, err
 	}
-	if m.wait, err = register(reg, m.wait); err != nil {
+	if m.wait, err = promreg.Register(reg, m.wait); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered in its place, so
-// that several Clouds (or tests) can share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("registering cloud call metrics: %w", err)
 }

@@ -112,6 +112,10 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Health == nil {
 		cfg.Health = manager.NewProgress(manager.CloudNodeController, 2*time.Minute)
 	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-controller: %w", err)
+	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c := &Controller{
 		client:    cfg.Client,
@@ -120,7 +124,7 @@ func New(cfg Config) (*Controller, error) {
 		inventory: cfg.Inventory,
 		recorder:  cfg.Recorder,
 		log:       cfg.Logger,
-		metrics:   newMetrics(cfg.Metrics),
+		metrics:   m,
 		health:    cfg.Health,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),

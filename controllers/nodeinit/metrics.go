@@ -1,7 +1,7 @@
 package nodeinit
 
 import (
-	"errors"
+	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -26,7 +26,7 @@ type metrics struct {
 	addrUpdates  prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		initDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "nephele_node_initialization_duration_seconds",
@@ -48,25 +48,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg == nil {
-		return m
+		return m, nil
 	}
-	m.initDuration = register(reg, m.initDuration)
-	m.pending = register(reg, m.pending)
-	m.errors = register(reg, m.errors)
-	m.addrUpdates = register(reg, m.addrUpdates)
-	return m
-}
-
-// register registers c, or returns the collector already registered under its name, so
-// that several controllers built against one registry (as tests do) share the series.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	var err error
+	if m.initDuration, err = promreg.Register(reg, m.initDuration); err != nil {
+		return nil, err
 	}
-	return c
+	if m.pending, err = promreg.Register(reg, m.pending); err != nil {
+		return nil, err
+	}
+	if m.errors, err = promreg.Register(reg, m.errors); err != nil {
+		return nil, err
+	}
+	if m.addrUpdates, err = promreg.Register(reg, m.addrUpdates); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

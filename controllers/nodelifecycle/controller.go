@@ -150,6 +150,10 @@ func New(cfg Config) (*Controller, error) {
 	// A round is always due, so a round that hangs for the stall timeout (a cloud call
 	// without a deadline, say) shows in /readyz.
 	cfg.Health.SetPending(func() int { return 1 })
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
+	}
 	return &Controller{
 		client:    cfg.Client,
 		nodes:     nodeInformer.Lister(),
@@ -158,7 +162,7 @@ func New(cfg Config) (*Controller, error) {
 		inventory: cfg.Inventory,
 		recorder:  cfg.Recorder,
 		log:       cfg.Logger,
-		metrics:   newMetrics(cfg.Metrics),
+		metrics:   m,
 		health:    cfg.Health,
 		period:    cfg.MonitorPeriod,
 		grace:     cfg.DeletionGracePeriod,

@@ -1,7 +1,7 @@
 package nodelifecycle
 
 import (
-	"errors"
+	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,7 +25,7 @@ type metrics struct {
 	rounds         prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		safeMode: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nephele_node_lifecycle_safe_mode",
@@ -49,26 +49,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg == nil {
-		return m
+		return m, nil
 	}
-	m.safeMode = register(reg, m.safeMode)
-	m.safeModeRounds = register(reg, m.safeModeRounds)
-	m.deletions = register(reg, m.deletions)
-	m.lookupErrors = register(reg, m.lookupErrors)
-	m.rounds = register(reg, m.rounds)
-	return m
-}
-
-// register registers c, or returns the collector already registered under its name, so
-// that several controllers built against one registry (as tests do) share the series.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
+	var err error
+	if m.safeMode, err = promreg.Register(reg, m.safeMode); err != nil {
+		return nil, err
 	}
-	return c
+	if m.safeModeRounds, err = promreg.Register(reg, m.safeModeRounds); err != nil {
+		return nil, err
+	}
+	if m.deletions, err = promreg.Register(reg, m.deletions); err != nil {
+		return nil, err
+	}
+	if m.lookupErrors, err = promreg.Register(reg, m.lookupErrors); err != nil {
+		return nil, err
+	}
+	if m.rounds, err = promreg.Register(reg, m.rounds); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +45,8 @@ func controllerContext(t *testing.T, cfg manager.ControllerConfig, disabled ...f
 
 func TestSpec(t *testing.T) {
 	spec := Spec()
-	if spec.Name != manager.NodeRouteController || len(spec.Aliases) != 1 || spec.Aliases[0] != "route" {
-		t.Errorf("Spec() name/aliases = %q/%q, want %q/[route]", spec.Name, spec.Aliases, manager.NodeRouteController)
+	if want := []string{"route", "route-controller"}; spec.Name != manager.NodeRouteController || !slices.Equal(spec.Aliases, want) {
+		t.Errorf("Spec() name/aliases = %q/%q, want %q/%q", spec.Name, spec.Aliases, manager.NodeRouteController, want)
 	}
 	routesOn := manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"}}
 	tests := []struct {

@@ -1,8 +1,7 @@
 package route
 
 import (
-	"errors"
-	"fmt"
+	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,33 +41,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.operations, err = register(reg, m.operations); err != nil {
+	if m.operations, err = promreg.Register(reg, m.operations); err != nil {
 		return nil, err
 	}
-	if m.managed, err = register(reg, m.managed); err != nil {
+	if m.managed, err = promreg.Register(reg, m.managed); err != nil {
 		return nil, err
 	}
-	if m.drift, err = register(reg, m.drift); err != nil {
+	if m.drift, err = promreg.Register(reg, m.drift); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under its name so
-// that several controllers built against one registry (as tests do) share it.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	var zero C
-	return zero, fmt.Errorf("registering route controller metrics: %w", err)
 }
 
 func (m *metrics) observe(op string, err error) {
