@@ -24,6 +24,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/instrumented"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/internal/promreg"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
 
@@ -276,11 +277,8 @@ func leaderGauge(reg prometheus.Registerer, lease LeaseConfig) func(bool) {
 		Help:        "1 while this instance holds the lease, 0 otherwise.",
 		ConstLabels: prometheus.Labels{"lease": lease.String()},
 	})
-	if err := reg.Register(g); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			g = are.ExistingCollector.(prometheus.Gauge)
-		}
+	if existing, err := promreg.Register(reg, g); err == nil {
+		g = existing
 	}
 	return func(leading bool) {
 		if leading {
