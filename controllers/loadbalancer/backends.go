@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -22,14 +23,18 @@ const (
 
 // IsBackend reports whether node may receive load balancer traffic: it is initialized
 // (has a provider ID and no uninitialized taint), is not being deleted, is not labelled
-// node.kubernetes.io/exclude-from-external-load-balancers (whatever the value, as
-// upstream) and is not tainted ToBeDeletedByClusterAutoscaler.
+// node.kubernetes.io/exclude-from-external-load-balancers (unless the value is "false",
+// as upstream) and is not tainted ToBeDeletedByClusterAutoscaler.
 func IsBackend(node *corev1.Node) bool {
 	if node == nil || node.DeletionTimestamp != nil || node.Spec.ProviderID == "" {
 		return false
 	}
-	if _, excluded := node.Labels[corev1.LabelNodeExcludeBalancers]; excluded {
-		return false
+	if v, ok := node.Labels[corev1.LabelNodeExcludeBalancers]; ok {
+		// As upstream: "false" keeps the node in, any other value (even one that is
+		// not a boolean) takes it out.
+		if include, err := strconv.ParseBool(v); err != nil || include {
+			return false
+		}
 	}
 	for i := range node.Spec.Taints {
 		switch node.Spec.Taints[i].Key {

@@ -21,7 +21,9 @@ func TestIsBackend(t *testing.T) {
 		{"autoscaler deleting", newNode("n", withTaint(TaintToBeDeleted)), false},
 		{"unrelated taint", newNode("n", withTaint("example.com/dedicated")), true},
 		{"excluded label", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "true")), false},
-		{"excluded label with any value", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "false")), false},
+		{"excluded label, empty value", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "")), false},
+		{"excluded label, not a boolean", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "yes-please")), false},
+		{"excluded label set to false", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "false")), true},
 		{"unrelated label", newNode("n", withLabel("example.com/pool", "a")), true},
 		{"being deleted", newNode("n", deleting()), false},
 		{"not ready still counts", newNode("n", func(n *corev1.Node) {

@@ -191,6 +191,9 @@ func Spec() manager.ControllerSpec {
 		Name:    manager.ServiceLBController,
 		Aliases: []string{"service", "service-controller"}, // service-controller: upstream's default migration config
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
+			if cc.Cloud == nil {
+				return nil, manager.Disabled("no cloud provider")
+			}
 			lbs, ok := cc.Cloud.LoadBalancers()
 			if !ok {
 				return nil, manager.Disabled("provider %q has no load balancers", cc.Cloud.ProviderName())

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -447,5 +450,43 @@ func TestSpecDisabledWithoutLoadBalancers(t *testing.T) {
 	_, err = spec.New(context.Background(), &manager.ControllerContext{Cloud: fc})
 	if !errors.Is(err, manager.ErrControllerDisabled) {
 		t.Errorf("New without load balancers: %v, want a disabled error", err)
+	}
+}
+
+func TestSpecBuildsController(t *testing.T) {
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	cc := &manager.ControllerContext{
+		Name:      manager.ServiceLBController,
+		Client:    client,
+		Informers: informers.NewSharedInformerFactory(client, 0),
+		Recorder:  &eventLog{},
+		Cloud:     fc,
+		Config: manager.ControllerConfig{
+			ClusterName:            "prod",
+			ConcurrentServiceSyncs: 3,
+			NodeBatchWindow:        5 * time.Second,
+			LoadBalancerClass:      "example.com/x",
+		},
+		Metrics: prometheus.NewRegistry(),
+		Health:  manager.NewProgress(manager.ServiceLBController, time.Minute),
+	}
+	got, err := Spec().New(context.Background(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := got.(*Controller)
+	if !ok {
+		t.Fatalf("Spec().New returned %T", got)
+	}
+	if c.workers != 3 || c.window != 5*time.Second || c.clusterName != "prod" || c.class != "example.com/x" || c.health != cc.Health {
+		t.Errorf("settings not taken from the context: workers %d, window %s, cluster %q, class %q", c.workers, c.window, c.clusterName, c.class)
+	}
+	c.queue.ShutDown()
+	if _, err := Spec().New(context.Background(), &manager.ControllerContext{}); !errors.Is(err, manager.ErrControllerDisabled) {
+		t.Errorf("New without a cloud: %v, want a disabled error", err)
 	}
 }

@@ -24,7 +24,8 @@ const (
 	EventDeletingLoadBalancer     = "DeletingLoadBalancer"
 	EventDeletedLoadBalancer      = "DeletedLoadBalancer"
 	EventUpdatedLoadBalancer      = "UpdatedLoadBalancer"
-	EventLoadBalancerUpdateFailed = "LoadBalancerUpdateFailed"
+	EventUpdateLoadBalancerFailed = "UpdateLoadBalancerFailed"
+	EventDeleteLoadBalancerFailed = "DeleteLoadBalancerFailed"
 	EventUnAvailableLoadBalancer  = "UnAvailableLoadBalancer"
 )
 
@@ -79,7 +80,7 @@ func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (st
 	c.log.Info("Deleting the load balancer of a Service that went away without its finalizer", "service", k, "uid", st.uid)
 	c.recorder.Event(st.svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
 	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(st.svc, c.clusterName), st.svc); err != nil {
-		c.recorder.Eventf(st.svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error deleting load balancer: %v", err)
+		c.recorder.Eventf(st.svc, corev1.EventTypeWarning, EventDeleteLoadBalancerFailed, "Error deleting load balancer: %v", err)
 		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(st.svc), k, err)
 	}
 	c.recorder.Event(st.svc, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
@@ -106,7 +107,7 @@ func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service)
 	svc = live
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
 	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(svc, c.clusterName), svc); err != nil {
-		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error deleting load balancer: %v", err)
+		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: failed to delete load balancer: %v", err)
 		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(svc), k, err)
 	}
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
@@ -179,7 +180,7 @@ func (c *Controller) updateBackends(ctx context.Context, k string, svc *corev1.S
 	}
 	if err := c.lbs.UpdateLoadBalancerBackends(ctx, spec, svc); err != nil {
 		if !cloud.IsNotFound(err) && !cloud.IsNotImplemented(err) {
-			c.recorder.Eventf(svc, corev1.EventTypeWarning, EventLoadBalancerUpdateFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(spec.Backends), err)
+			c.recorder.Eventf(svc, corev1.EventTypeWarning, EventUpdateLoadBalancerFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(spec.Backends), err)
 		}
 		return fmt.Errorf("updating backends of load balancer %s of Service %s: %w", spec.Name, k, err)
 	}
