@@ -180,7 +180,7 @@ func (a *Agent) sync(ctx context.Context, lister corelisters.ServiceLister, key 
 		if _, ok := want[k]; !ok {
 			l.close()
 			delete(have, k)
-			a.log.V(1).Info("Closed node port", "service", key, "listener", k)
+			a.log.Info("Closed node port", "service", key, "node", k.Node, "address", k.Addr.String(), "kind", k.Kind.String())
 		}
 	}
 	var errs []error
@@ -199,7 +199,7 @@ func (a *Agent) sync(ctx context.Context, lister corelisters.ServiceLister, key 
 			a.listeners[key] = have
 		}
 		have[k] = l
-		a.log.V(1).Info("Serving node port", "service", key, "listener", k)
+		a.log.Info("Serving node port", "service", key, "node", k.Node, "address", k.Addr.String(), "kind", k.Kind.String())
 	}
 	if len(have) == 0 {
 		delete(a.listeners, key)
