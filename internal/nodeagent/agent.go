@@ -49,7 +49,7 @@ type Agent struct {
 
 	mu        sync.Mutex
 	listeners map[string]map[listenerKey]*listener // by Service key
-	ready     chan struct{}                         // closed once the Service cache synced
+	ready     chan struct{}                        // closed once the Service cache synced
 }
 
 // New checks cfg and returns an agent that does nothing until Run.
