@@ -62,7 +62,7 @@ type ConfigError struct {
 
 // Error implements error.
 func (e *ConfigError) Error() string {
-	return "local cloud config: " + strings.Join(e.Problems, "; ")
+	return "local cloud config (--cloud-config): " + strings.Join(e.Problems, "; ")
 }
 
 // LoadConfig reads a cloud config. Decoding is strict: unknown fields, duplicate keys and
