@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -488,5 +489,103 @@ func TestSpecBuildsController(t *testing.T) {
 	c.queue.ShutDown()
 	if _, err := Spec().New(context.Background(), &manager.ControllerContext{}); !errors.Is(err, manager.ErrControllerDisabled) {
 		t.Errorf("New without a cloud: %v, want a disabled error", err)
+	}
+}
+
+// fixedStatus is a provider that reports a status set by the test for every load
+// balancer.
+type fixedStatus struct {
+	cloud.LoadBalancers
+	mu     sync.Mutex
+	status corev1.LoadBalancerStatus
+}
+
+func (f *fixedStatus) set(status corev1.LoadBalancerStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = status
+}
+
+func (f *fixedStatus) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+	if _, err := f.LoadBalancers.EnsureLoadBalancer(ctx, spec, svc); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status.DeepCopy(), nil
+}
+
+func TestStatusIsWhatTheProviderReports(t *testing.T) {
+	proxy := corev1.LoadBalancerIPModeProxy
+	first := corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+		{IP: "198.51.100.7", IPMode: &proxy, Ports: []corev1.PortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+		{Hostname: "web.lb.example.com"},
+	}}
+	provider := &fixedStatus{status: first}
+	h := newHarness(t, func(c *Config) {
+		provider.LoadBalancers = c.LoadBalancers
+		c.LoadBalancers = provider
+	}, newNode("n1"))
+	waitStatus := func(want corev1.LoadBalancerStatus) {
+		t.Helper()
+		eventually(t, "status", func() string {
+			if got := h.getService("ns", "web").Status.LoadBalancer; !reflect.DeepEqual(got, want) {
+				return fmt.Sprintf("status %+v, want %+v", got, want)
+			}
+			return ""
+		})
+	}
+	h.createService(newService("ns", "web"))
+	waitStatus(first)
+
+	// A provider that shrinks its answer shrinks the status: the ingress list is
+	// replaced, not merged.
+	second := corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: "other.lb.example.com"}}}
+	provider.set(second)
+	svc := h.getService("ns", "web")
+	svc.Annotations = map[string]string{"example.com/changed": "yes"}
+	h.updateService(svc)
+	waitStatus(second)
+}
+
+func TestOneOperationAtATimePerLoadBalancer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.NodeBatchWindow = 10 * time.Millisecond }, newNode("n0"))
+	var mu sync.Mutex
+	inFlight, most := map[string]int{}, 0
+	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, subject string) error {
+		mu.Lock()
+		inFlight[subject]++
+		most = max(most, inFlight[subject])
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight[subject]--
+			mu.Unlock()
+		}()
+		select { // long enough for node changes and Service edits to pile up
+		case <-time.After(30 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	for i := range 3 {
+		h.createService(newService("ns", fmt.Sprintf("web-%d", i)))
+	}
+	for i := 1; i <= 15; i++ {
+		h.createNode(newNode(fmt.Sprintf("n%d", i)))
+		svc := h.getService("ns", fmt.Sprintf("web-%d", i%3))
+		svc.Annotations = map[string]string{"example.com/rev": fmt.Sprint(i)}
+		h.updateService(svc)
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 3 {
+		h.waitIngress("ns", fmt.Sprintf("web-%d", i))
+	}
+	h.quiesce()
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 {
+		t.Errorf("up to %d cloud calls at once for one load balancer, want 1", most)
 	}
 }
