@@ -1,0 +1,27 @@
+// Package cloudtest is nephele's conformance suite: it checks that a cloud.Provider keeps
+// the provider contract of package cloud, whatever the cloud behind it.
+//
+// A provider runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		cloudtest.Run(t, cloudtest.Setup{
+//			NewProvider:  func(ctx context.Context) (cloud.Provider, error) { return mycloud.New(cfg) },
+//			Capabilities: []cloudtest.Capability{cloudtest.Instances, cloudtest.LoadBalancers},
+//			Instances:    myInstanceFactory{},
+//		})
+//	}
+//
+// and tools run it without the testing package through RunSuite, which returns a
+// Report that prints as text (WriteText) or JUnit XML (WriteJUnit). Both front ends run
+// the same checks in the same order.
+//
+// Every check names the clause of the contract it tests, such as
+// "instances/deleted-not-found"; Clauses lists them all. A check that cannot run passes
+// neither nor fails: it is skipped with the reason (a capability the provider does not
+// claim, a fault the setup cannot induce, or a clause the setup explicitly skips).
+//
+// The suite tests the contract, never a particular cloud: it makes its own test
+// instances through the setup's InstanceFactory, names everything it creates with a
+// random prefix so that runs against a shared cloud do not collide, and removes what it
+// created when it ends.
+package cloudtest

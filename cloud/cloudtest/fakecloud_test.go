@@ -1,0 +1,219 @@
+package cloudtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+)
+
+// fakeSetup is the conformance setup of a fakecloud.Cloud: instances are seeded
+// directly, faults are the fake's knobs. provider, when set, wraps the cloud as the
+// provider under test.
+func fakeSetup(t *testing.T, fc *fakecloud.Cloud, provider func(*fakecloud.Cloud) cloud.Provider) cloudtest.Setup {
+	t.Helper()
+	if provider == nil {
+		provider = func(fc *fakecloud.Cloud) cloud.Provider { return fc }
+	}
+	var seq atomic.Int32
+	pid := func(nodeName string) string { return fakecloud.DefaultName + "://" + nodeName }
+	return cloudtest.Setup{
+		NewProvider:  func(context.Context) (cloud.Provider, error) { return provider(fc), nil },
+		Capabilities: cloudtest.AllCapabilities(),
+		Instances: cloudtest.InstanceFuncs{
+			Create: func(_ context.Context, hint string) (string, error) {
+				n := seq.Add(1)
+				return hint, fc.AddInstance(cloud.Instance{
+					NodeName:     hint,
+					InstanceType: "fake.small",
+					Zone:         fmt.Sprintf("zone-%d", n%3),
+					Region:       "region-1",
+					Addresses: []corev1.NodeAddress{
+						{Type: corev1.NodeInternalIP, Address: netip.AddrFrom4([4]byte{10, 0, 0, byte(n)}).String()},
+						{Type: corev1.NodeHostName, Address: hint},
+					},
+					Labels: map[string]string{"example.com/pool": "blue"},
+				})
+			},
+			Delete: func(_ context.Context, nodeName string) error {
+				if !fc.RemoveInstance(pid(nodeName)) {
+					return cloud.NotFoundError("fake instance %s", nodeName)
+				}
+				return nil
+			},
+			Stop: func(_ context.Context, nodeName string) error {
+				return fc.SetInstanceState(pid(nodeName), cloud.InstanceStopped)
+			},
+		},
+		Failing: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			fc.SetError(fakecloud.AnyOp, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+			return provider(fc), func(context.Context) error { fc.SetError(fakecloud.AnyOp, nil); return nil }, nil
+		},
+		Throttling: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			fc.Throttle(fakecloud.AnyOp, 3*time.Second)
+			return provider(fc), func(context.Context) error { fc.SetError(fakecloud.AnyOp, nil); return nil }, nil
+		},
+		Slow: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			fc.SetLatency(fakecloud.AnyOp, time.Hour)
+			return provider(fc), func(context.Context) error { fc.SetLatency(fakecloud.AnyOp, 0); return nil }, nil
+		},
+	}
+}
+
+func newFake(t *testing.T) *fakecloud.Cloud {
+	t.Helper()
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fc
+}
+
+// TestFakecloudConformance runs the whole suite against the fake cloud, with every
+// capability and every fault, and checks that the suite left the cloud as it found it.
+func TestFakecloudConformance(t *testing.T) {
+	fc := newFake(t)
+	rep := cloudtest.Run(t, fakeSetup(t, fc, nil))
+
+	passed, failed, skipped := rep.Counts()
+	if failed != 0 || skipped != 0 || passed != len(cloudtest.Clauses()) {
+		t.Errorf("passed %d, failed %d, skipped %d; want all %d clauses passed", passed, failed, skipped, len(cloudtest.Clauses()))
+	}
+	if rep.Provider != fakecloud.DefaultName {
+		t.Errorf("report names provider %q, want %q", rep.Provider, fakecloud.DefaultName)
+	}
+	if got := fc.AllInstances(); len(got) != 0 {
+		t.Errorf("the suite left %d instances in the cloud: %v", len(got), got)
+	}
+	if got := fc.AllLoadBalancers(); len(got) != 0 {
+		t.Errorf("the suite left %d load balancers in the cloud", len(got))
+	}
+	if got := fc.AllRoutes(cloudtest.DefaultClusterName); len(got) != 0 {
+		t.Errorf("the suite left routes in the cloud: %v", got)
+	}
+}
+
+// TestMinimalSetup runs the suite with only a provider: everything that needs an
+// instance factory or a fault is skipped, saying so, and the rest passes.
+func TestMinimalSetup(t *testing.T) {
+	fc := newFake(t)
+	rep, err := cloudtest.RunSuite(t.Context(), cloudtest.Setup{
+		NewProvider:  func(context.Context) (cloud.Provider, error) { return fc, nil },
+		Capabilities: cloudtest.AllCapabilities(),
+		Skip:         map[string]string{"lb/update-backends": "testing Skip"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]cloudtest.Status{
+		"provider/name":                cloudtest.Pass,
+		"instances/metadata-complete":  cloudtest.Skip,
+		"instances/unknown-not-found":  cloudtest.Pass,
+		"lister/complete":              cloudtest.Skip,
+		"lb/ensure-idempotent":         cloudtest.Pass,
+		"lb/update-backends":           cloudtest.Skip,
+		"routes/delete-idempotent":     cloudtest.Pass,
+		"context/canceled":             cloudtest.Pass,
+		"errors/failing-not-not-found": cloudtest.Skip,
+		"context/deadline":             cloudtest.Skip,
+		"instances/deleted-not-found":  cloudtest.Skip,
+	}
+	for clause, status := range want {
+		res, ok := rep.Result(clause)
+		if !ok {
+			t.Errorf("%s did not run", clause)
+			continue
+		}
+		if res.Status != status {
+			t.Errorf("%s: %s (%s), want %s", clause, res.Status, res.Message, status)
+		}
+		if res.Status == cloudtest.Skip && res.Message == "" {
+			t.Errorf("%s was skipped without a reason", clause)
+		}
+	}
+	if res, _ := rep.Result("lb/update-backends"); res.Message != "skipped by the setup: testing Skip" {
+		t.Errorf("a clause skipped by the setup says %q", res.Message)
+	}
+	if rep.Failed() {
+		var buf strings.Builder
+		_ = rep.WriteText(&buf)
+		t.Errorf("minimal setup failed:\n%s", buf.String())
+	}
+}
+
+// TestUnclaimedCapabilities checks that only claimed capabilities are tested and that a
+// claim the provider does not back fails.
+func TestUnclaimedCapabilities(t *testing.T) {
+	fc, err := fakecloud.New(fakecloud.Options{Disabled: []fakecloud.Capability{fakecloud.CapRoutes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := fakeSetup(t, fc, nil)
+	setup.Capabilities = []cloudtest.Capability{cloudtest.Instances, cloudtest.LoadBalancers, cloudtest.Routes}
+	rep, err := cloudtest.RunSuite(t.Context(), setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for clause, want := range map[string]cloudtest.Status{
+		"provider/capabilities":       cloudtest.Fail, // lister present but unclaimed, routes claimed but absent
+		"lister/complete":             cloudtest.Skip,
+		"routes/create-list":          cloudtest.Fail,
+		"instances/metadata-complete": cloudtest.Pass,
+	} {
+		if res, _ := rep.Result(clause); res.Status != want {
+			t.Errorf("%s: %s (%s), want %s", clause, res.Status, res.Message, want)
+		}
+	}
+}
+
+func TestInvalidSetup(t *testing.T) {
+	ok := func(context.Context) (cloud.Provider, error) { return nil, nil }
+	tests := []struct {
+		name  string
+		setup cloudtest.Setup
+		want  string
+	}{
+		{"no provider", cloudtest.Setup{}, "NewProvider is required"},
+		{"unknown capability", cloudtest.Setup{NewProvider: ok, Capabilities: []cloudtest.Capability{"volumes"}}, `unknown capability "volumes"`},
+		{"lister without instances", cloudtest.Setup{NewProvider: ok, Capabilities: []cloudtest.Capability{cloudtest.InstanceLister}}, "without instances"},
+		{"unknown skip", cloudtest.Setup{NewProvider: ok, Skip: map[string]string{"lb/nope": "x"}}, `unknown clause "lb/nope"`},
+		{"bad prefix", cloudtest.Setup{NewProvider: ok, NamePrefix: "Bad_Prefix"}, "lower-case DNS label"},
+		{"negative timeout", cloudtest.Setup{NewProvider: ok, CallTimeout: -time.Second}, "CallTimeout -1s is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := cloudtest.RunSuite(t.Context(), tt.setup)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("RunSuite error = %v, want one containing %q", err, tt.want)
+			}
+			if rep != nil {
+				t.Errorf("RunSuite returned a report with an invalid setup")
+			}
+		})
+	}
+}
+
+func TestProviderThatCannotBeBuilt(t *testing.T) {
+	rep, err := cloudtest.RunSuite(t.Context(), cloudtest.Setup{
+		NewProvider: func(context.Context) (cloud.Provider, error) { return nil, errors.New("bad cloud config") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Clause != "provider/new" || rep.Results[0].Status != cloudtest.Fail || !strings.Contains(rep.Results[0].Message, "bad cloud config") {
+		t.Fatalf("results = %+v, want one failed provider/new naming the error", rep.Results)
+	}
+	if !rep.Failed() {
+		t.Error("Failed() = false")
+	}
+}
