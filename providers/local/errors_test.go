@@ -335,9 +335,20 @@ func TestListInstancesPages(t *testing.T) {
 // TestRequests checks what the provider sends for each call.
 func TestRequests(t *testing.T) {
 	ctx := context.Background()
-	var body []byte
+	var (
+		bodyMu sync.Mutex
+		body   []byte
+	)
+	lastBody := func() string {
+		bodyMu.Lock()
+		defer bodyMu.Unlock()
+		return strings.TrimSpace(string(body))
+	}
 	s := newStub(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ = io.ReadAll(r.Body)
+		raw, _ := io.ReadAll(r.Body)
+		bodyMu.Lock()
+		body = raw
+		bodyMu.Unlock()
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/v1/instances"):
 			writeJSON(w, 200, api.Instance{ID: "i-000000000001", Name: "n1", State: api.InstanceRunning})
@@ -401,7 +412,7 @@ func TestRequests(t *testing.T) {
 			if len(reqs) == 0 || reqs[len(reqs)-1] != st.request {
 				t.Errorf("requests %q, want the last to be %q", reqs, st.request)
 			}
-			if got := strings.TrimSpace(string(body)); got != st.wantBody {
+			if got := lastBody(); got != st.wantBody {
 				t.Errorf("body %s, want %s", got, st.wantBody)
 			}
 		})
