@@ -2,9 +2,7 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,97 +10,95 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
 	"github.com/nephele-dev/nephele/localcloud/api"
-	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
-// TestConformance runs the conformance suite against the provider and a real local
-// cloud serving HTTP, with every fault the suite knows: a provider built against a
-// closed port, a rate limit and injected latency.
+// TestConformance runs nephele's conformance suite against the provider over a real
+// local cloud, with every capability and every fault the suite can induce, made with
+// the cloud's own knobs.
 func TestConformance(t *testing.T) {
 	c := startRealCloud(t)
-	cloudtest.Run(t, cloudtest.Setup{
+	admin := c.admin
+	instanceID := func(ctx context.Context, nodeName string) (string, error) {
+		inst, err := admin.GetInstanceByName(ctx, nodeName)
+		if err != nil {
+			return "", err
+		}
+		return inst.ID, nil
+	}
+	// knob installs a fault rule for every operation and returns the provider under
+	// test, which sees it, and the function that removes it.
+	knob := func(f api.Fault) cloudtest.Fault {
+		return func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			f.Operation = "*"
+			if err := admin.PutFault(ctx, f); err != nil {
+				return nil, nil, err
+			}
+			return p, func(ctx context.Context) error { return admin.DeleteFault(ctx, "*") }, nil
+		}
+	}
+	throttle := func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+		// The bucket holds at least one token; one call takes it, and the refill is
+		// far slower than the suite, so every later call is refused.
+		faulty, end, err := knob(api.Fault{RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, _ := p.Routes()
+		if _, err := r.ListRoutes(ctx, cloudtest.DefaultClusterName); err != nil {
+			_ = end(ctx)
+			return nil, nil, fmt.Errorf("taking the rate limit's only token: %w", err)
+		}
+		return faulty, end, nil
+	}
+
+	rep := cloudtest.Run(t, cloudtest.Setup{
 		NewProvider:  func(context.Context) (cloud.Provider, error) { return c.provider, nil },
 		Capabilities: cloudtest.AllCapabilities(),
-		Instances:    adminInstances{c.admin},
-		Failing: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			p, err := New(strings.NewReader(fmt.Sprintf("endpoint: http://%s\ntoken: x\n", closedAddress(t))))
-			return p, nil, err
+		Instances: cloudtest.InstanceFuncs{
+			Create: func(ctx context.Context, hint string) (string, error) {
+				inst, err := admin.CreateInstance(ctx, api.InstanceSpec{Name: hint, Labels: map[string]string{"example.com/suite": "conformance"}})
+				if err != nil {
+					return "", err
+				}
+				return inst.Name, nil
+			},
+			Delete: func(ctx context.Context, nodeName string) error {
+				id, err := instanceID(ctx, nodeName)
+				if err != nil {
+					return err
+				}
+				return admin.DeleteInstance(ctx, id)
+			},
+			Stop: func(ctx context.Context, nodeName string) error {
+				id, err := instanceID(ctx, nodeName)
+				if err != nil {
+					return err
+				}
+				_, err = admin.StopInstance(ctx, id)
+				return err
+			},
 		},
-		Throttling: func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			end, err := putFault(ctx, c.admin, api.Fault{Operation: "*", RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})
-			if err == nil {
-				err = drain(ctx, c.admin)
-			}
-			return p, end, err
-		},
-		Slow: func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			end, err := putFault(ctx, c.admin, api.Fault{Operation: "*", Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}})
-			return p, end, err
-		},
+		Failing:    knob(api.Fault{Outage: true}),
+		Throttling: throttle,
+		Slow:       knob(api.Fault{Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}}),
 	})
-}
 
-// adminInstances makes and removes test instances through the local cloud's API.
-type adminInstances struct{ admin *client.Client }
+	passed, failed, skipped := rep.Counts()
+	if failed != 0 || skipped != 0 {
+		var sb strings.Builder
+		_ = rep.WriteText(&sb)
+		t.Errorf("conformance: %d passed, %d failed, %d skipped; want every clause passed:\n%s", passed, failed, skipped, sb.String())
+	}
 
-func (a adminInstances) CreateInstance(ctx context.Context, nameHint string) (string, error) {
-	inst, err := a.admin.CreateInstance(ctx, api.InstanceSpec{Name: nameHint, Labels: map[string]string{"example.com/pool": "conformance"}})
-	if err != nil {
-		return "", err
+	// The suite removes what it made.
+	ctx := context.Background()
+	if insts, err := admin.ListAllInstances(ctx, 0); err != nil || len(insts) != 0 {
+		t.Errorf("instances left after the suite: %d, %v", len(insts), err)
 	}
-	return inst.Name, nil
-}
-
-func (a adminInstances) DeleteInstance(ctx context.Context, nodeName string) error {
-	inst, err := a.admin.GetInstanceByName(ctx, nodeName)
-	if err != nil {
-		return err
+	if lbs, err := admin.ListLoadBalancers(ctx, ""); err != nil || len(lbs) != 0 {
+		t.Errorf("load balancers left after the suite: %d, %v", len(lbs), err)
 	}
-	return a.admin.DeleteInstance(ctx, inst.ID)
-}
-
-func (a adminInstances) StopInstance(ctx context.Context, nodeName string) error {
-	inst, err := a.admin.GetInstanceByName(ctx, nodeName)
-	if err != nil {
-		return err
+	if rs, err := admin.ListRoutes(ctx, cloudtest.DefaultClusterName); err != nil || len(rs) != 0 {
+		t.Errorf("routes left after the suite: %v, %v", rs, err)
 	}
-	_, err = a.admin.StopInstance(ctx, inst.ID)
-	return err
-}
-
-// putFault installs f and returns the function that removes it.
-func putFault(ctx context.Context, admin *client.Client, f api.Fault) (func(context.Context) error, error) {
-	end := func(ctx context.Context) error { return admin.DeleteFault(ctx, f.Operation) }
-	if err := admin.PutFault(ctx, f); err != nil {
-		return end, fmt.Errorf("installing fault %+v: %w", f, err)
-	}
-	return end, nil
-}
-
-// drain spends the rate limit's single token, so that the next call is throttled.
-func drain(ctx context.Context, admin *client.Client) error {
-	for range 5 {
-		_, err := admin.ListRoutes(ctx, "drain")
-		if cloud.IsThrottled(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return errors.New("the rate limit never throttled")
-}
-
-// closedAddress returns a loopback address nothing listens on.
-func closedAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
