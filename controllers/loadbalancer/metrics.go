@@ -1,8 +1,7 @@
 package loadbalancer
 
 import (
-	"errors"
-	"fmt"
+	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,36 +49,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	var err error
-	if m.syncDuration, err = register(reg, m.syncDuration); err != nil {
+	if m.syncDuration, err = promreg.Register(reg, m.syncDuration); err != nil {
 		return nil, err
 	}
-	if m.syncErrors, err = register(reg, m.syncErrors); err != nil {
+	if m.syncErrors, err = promreg.Register(reg, m.syncErrors); err != nil {
 		return nil, err
 	}
-	if m.backendUpdates, err = register(reg, m.backendUpdates); err != nil {
+	if m.backendUpdates, err = promreg.Register(reg, m.backendUpdates); err != nil {
 		return nil, err
 	}
-	if m.managed, err = register(reg, m.managed); err != nil {
+	if m.managed, err = promreg.Register(reg, m.managed); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under its name so
-// that several controllers built against one registry (tests) share it.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("registering service-lb-controller metrics: %w", err)
-	}
-	return c, nil
 }
