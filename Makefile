@@ -64,6 +64,15 @@ STATICCHECK_VERSION := v0.8.2
 build: ## build nephele's binaries into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# The one command to see nephele run: control plane, kwok, local cloud, CCM and node
+# agents on this machine until Ctrl-C (docs/up.md). UP_FLAGS passes flags, e.g.
+# `make up UP_FLAGS=--smoke` or `UP_FLAGS="--nodes 5 --fresh"`.
+UP_FLAGS ?=
+
+.PHONY: up
+up: tools build ## run nephele on this machine (control plane, local cloud, CCM) until Ctrl-C; see docs/up.md
+	$(BIN)/nephele up --bin-dir $(BIN) --build=false $(UP_FLAGS)
+
 .PHONY: fmt-check
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
