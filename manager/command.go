@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -98,12 +99,13 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 	if o.CloudConfig != nil {
 		cloudConfig = bytes.NewReader(o.CloudConfig)
 	}
+	if !slices.Contains(registry.Names(), o.CloudProvider) {
+		return fmt.Errorf("invalid value for --cloud-provider: %q: this binary has the providers %v", o.CloudProvider, registry.Names())
+	}
 	provider, err := registry.New(o.CloudProvider, cloudConfig)
 	if err != nil {
-		return fmt.Errorf("invalid value for --cloud-provider: %w", err)
-	}
-	if o.UseServiceAccountCredentials {
-		log.Info("--use-service-account-credentials is accepted for compatibility; controllers use the manager's credentials with a user agent per controller")
+		// The provider exists, so what it refused is its configuration.
+		return fmt.Errorf("invalid value for --cloud-config: %w", err)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -134,13 +136,14 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
-		controllers:   o.ControllerConfig(),
-		cloudCall:     cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
-		stallTimeout:  o.HealthzStallTimeout,
-		startInterval: o.ControllerStartInterval,
-		resync:        o.MinResyncPeriod,
-		registry:      reg,
-		server:        server,
+		controllers:        o.ControllerConfig(),
+		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
+		stallTimeout:       o.HealthzStallTimeout,
+		startInterval:      o.ControllerStartInterval,
+		useServiceAccounts: o.UseServiceAccountCredentials,
+		resync:             o.MinResyncPeriod,
+		registry:           reg,
+		server:             server,
 	}
 	if o.LeaderMigration != nil {
 		ml := p.mainLease

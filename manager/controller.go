@@ -54,6 +54,11 @@ type ControllerSpec struct {
 	Aliases []string
 	// DisabledByDefault excludes the controller from "*"; it runs only when named.
 	DisabledByDefault bool
+	// ClientName is the service account (in kube-system) whose credentials the
+	// controller uses under --use-service-account-credentials. Upstream's names
+	// (node-controller, service-controller, route-controller) let the RBAC roles
+	// clusters already have apply. Empty means Name.
+	ClientName string
 	// New builds the controller. It runs after the manager has the leader lease that
 	// covers this controller, before informers start. It returns an error wrapping
 	// ErrControllerDisabled to decline, or another error to fail the manager.

@@ -66,18 +66,24 @@ func runCCM() int {
 // heartbeatSpecs registers controllers under the real canonical names and aliases, each
 // of which, while running, keeps a ConfigMap named <controller>.<pid> fresh.
 func heartbeatSpecs() []manager.ControllerSpec {
-	mk := func(name string, aliases ...string) manager.ControllerSpec {
+	mk := func(name, clientName string, aliases ...string) manager.ControllerSpec {
 		return manager.ControllerSpec{
-			Name:    name,
-			Aliases: aliases,
+			Name:       name,
+			Aliases:    aliases,
+			ClientName: clientName,
 			New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 				return manager.ControllerFunc(func(ctx context.Context) error {
 					cmName := fmt.Sprintf("%s.%d", cc.Name, os.Getpid())
 					cms := cc.Client.CoreV1().ConfigMaps(heartbeatNamespace)
+					// Who the apiserver takes this controller's client for.
+					user := "unknown"
+					if r, err := cc.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
+						user = r.Status.UserInfo.Username
+					}
 					for {
 						cm := &corev1.ConfigMap{
 							ObjectMeta: metav1.ObjectMeta{Name: cmName, Labels: map[string]string{"pid": strconv.Itoa(os.Getpid())}},
-							Data:       map[string]string{"beat": time.Now().Format(time.RFC3339Nano)},
+							Data:       map[string]string{"beat": time.Now().Format(time.RFC3339Nano), "user": user},
 						}
 						if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 							_, _ = cms.Create(ctx, cm, metav1.CreateOptions{})
@@ -94,10 +100,10 @@ func heartbeatSpecs() []manager.ControllerSpec {
 		}
 	}
 	return []manager.ControllerSpec{
-		mk(manager.CloudNodeController, "cloud-node"),
-		mk(manager.CloudNodeLifecycleController, "cloud-node-lifecycle"),
-		mk(manager.ServiceLBController, "service", "service-controller"),
-		mk(manager.NodeRouteController, "route", "route-controller"),
+		mk(manager.CloudNodeController, "node-controller", "cloud-node"),
+		mk(manager.CloudNodeLifecycleController, "node-controller", "cloud-node-lifecycle"),
+		mk(manager.ServiceLBController, "service-controller", "service", "service-controller"),
+		mk(manager.NodeRouteController, "route-controller", "route", "route-controller"),
 	}
 }
 
@@ -592,5 +598,52 @@ func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
 		t.Fatalf("migration lease holder = %q after the handover, want nephele's identity", h)
 	}
 	t.Logf("handover took %s after kube-controller-manager stopped", time.Since(stopped).Round(100*time.Millisecond))
+	c.stop(t)
+}
+
+func TestServiceAccountCredentials(t *testing.T) {
+	e := env(t)
+	clearHeartbeats(t, e.Client)
+	ctx := context.Background()
+	// The controllers' service accounts may write heartbeats; nothing else is granted.
+	_, err := e.Client.RbacV1().Roles(heartbeatNamespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []rbacv1.Subject
+	for _, sa := range []string{"node-controller", "service-controller", "route-controller"} {
+		subjects = append(subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kube-system", Name: sa})
+	}
+	_, err = e.Client.RbacV1().RoleBindings(heartbeatNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "heartbeats"},
+		Subjects:   subjects,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := startCCM(t, e, "--use-service-account-credentials", "--leader-elect-resource-name=sa-ccm")
+	eventually(t, 60*time.Second, "every controller runs with its own credentials", func() bool {
+		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), allControllers...)
+	})
+	want := map[string]string{
+		manager.CloudNodeController:          "system:serviceaccount:kube-system:node-controller",
+		manager.CloudNodeLifecycleController: "system:serviceaccount:kube-system:node-controller",
+		manager.ServiceLBController:          "system:serviceaccount:kube-system:service-controller",
+		manager.NodeRouteController:          "system:serviceaccount:kube-system:route-controller",
+	}
+	for name, user := range want {
+		cm, err := e.Client.CoreV1().ConfigMaps(heartbeatNamespace).Get(ctx, fmt.Sprintf("%s.%d", name, c.pid()), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("heartbeat of %s: %v", name, err)
+		}
+		if cm.Data["user"] != user {
+			t.Errorf("%s authenticates as %q, want %q", name, cm.Data["user"], user)
+		}
+	}
 	c.stop(t)
 }

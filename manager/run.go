@@ -43,8 +43,10 @@ type plan struct {
 	cloudCall       cloudCallConfig
 	stallTimeout    time.Duration
 	startInterval   time.Duration
-	resync          time.Duration
-	registry        *prometheus.Registry
+	// useServiceAccounts is --use-service-account-credentials.
+	useServiceAccounts bool
+	resync             time.Duration
+	registry           *prometheus.Registry
 	// server serves health and metrics; nil when --secure-port is 0.
 	server *serving.Server
 }
@@ -59,6 +61,7 @@ type runtime struct {
 	events    record.EventBroadcaster
 	cloud     *instrumented.Cloud
 	inventory *inventory.Inventory // nil without batch listing
+	clients   *controllerClients
 
 	mu       sync.Mutex
 	progress map[string]*Progress
@@ -84,6 +87,8 @@ func newRuntime(p *plan, log logr.Logger) (*runtime, error) {
 		inv = inventory.New(lister)
 	}
 	return &runtime{
+		clients: &controllerClients{root: p.restConfig, rootClient: client, component: p.component,
+			useServiceAccounts: p.useServiceAccounts},
 		inventory: inv,
 		plan:      p,
 		log:       log,
@@ -176,7 +181,7 @@ func (r *runtime) runControllers(ctx context.Context, names []string) error {
 	var run []built
 	for _, name := range names {
 		spec := r.spec(name)
-		cc, p, err := r.controllerContext(name)
+		cc, p, err := r.controllerContext(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -238,7 +243,7 @@ func (r *runtime) spec(name string) ControllerSpec {
 }
 
 // controllerContext builds the view of the runtime one controller gets.
-func (r *runtime) controllerContext(name string) (*ControllerContext, *Progress, error) {
+func (r *runtime) controllerContext(ctx context.Context, name string) (*ControllerContext, *Progress, error) {
 	r.mu.Lock()
 	p, ok := r.progress[name]
 	if !ok {
@@ -247,7 +252,11 @@ func (r *runtime) controllerContext(name string) (*ControllerContext, *Progress,
 		r.addReadyz(name, p.Check)
 	}
 	r.mu.Unlock()
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(r.plan.restConfig), r.plan.component+"/"+name))
+	cfg, err := r.clients.config(ctx, name, r.spec(name).ClientName)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the Kubernetes client for controller %s: %w", name, err)
 	}

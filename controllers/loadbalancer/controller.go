@@ -188,8 +188,9 @@ func orDefault[T comparable](v, def T) T {
 // the provider has no load balancers.
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
-		Name:    manager.ServiceLBController,
-		Aliases: []string{"service", "service-controller"}, // service-controller: upstream's default migration config
+		Name:       manager.ServiceLBController,
+		Aliases:    []string{"service", "service-controller"}, // service-controller: upstream's default migration config
+		ClientName: "service-controller",                      // upstream's service account for --use-service-account-credentials
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			if cc.Cloud == nil {
 				return nil, manager.Disabled("no cloud provider")

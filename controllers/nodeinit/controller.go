@@ -261,8 +261,9 @@ func (r requeueAfter) Error() string {
 // Spec returns the manager's description of the cloud-node-controller.
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
-		Name:    manager.CloudNodeController,
-		Aliases: []string{"cloud-node"},
+		Name:       manager.CloudNodeController,
+		Aliases:    []string{"cloud-node"},
+		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			instances, ok := cc.Cloud.Instances()
 			if !ok || instances == nil {

@@ -192,8 +192,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // Spec returns the manager's description of the cloud-node-lifecycle-controller.
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
-		Name:    manager.CloudNodeLifecycleController,
-		Aliases: []string{"cloud-node-lifecycle"},
+		Name:       manager.CloudNodeLifecycleController,
+		Aliases:    []string{"cloud-node-lifecycle"},
+		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			instances, ok := cc.Cloud.Instances()
 			if !ok || instances == nil {

@@ -18,9 +18,10 @@ var ErrNoClusterCIDR = errors.New("no cluster CIDR")
 // set, instead of upstream's fatal exit at every restart.
 func Spec() manager.ControllerSpec {
 	return manager.ControllerSpec{
-		Name:    manager.NodeRouteController,
-		Aliases: []string{"route", "route-controller"}, // route-controller: upstream's default migration config
-		New:     newFromContext,
+		Name:       manager.NodeRouteController,
+		Aliases:    []string{"route", "route-controller"}, // route-controller: upstream's default migration config
+		ClientName: "route-controller",                    // upstream's service account for --use-service-account-credentials
+		New:        newFromContext,
 	}
 }
 
