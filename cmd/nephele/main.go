@@ -40,6 +40,7 @@ runtime, the cloud controllers, and a local cloud to run them against on one mac
 	}
 	root.AddCommand(
 		newUpCommand(),
+		newConformanceCommand(),
 		// Subcommands: add one line each here, e.g. newConformanceCommand(),
 	)
 	return root

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/providers/local"
+)
+
+// conformanceOptions are the flags of `nephele conformance`.
+type conformanceOptions struct {
+	provider       string
+	cloudConfig    string
+	junit          string
+	clusterName    string
+	faultInjection bool
+	callTimeout    time.Duration
+}
+
+func newConformanceCommand() *cobra.Command {
+	o := conformanceOptions{clusterName: "nephele-conformance", faultInjection: true, callTimeout: cloudtest.DefaultCallTimeout}
+	cmd := &cobra.Command{
+		Use:   "conformance --provider NAME --cloud-config FILE [--junit FILE]",
+		Short: "Check a cloud provider against the provider contract",
+		Long: `conformance runs nephele's conformance suite (docs/conformance.md) against a cloud
+provider compiled into nephele and the cloud its --cloud-config points at. It creates a
+few test instances, load balancers and routes named "ct-<random>-…", checks every clause
+of the provider contract, removes what it created, prints PASS, FAIL or SKIP per clause
+and exits non-zero when any clause fails. --junit writes the results as JUnit XML for CI
+dashboards.
+
+With --fault-injection (the default) it also turns the cloud's fault knobs (rate limits,
+latency) for a moment to check throttling and deadlines; turn it off for a cloud that a
+live cluster uses.
+
+Providers: ` + strings.Join(conformanceRegistry().Names(), ", "),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.provider, "provider", "", "name of the cloud provider to check (required)")
+	f.StringVar(&o.cloudConfig, "cloud-config", "", "the provider's cloud config file, as given to its cloud-controller-manager")
+	f.StringVar(&o.junit, "junit", "", "write the results as JUnit XML to this file")
+	f.StringVar(&o.clusterName, "cluster-name", o.clusterName, "cluster name of the test load balancers and routes")
+	f.BoolVar(&o.faultInjection, "fault-injection", o.faultInjection, "turn the cloud's fault knobs (rate limit, latency) to check throttling and deadlines")
+	f.DurationVar(&o.callTimeout, "call-timeout", o.callTimeout, "bound on one call to the provider")
+	_ = cmd.MarkFlagRequired("provider")
+	return cmd
+}
+
+// conformanceRegistry holds the providers compiled into nephele.
+func conformanceRegistry() *cloud.Registry {
+	r := cloud.NewRegistry()
+	_ = local.Register(r) // cannot fail on a fresh registry
+	return r
+}
+
+// fixtureFunc returns the fixture of a provider's cloud from the cloud config: the
+// CLI side of making test instances and faults for providers that do not implement
+// cloudtest.FixtureProvider themselves.
+type fixtureFunc func(config []byte, faultInjection bool) (cloudtest.Fixture, error)
+
+// builtinFixtures returns the fixtures nephele knows, by provider name.
+func builtinFixtures() map[string]fixtureFunc {
+	return map[string]fixtureFunc{local.ProviderName: localFixture}
+}
+
+func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformanceOptions) error {
+	registry := conformanceRegistry()
+	if !slices.Contains(registry.Names(), o.provider) {
+		return fmt.Errorf("conformance: unknown provider %q: this nephele has %s", o.provider, strings.Join(registry.Names(), ", "))
+	}
+	if o.callTimeout <= 0 {
+		return fmt.Errorf("conformance: --call-timeout %s: must be positive", o.callTimeout)
+	}
+	var config []byte
+	if o.cloudConfig != "" {
+		b, err := os.ReadFile(o.cloudConfig)
+		if err != nil {
+			return fmt.Errorf("conformance: --cloud-config: %w", err)
+		}
+		config = b
+	}
+	if o.junit != "" {
+		// Fail before the run, not after it, when the report cannot be written.
+		if err := checkReportDir(filepath.Dir(o.junit)); err != nil {
+			return fmt.Errorf("conformance: --junit %s: %w", o.junit, err)
+		}
+	}
+
+	setup := cloudtest.Setup{
+		NewProvider: func(context.Context) (cloud.Provider, error) {
+			var r io.Reader
+			if config != nil {
+				r = bytes.NewReader(config)
+			}
+			return registry.New(o.provider, r)
+		},
+		ClusterName: o.clusterName,
+		CallTimeout: o.callTimeout,
+		OnResult: func(r cloudtest.Result) {
+			fmt.Fprintf(stderr, "%s %s (%s)\n", r.Status, r.Clause, r.Duration.Round(time.Millisecond))
+		},
+	}
+	// The capabilities claimed are those the provider reports: the CLI checks what a
+	// provider has, and the suite checks each of them.
+	probe, err := setup.NewProvider(ctx)
+	if err == nil {
+		setup.Capabilities = capabilitiesOf(probe)
+		if fp, ok := probe.(cloudtest.FixtureProvider); ok {
+			fx, err := fp.ConformanceFixture(ctx)
+			if err != nil {
+				return fmt.Errorf("conformance: provider %s: %w", o.provider, err)
+			}
+			setup.Use(fx)
+		}
+	}
+	if fixture, ok := builtinFixtures()[o.provider]; ok && err == nil && setup.Instances == nil {
+		fx, ferr := fixture(config, o.faultInjection)
+		if ferr != nil {
+			return fmt.Errorf("conformance: provider %s: %w", o.provider, ferr)
+		}
+		setup.Use(fx)
+	}
+	if !o.faultInjection {
+		setup.Throttling, setup.Slow = nil, nil
+	}
+
+	fmt.Fprintf(stderr, "Checking provider %s against the provider contract\n", o.provider)
+	rep, err := cloudtest.RunSuite(ctx, setup)
+	if err != nil {
+		return fmt.Errorf("conformance: %w", err)
+	}
+	if o.junit != "" {
+		if err := writeReport(o.junit, rep.WriteJUnit); err != nil {
+			return fmt.Errorf("conformance: writing the JUnit report: %w", err)
+		}
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("conformance: interrupted: %w", context.Cause(ctx))
+	}
+	if _, failed, _ := rep.Counts(); failed > 0 {
+		return fmt.Errorf("conformance: provider %s fails %d of %d clauses", o.provider, failed, len(rep.Results))
+	}
+	return nil
+}
+
+// capabilitiesOf returns the capabilities p reports.
+func capabilitiesOf(p cloud.Provider) []cloudtest.Capability {
+	var out []cloudtest.Capability
+	if v, ok := p.Instances(); ok && v != nil {
+		out = append(out, cloudtest.Instances)
+	}
+	if v, ok := p.InstanceLister(); ok && v != nil {
+		out = append(out, cloudtest.InstanceLister)
+	}
+	if v, ok := p.LoadBalancers(); ok && v != nil {
+		out = append(out, cloudtest.LoadBalancers)
+	}
+	if v, ok := p.Routes(); ok && v != nil {
+		out = append(out, cloudtest.Routes)
+	}
+	return out
+}
+
+func checkReportDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}
+
+// writeReport writes path through a temporary file, so that a CI job never reads a
+// half-written report.
+func writeReport(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// localFixture makes test instances through the local cloud's API (the endpoint and
+// token of the provider's own cloud config) and induces faults with its knobs. The
+// failing cloud is a provider built against a closed port, which disturbs nothing.
+func localFixture(config []byte, faultInjection bool) (cloudtest.Fixture, error) {
+	cfg, err := local.LoadConfig(bytes.NewReader(config))
+	if err != nil {
+		return cloudtest.Fixture{}, err
+	}
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"))
+	if err != nil {
+		return cloudtest.Fixture{}, err
+	}
+	fx := cloudtest.Fixture{
+		Instances: localInstances{c},
+		Failing: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			addr, err := closedLoopbackAddress()
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := local.NewFromConfig(local.Config{Endpoint: "http://" + addr, Token: "conformance", RequestTimeout: cfg.RequestTimeout})
+			return p, nil, err
+		},
+	}
+	if faultInjection {
+		fx.Throttling = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			// One token that the drain takes: every call after it is throttled for
+			// the next thousand seconds, or until the fault ends.
+			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})
+			if err != nil {
+				return nil, end, err
+			}
+			for range 5 {
+				_, err := c.ListRoutes(ctx, "nephele-conformance-drain")
+				if cloud.IsThrottled(err) {
+					return p, end, nil
+				}
+				if err != nil {
+					return nil, end, err
+				}
+			}
+			return nil, end, errors.New("the local cloud's rate limit never throttled")
+		}
+		fx.Slow = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}})
+			return p, end, err
+		}
+	}
+	return fx, nil
+}
+
+// withLocalFault adds rule f to the local cloud's fault rules and returns the
+// function that puts the rules back as they were.
+func withLocalFault(ctx context.Context, c *client.Client, f api.Fault) (func(context.Context) error, error) {
+	saved, err := c.Faults(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the local cloud's fault rules: %w", err)
+	}
+	restore := func(ctx context.Context) error {
+		if err := c.SetFaults(ctx, saved); err != nil {
+			return fmt.Errorf("restoring the local cloud's fault rules: %w", err)
+		}
+		return nil
+	}
+	if err := c.PutFault(ctx, f); err != nil {
+		return restore, fmt.Errorf("adding fault rule for %q: %w", f.Operation, err)
+	}
+	return restore, nil
+}
+
+// localInstances creates, stops and deletes instances through the local cloud's API.
+type localInstances struct{ c *client.Client }
+
+func (l localInstances) CreateInstance(ctx context.Context, nameHint string) (string, error) {
+	inst, err := l.c.CreateInstance(ctx, api.InstanceSpec{Name: nameHint, Labels: map[string]string{"nephele.dev/conformance": "true"}})
+	if err != nil {
+		return "", err
+	}
+	return inst.Name, nil
+}
+
+func (l localInstances) DeleteInstance(ctx context.Context, nodeName string) error {
+	inst, err := l.c.GetInstanceByName(ctx, nodeName)
+	if err != nil {
+		return err
+	}
+	return l.c.DeleteInstance(ctx, inst.ID)
+}
+
+func (l localInstances) StopInstance(ctx context.Context, nodeName string) error {
+	inst, err := l.c.GetInstanceByName(ctx, nodeName)
+	if err != nil {
+		return err
+	}
+	_, err = l.c.StopInstance(ctx, inst.ID)
+	return err
+}
+
+// closedLoopbackAddress returns a loopback address nothing listens on a moment ago.
+func closedLoopbackAddress() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nephele-dev/nephele/internal/testenv"
+)
+
+// asMainEnv makes the test binary run nephele's main instead of the tests, so a test can
+// run `nephele up` as a real process and signal it.
+const asMainEnv = "NEPHELE_TEST_RUN_AS_NEPHELE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Bounds of the end-to-end test. One `nephele up` is up in well under a minute on a busy
+// two-core machine; these are generous so that load never fails the test.
+const (
+	buildTimeout = 10 * time.Minute
+	runTimeout   = 3 * time.Minute
+	stopTimeout  = time.Minute
+)
+
+// testBinDir returns a bin directory for the test: the control plane binaries of the
+// real one (make tools) and cmd/localcloud and cmd/cloud-controller-manager freshly
+// built with up's own build step, so the test never writes to the shared bin/.
+func testBinDir(t *testing.T) string {
+	t.Helper()
+	realBin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages"} {
+		if _, err := os.Stat(filepath.Join(realBin, name)); err != nil {
+			t.Fatalf("%v: run make tools", err)
+		}
+		if err := os.Symlink(filepath.Join(realBin, name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
+	defer cancel()
+	if err := buildBinaries(ctx, bin, localcloudBinary, ccmBinary); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// upProcess is `nephele up` running as a process.
+type upProcess struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// startUp runs `nephele up` with args; the process is killed when the test ends.
+func startUp(t *testing.T, args ...string) *upProcess {
+	t.Helper()
+	p := &upProcess{out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0], append([]string{"up"}, args...)...)
+	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		p.err = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("output of nephele up %s:\n%s", strings.Join(args, " "), p.out)
+		}
+	})
+	return p
+}
+
+// waitOutput waits until the output contains s, failing if the process exits first.
+func (p *upProcess) waitOutput(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(p.out.String(), s) {
+		select {
+		case <-p.done:
+			t.Fatalf("nephele up exited (%v) before printing %q", p.err, s)
+		case <-deadline:
+			t.Fatalf("nephele up did not print %q within %s", s, timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *upProcess) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("nephele up did not exit within %s", timeout)
+	}
+	var exit *exec.ExitError
+	switch {
+	case p.err == nil:
+		return 0
+	case errors.As(p.err, &exit):
+		return exit.ExitCode()
+	}
+	t.Fatalf("nephele up: %v", p.err)
+	return -1
+}
+
+// assertNothingRuns fails if a process still mentions dir on its command line: every
+// component up starts gets its state directory in a flag.
+func assertNothingRuns(t *testing.T, dir string) {
+	t.Helper()
+	var pids []int
+	// The kernel delivers a dead parent's signal to children asynchronously.
+	deadline := time.Now().Add(stopTimeout)
+	for {
+		pids = processesMentioning(t, dir)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(pids) > 0 {
+		t.Errorf("processes %v still run with %s", pids, dir)
+	}
+}
+
+func processesMentioning(t *testing.T, s string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// loopbackRanges returns a VIP pool and an instance range of their own, so this test
+// does not fight over addresses with other tests running local clouds at the same time.
+func loopbackRanges() (vipPool, instanceCIDR string) {
+	return fmt.Sprintf("127.%d.%d.0/24", 150+rand.IntN(40), rand.IntN(256)),
+		fmt.Sprintf("127.%d.%d.0/24", 210+rand.IntN(40), rand.IntN(256))
+}
+
+// TestUp runs `nephele up` three times in one state directory as a person would: a run
+// that is killed, a smoke run after it that must pass, and a run stopped with Ctrl-C.
+func TestUp(t *testing.T) {
+	bin := testBinDir(t)
+	dir := filepath.Join(t.TempDir(), "up")
+	vipPool, instanceCIDR := loopbackRanges()
+	args := []string{"--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
+		"--vip-pool", vipPool, "--instance-cidr", instanceCIDR, "--timeout", runTimeout.String()}
+
+	t.Run("a killed run leaves nothing running", func(t *testing.T) {
+		p := startUp(t, args...)
+		p.waitOutput(t, "nephele is up", runTimeout)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		p.wait(t, stopTimeout)
+		assertNothingRuns(t, dir)
+	})
+
+	t.Run("smoke passes after a killed run", func(t *testing.T) {
+		p := startUp(t, append(args, "--smoke")...)
+		if code := p.wait(t, 2*runTimeout); code != 0 {
+			t.Fatalf("nephele up --smoke exited %d, want 0", code)
+		}
+		out := p.out.String()
+		for _, want := range []string{
+			"state kept: 2 instances", // the killed run's instances
+			"2 instances kept",
+			"PASS node node-1 initialized",
+			"PASS node node-2 initialized",
+			"PASS HTTP GET through the VIP is answered by a node agent",
+			"hello from node-",
+			"PASS deleting the Service deletes the cloud load balancer",
+			"PASS the VIP's listener is closed",
+			"smoke: PASSED (9 checks)",
+			"stop the control plane and kwok",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output does not contain %q", want)
+			}
+		}
+		if strings.Contains(out, "FAIL") {
+			t.Errorf("output reports a failure")
+		}
+		assertNothingRuns(t, dir)
+	})
+
+	t.Run("Ctrl-C stops everything", func(t *testing.T) {
+		p := startUp(t, args...)
+		p.waitOutput(t, "Press Ctrl-C to stop.", runTimeout)
+		kubeconfig := filepath.Join(dir, "kubeconfig")
+		if !strings.Contains(p.out.String(), "export KUBECONFIG="+kubeconfig) {
+			t.Errorf("output does not tell how to use %s", kubeconfig)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, err := client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("list nodes with %s: %v", kubeconfig, err)
+		}
+		if len(nodes.Items) != 2 {
+			t.Errorf("the cluster has %d nodes, want 2", len(nodes.Items))
+		}
+
+		second := startUp(t, args...)
+		if code := second.wait(t, runTimeout); code == 0 {
+			t.Error("a second nephele up in the same directory succeeded")
+		}
+		if !strings.Contains(second.out.String(), "another nephele up") {
+			t.Errorf("the second nephele up does not say the directory is in use:\n%s", second.out)
+		}
+
+		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(t, stopTimeout); code != 0 {
+			t.Errorf("nephele up exited %d after SIGINT, want 0", code)
+		}
+		out := p.out.String()
+		order := []string{"stop cloud-controller-manager", "stop local cloud", "stop node agents", "stop the control plane and kwok"}
+		last := -1
+		for _, step := range order {
+			i := strings.Index(out, step)
+			if i < 0 || i < last {
+				t.Errorf("output does not show %q after the steps before it (order %q)", step, order)
+			}
+			last = i
+		}
+		assertNothingRuns(t, dir)
+		if _, err := os.Stat(kubeconfig); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("kubeconfig of a stopped cluster left behind (stat: %v)", err)
+		}
+	})
+}
