@@ -217,3 +217,43 @@ func TestProviderThatCannotBeBuilt(t *testing.T) {
 		t.Error("Failed() = false")
 	}
 }
+
+// TestFixtureAndProgress checks that Setup.Use takes a provider's fixture and that
+// OnResult sees every result, with its duration, as the report holds it.
+func TestFixtureAndProgress(t *testing.T) {
+	fc := newFake(t)
+	full := fakeSetup(t, fc, nil)
+	setup := cloudtest.Setup{
+		NewProvider:  full.NewProvider,
+		Capabilities: full.Capabilities,
+		Skip:         map[string]string{"lb/update-backends": "kept"},
+	}
+	setup.Use(cloudtest.Fixture{
+		Instances:  full.Instances,
+		Failing:    full.Failing,
+		Throttling: full.Throttling,
+		Slow:       full.Slow,
+		Skip:       map[string]string{"routes/cluster-scoped": "added"},
+	})
+	var seen []cloudtest.Result
+	setup.OnResult = func(r cloudtest.Result) { seen = append(seen, r) }
+	rep, err := cloudtest.RunSuite(t.Context(), setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != len(rep.Results) {
+		t.Fatalf("OnResult saw %d results, the report holds %d", len(seen), len(rep.Results))
+	}
+	for i := range seen {
+		if seen[i] != rep.Results[i] {
+			t.Errorf("OnResult saw %+v, the report holds %+v", seen[i], rep.Results[i])
+		}
+	}
+	if res, _ := rep.Result("context/deadline"); res.Status != cloudtest.Pass || res.Duration < cloudtest.DefaultDeadline {
+		t.Errorf("context/deadline: %s in %s; want a pass taking at least the deadline", res.Status, res.Duration)
+	}
+	_, failed, skipped := rep.Counts()
+	if failed != 0 || skipped != 2 {
+		t.Errorf("%d failed, %d skipped; want 0 and the 2 skips of the setup and the fixture", failed, skipped)
+	}
+}

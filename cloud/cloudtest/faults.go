@@ -47,6 +47,7 @@ func (s *suite) ops(ctx context.Context) []op {
 	}
 	if s.lbs != nil {
 		spec, svc := s.lbSpec("lb-fault", s.backends(ctx))
+		s.noteLB(spec.Name)
 		lbOp := func(name string, f func(ctx context.Context, l cloud.LoadBalancers, spec *cloud.LoadBalancerSpec, svc *corev1.Service) error) op {
 			return op{name, LoadBalancers, func(ctx context.Context, p cloud.Provider) error {
 				l, _ := p.LoadBalancers()

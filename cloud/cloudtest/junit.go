@@ -87,7 +87,7 @@ func (r *Report) JUnit() JUnitTestSuites {
 		suite.Cases = append(suite.Cases, tc)
 	}
 	if len(r.Cleanup) > 0 {
-		suite.SystemErr = "left in the cloud:\n" + strings.Join(r.Cleanup, "\n")
+		suite.SystemErr = "not confirmed removed from the cloud:\n" + strings.Join(r.Cleanup, "\n")
 	}
 	return JUnitTestSuites{
 		Name:     "nephele-conformance",

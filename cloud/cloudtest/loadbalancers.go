@@ -24,7 +24,11 @@ const testNamespace = "default"
 // backends, and a Service with a UID derived from the name, so that providers naming
 // load balancers after the Service's UID see distinct load balancers too.
 func (s *suite) lbSpec(suffix string, backends []cloud.Backend) (*cloud.LoadBalancerSpec, *corev1.Service) {
-	name := s.nameFor(suffix)
+	return s.lbSpecNamed(s.nameFor(suffix), backends)
+}
+
+// lbSpecNamed is lbSpec for the full name.
+func (s *suite) lbSpecNamed(name string, backends []cloud.Backend) (*cloud.LoadBalancerSpec, *corev1.Service) {
 	port := int32(20000 + s.rand(1, 10000))
 	nodePort := int32(30000 + s.rand(2, 2768))
 	spec := &cloud.LoadBalancerSpec{
@@ -49,13 +53,18 @@ func (s *suite) lbSpec(suffix string, backends []cloud.Backend) (*cloud.LoadBala
 			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
 		},
 	}
-	if !slices.Contains(s.lbNames, suffix) {
-		s.lbNames = append(s.lbNames, suffix)
-	}
 	return spec, svc
 }
 
+// noteLB remembers that a load balancer may exist, for the cleanup.
+func (s *suite) noteLB(name string) {
+	if !slices.Contains(s.lbNames, name) {
+		s.lbNames = append(s.lbNames, name)
+	}
+}
+
 func (c *checker) ensure(spec *cloud.LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error) {
+	c.s.noteLB(spec.Name)
 	st, err := call(c, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		return c.s.lbs.EnsureLoadBalancer(ctx, spec, svc)
 	})

@@ -42,8 +42,9 @@ type Report struct {
 	Duration time.Duration
 	// Results are the checks in the order they ran.
 	Results []Result
-	// Cleanup lists what the suite created and could not remove at the end. It does
-	// not fail the run, but names what is left in the cloud.
+	// Cleanup lists what the suite may have created and could not confirm removed at
+	// the end, with the error. It does not fail the run, but names what may be left in
+	// the cloud.
 	Cleanup []string
 }
 
@@ -121,7 +122,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "    %s: %s\n", res.Clause, strings.ReplaceAll(res.Message, "\n", "; "))
 	}
 	if len(r.Cleanup) > 0 {
-		b.WriteString("\nLeft in the cloud (remove by hand):\n")
+		b.WriteString("\nNot confirmed removed (check the cloud, remove by hand if there):\n")
 		for _, c := range r.Cleanup {
 			fmt.Fprintf(&b, "    %s\n", c)
 		}

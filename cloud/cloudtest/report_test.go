@@ -142,7 +142,7 @@ func TestWriteText(t *testing.T) {
 		"FAIL instances/deleted-not-found:\n    by provider ID: still found",
 		"\n    by node name: a temporary error (HTTP 500)",
 		"Skipped:\n    routes/create-list: the provider does not claim the routes capability",
-		"Left in the cloud (remove by hand):\n    instance ct-1-a: HTTP 500",
+		"Not confirmed removed (check the cloud, remove by hand if there):\n    instance ct-1-a: HTTP 500",
 		"FAIL: 2 passed, 1 failed, 1 skipped in 1.5s",
 	} {
 		if !strings.Contains(out, want) {

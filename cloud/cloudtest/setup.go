@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -88,6 +89,53 @@ type Setup struct {
 	// Deadline is the deadline of calls made while the cloud is slow; 0 means
 	// DefaultDeadline.
 	Deadline time.Duration
+	// OnResult, when set, is called with each result as soon as its check ends, so
+	// that a tool can show progress.
+	OnResult func(Result)
+}
+
+// Fixture is the part of a Setup that reaches into the cloud itself: how to make test
+// instances and how to make the cloud misbehave.
+type Fixture struct {
+	Instances  InstanceFactory
+	Failing    Fault
+	Throttling Fault
+	Slow       Fault
+	// Skip names clauses the cloud cannot support, with the reasons.
+	Skip map[string]string
+}
+
+// FixtureProvider is implemented, optionally, by a provider that can exercise its own
+// cloud for the suite. Tools that run the suite against any provider compiled into
+// them, such as `nephele conformance`, use it so that they need not know the cloud.
+type FixtureProvider interface {
+	// ConformanceFixture returns the fixture of the provider's cloud.
+	ConformanceFixture(ctx context.Context) (Fixture, error)
+}
+
+// Use sets the setup's Instances, faults and skips from f. Fields f leaves empty keep
+// the setup's values; f's skips are added to the setup's.
+func (s *Setup) Use(f Fixture) {
+	if f.Instances != nil {
+		s.Instances = f.Instances
+	}
+	if f.Failing != nil {
+		s.Failing = f.Failing
+	}
+	if f.Throttling != nil {
+		s.Throttling = f.Throttling
+	}
+	if f.Slow != nil {
+		s.Slow = f.Slow
+	}
+	if len(f.Skip) > 0 {
+		skip := maps.Clone(s.Skip)
+		if skip == nil {
+			skip = map[string]string{}
+		}
+		maps.Copy(skip, f.Skip)
+		s.Skip = skip
+	}
 }
 
 // InstanceFactory makes and removes instances in the cloud for the suite. The suite

@@ -116,6 +116,9 @@ func run(ctx context.Context, setup Setup, each runner) (*Report, error) {
 			return Result{Clause: "provider/new", Title: "the provider can be built", Status: Fail, Message: err.Error()}
 		})
 		rep.Results = append(rep.Results, res)
+		if cfg.OnResult != nil {
+			cfg.OnResult(res)
+		}
 		return rep, nil
 	}
 	s.setProvider(p)
@@ -124,6 +127,9 @@ func run(ctx context.Context, setup Setup, each runner) (*Report, error) {
 	for _, cl := range allClauses() {
 		res := each(cl.Clause, func() Result { return s.runClause(ctx, cl) })
 		rep.Results = append(rep.Results, res)
+		if cfg.OnResult != nil {
+			cfg.OnResult(res)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -160,7 +166,7 @@ type suite struct {
 
 	// fixtures are the test instances by key, created on first use.
 	fixtures map[string]*fixture
-	// lbNames and routeCIDRs are what the checks may have created, for cleanup.
+	// lbNames and routeCIDRs name what the checks may have created, for cleanup.
 	lbNames    []string
 	routeCIDRs []netip.Prefix
 	// seed makes this run's ports, CIDRs and UIDs.
@@ -203,9 +209,9 @@ func (s *suite) setProvider(p cloud.Provider) {
 }
 
 // runClause runs one check and turns what it recorded into a Result.
-func (s *suite) runClause(ctx context.Context, cl clause) Result {
+func (s *suite) runClause(ctx context.Context, cl clause) (res Result) {
 	start := time.Now()
-	res := Result{Clause: cl.ID, Title: cl.Title}
+	res = Result{Clause: cl.ID, Title: cl.Title}
 	defer func() { res.Duration = time.Since(start) }()
 	if reason, ok := s.cfg.Skip[cl.ID]; ok {
 		res.Status, res.Message = Skip, "skipped by the setup: "+reason
@@ -370,7 +376,7 @@ func (s *suite) cleanup(ctx context.Context) []string {
 	}
 	if s.lbs != nil {
 		for _, name := range s.lbNames {
-			spec, svc := s.lbSpec(name, nil)
+			spec, svc := s.lbSpecNamed(name, nil)
 			call("load balancer "+name, func(ctx context.Context) error { return s.lbs.EnsureLoadBalancerDeleted(ctx, spec, svc) })
 		}
 	}

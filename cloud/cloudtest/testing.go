@@ -32,7 +32,7 @@ func Run(t *testing.T, setup Setup) *Report {
 		t.Fatal(err)
 	}
 	for _, left := range rep.Cleanup {
-		t.Errorf("cloudtest could not remove %s", left)
+		t.Errorf("cloudtest could not confirm it removed %s", left)
 	}
 	return rep
 }
