@@ -35,7 +35,8 @@ func (p *progress) step(ctx context.Context, name string, fn func(context.Contex
 		}
 		fmt.Fprintln(p.w)
 		return nil
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case errors.Is(ctx.Err(), context.Canceled):
+		// Ctrl-C, not a failure of the step; a timeout is a failure.
 		fmt.Fprintf(p.w, "interrupted %5.1fs\n", took.Seconds())
 	default:
 		fmt.Fprintf(p.w, "FAILED %5.1fs\n", took.Seconds())

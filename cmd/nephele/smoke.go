@@ -141,7 +141,7 @@ func (s *smoke) routes(ctx context.Context) (string, error) {
 				return fmt.Errorf("node %s has no Pod CIDR yet", node.Name)
 			}
 			if got := have[obj.Spec.PodCIDR]; got != node.Name {
-				return fmt.Errorf("Pod CIDR %s of node %s is routed to %q", obj.Spec.PodCIDR, node.Name, got)
+				return fmt.Errorf("node %s: its Pod CIDR %s is routed to %q", node.Name, obj.Spec.PodCIDR, got)
 			}
 			n++
 		}
