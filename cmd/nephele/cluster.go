@@ -112,7 +112,7 @@ func (c *cluster) start(ctx context.Context) error {
 			return "", err
 		}},
 		{name: "start local cloud", fn: c.startCloud},
-		{name: fmt.Sprintf("register %d nodes and their instances", c.opts.nodes), fn: c.registerNodes},
+		{name: "register " + plural(c.opts.nodes, "node") + " and their instances", fn: c.registerNodes},
 		{name: "start node agents", fn: c.startAgents},
 		{name: "start cloud-controller-manager", fn: c.startCCM},
 		{name: "wait for the CCM to initialize the nodes", fn: c.waitNodesInitialized},
