@@ -90,6 +90,15 @@ lint: fmt-check vet ## gofmt check, go vet and staticcheck
 .PHONY: test
 test: tools fmt-check vet ## build tools, then gofmt check, go vet and all tests with -race (integration included)
 	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
+	cd bench && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 10m $(GOTEST_FLAGS) ./...
+
+# The benchmarks are a module of their own (bench/go.mod), so upstream's controllers and
+# their dependencies stay out of nephele's. See docs/benchmarks.md.
+SCALE ?= small
+.PHONY: bench
+bench: tools ## run the scale benchmarks against upstream's controllers: make bench SCALE=small|large
+	cd bench && $(GO) build -o $(BIN)/bench ./cmd/bench
+	cd bench && NEPHELE_BIN_DIR=$(BIN) $(BIN)/bench run -scale $(SCALE) -out results
 
 .PHONY: clean
 clean: ## remove bin/

@@ -1,0 +1,274 @@
+package cloudtap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+)
+
+// maxBody bounds the request and answer bodies the tap reads; the local cloud's own
+// limit is 8 MiB.
+const maxBody = 16 << 20
+
+// LoadBalancer is what the tap saw of one load balancer.
+type LoadBalancer struct {
+	// Name is the load balancer's name in the cloud.
+	Name string
+	// Service is the "namespace/name" of its Service, from the last ensure.
+	Service string
+	// Ensures and Updates count the ensure and backend-update requests issued,
+	// whatever their answer.
+	Ensures, Updates int
+	// Backends maps node name to address, as the cloud last confirmed them.
+	Backends map[string]string
+	// Changed is when Backends last changed.
+	Changed time.Time
+	// Held counts requests the tap held because the load balancer's Service was
+	// marked to hang.
+	Held int
+}
+
+// Tap is a running proxy. Create it with Start and stop it with Close.
+type Tap struct {
+	target *url.URL
+	proxy  *httputil.ReverseProxy
+	ln     net.Listener
+	srv    *http.Server
+	done   chan struct{}
+
+	mu       sync.Mutex
+	lbs      map[string]*LoadBalancer
+	hang     map[string]bool // Service keys whose load balancer calls are held
+	released chan struct{}   // closed by Release; replaced by Hang
+}
+
+// Start proxies a loopback port to the local cloud at target ("http://host:port").
+func Start(target string) (*Tap, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("cloud tap: target %q: want http://host:port", target)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("cloud tap: %w", err)
+	}
+	t := &Tap{
+		target:   u,
+		ln:       ln,
+		done:     make(chan struct{}),
+		lbs:      map[string]*LoadBalancer{},
+		hang:     map[string]bool{},
+		released: make(chan struct{}),
+	}
+	t.proxy = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			r.Out.Host = r.In.Host
+		},
+		Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second},
+		// A client that gave up (its timeout) is not an error worth a log line.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				http.Error(w, "cloud tap: "+err.Error(), http.StatusBadGateway)
+			}
+		},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}", t.serveLB(opEnsure))
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}/backends", t.serveLB(opUpdate))
+	mux.HandleFunc("GET /v1/loadbalancers/{name}", t.serveLB(opOther))
+	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", t.serveLB(opOther))
+	mux.Handle("/", t.proxy)
+	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(t.done)
+		_ = t.srv.Serve(ln)
+	}()
+	return t, nil
+}
+
+// URL is the tap's base URL, to give the controllers as the cloud's endpoint.
+func (t *Tap) URL() string { return "http://" + t.ln.Addr().String() }
+
+// Close stops the tap, ending held requests.
+func (t *Tap) Close() error {
+	t.Release()
+	err := t.srv.Close()
+	<-t.done
+	return err
+}
+
+// Hang makes every request for the load balancer of Service key ("namespace/name")
+// wait until the client gives up or Release is called.
+func (t *Tap) Hang(serviceKey string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hang[serviceKey] = true
+	select {
+	case <-t.released:
+		t.released = make(chan struct{})
+	default:
+	}
+}
+
+// Release lets every held request through and holds no more.
+func (t *Tap) Release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.hang)
+	select {
+	case <-t.released:
+	default:
+		close(t.released)
+	}
+}
+
+// LoadBalancers returns a copy of what the tap saw, by load balancer name.
+func (t *Tap) LoadBalancers() map[string]LoadBalancer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]LoadBalancer, len(t.lbs))
+	for name, lb := range t.lbs {
+		c := *lb
+		c.Backends = maps.Clone(lb.Backends)
+		out[name] = c
+	}
+	return out
+}
+
+type op int
+
+const (
+	opOther op = iota
+	opEnsure
+	opUpdate
+)
+
+func (t *Tap) serveLB(o op) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		var body []byte
+		if r.Body != nil {
+			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+			if err != nil {
+				http.Error(w, "cloud tap: reading the request: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = b
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.ContentLength = int64(len(b))
+		}
+		service := ""
+		if o == opEnsure {
+			var spec api.LoadBalancerSpec
+			if json.Unmarshal(body, &spec) == nil {
+				service = spec.Service
+			}
+		}
+		release, held := t.issued(name, service, o)
+		if held {
+			select {
+			case <-r.Context().Done():
+				// The client gave up: to it the cloud never answered.
+				return
+			case <-release:
+			}
+		}
+		if o == opOther {
+			t.proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := &recorder{ResponseWriter: w}
+		t.proxy.ServeHTTP(rec, r)
+		if rec.status >= 200 && rec.status < 300 {
+			var lb api.LoadBalancer
+			if json.Unmarshal(rec.body.Bytes(), &lb) == nil {
+				t.confirmed(name, lb.Spec.Backends)
+			}
+		}
+	}
+}
+
+// issued counts a request and says whether to hold it, with the channel that frees it.
+func (t *Tap) issued(name, service string, o op) (<-chan struct{}, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lb := t.lb(name)
+	if service != "" {
+		lb.Service = service
+	}
+	switch o {
+	case opEnsure:
+		lb.Ensures++
+	case opUpdate:
+		lb.Updates++
+	}
+	if lb.Service != "" && t.hang[lb.Service] {
+		lb.Held++
+		return t.released, true
+	}
+	return nil, false
+}
+
+// confirmed records the backends the cloud answered with.
+func (t *Tap) confirmed(name string, backends []api.Backend) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lb := t.lb(name)
+	next := make(map[string]string, len(backends))
+	for _, b := range backends {
+		next[b.NodeName] = b.Address
+	}
+	if !maps.Equal(next, lb.Backends) {
+		lb.Backends, lb.Changed = next, now
+	}
+}
+
+func (t *Tap) lb(name string) *LoadBalancer {
+	lb, ok := t.lbs[name]
+	if !ok {
+		lb = &LoadBalancer{Name: name}
+		t.lbs[name] = lb
+	}
+	return lb
+}
+
+// recorder passes an answer on while keeping a copy of its body.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.body.Len()+len(b) <= maxBody {
+		r.body.Write(b)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush keeps streaming answers streaming.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

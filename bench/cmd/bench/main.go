@@ -1,0 +1,114 @@
+// Command bench runs nephele's scale benchmarks side by side with the upstream
+// controllers of k8s.io/cloud-provider and writes the report.
+//
+//	bench run    -scale small [-rows nephele,upstream-tuned,upstream-defaults] [-out results]
+//	bench report -scale small [-out results]
+//	bench ccm    --impl=nephele|upstream --stats-addr-file=F -- <cloud-controller-manager flags>
+//
+// run writes results/<scale>/<row>.json per row and then the report; report rewrites
+// results/<scale>/report.md and its charts from the JSON files there. ccm is the
+// controller process run starts for each row (see package ccm).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/bench/harness"
+	"github.com/nephele-dev/nephele/bench/report"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  bench run    -scale tiny|small|large [-rows r1,r2] [-out DIR]
+  bench report -scale tiny|small|large [-out DIR]
+  bench ccm    --impl=nephele|upstream --stats-addr-file=FILE -- <flags>`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "ccm":
+		return ccm.Main(args[1:], stderr)
+	case "run", "report":
+	default:
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scaleName := fs.String("scale", "small", "scale: tiny, small or large")
+	rows := fs.String("rows", "", "comma-separated rows to run (default all): "+
+		strings.Join([]string{harness.RowUpstreamDefaults, harness.RowUpstreamTuned, harness.RowNephele}, ","))
+	out := fs.String("out", "results", "results directory; each scale writes to a directory of its own in it")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	scale, err := harness.ScaleNamed(*scaleName)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	dir := filepath.Join(*out, scale.Name)
+	if args[0] == "report" {
+		return writeReport(dir, stdout, stderr)
+	}
+
+	cfg := harness.Config{
+		Scale:  scale,
+		Rows:   harness.Rows(),
+		OutDir: dir,
+		Logf: func(format string, a ...any) {
+			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+		},
+	}
+	if *rows != "" {
+		if cfg.Rows, err = harness.RowsNamed(strings.Split(*rows, ",")); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "error: finding this binary to run the controllers:", err)
+		return 1
+	}
+	cfg.ControllerCommand = func(a []string) *exec.Cmd { return exec.Command(self, append([]string{"ccm"}, a...)...) }
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	_, runErr := harness.Run(ctx, cfg)
+	cfg.Logf("scale %s finished in %s", scale.Name, time.Since(start).Round(time.Second))
+	code := writeReport(dir, stdout, stderr)
+	if runErr != nil {
+		fmt.Fprintln(stderr, "error:", runErr)
+		return 1
+	}
+	return code
+}
+
+func writeReport(dir string, stdout, stderr io.Writer) int {
+	path, err := report.Write(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "report:", path)
+	return 0
+}

@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"fmt"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// Scale sets the sizes and time limits of a run.
+type Scale struct {
+	// Name identifies the scale in results.
+	Name string
+	// Nodes (N) join at once in the init scenario.
+	Nodes int
+	// Services (S) LoadBalancer Services exist during the fan-out scenario.
+	Services int
+	// FanOutNodes (M) join in the fan-out burst.
+	FanOutNodes int
+	// HeadOfLine (K) Services are created behind the hanging one.
+	HeadOfLine int
+	// CloudLatency is added to every cloud call.
+	CloudLatency time.Duration
+	// CloudQPS and CloudBurst are the cloud's account-wide rate limit.
+	CloudQPS   float64
+	CloudBurst int
+	// RequestTimeout bounds one cloud request in both providers (their cloud config's
+	// requestTimeout), and so how long a hanging call holds its caller.
+	RequestTimeout time.Duration
+	// SteadyWindow is how long steady-state calls are counted. It should be at least
+	// the longest period of any controller's loop (5m node status updates): a window
+	// of exactly one period counts each periodic loop's calls once whatever its phase.
+	SteadyWindow time.Duration
+	// Settle is the quiet time before the steady window and the quiet period that ends
+	// the fan-out count.
+	Settle time.Duration
+	// Timeout bounds each timed scenario; a scenario not done by then is reported as
+	// timed out with what it reached.
+	Timeout time.Duration
+	// OverlapSteady runs a row's steady window in the background while the next rows
+	// run their timed scenarios, so three windows cost the time of one.
+	OverlapSteady bool
+}
+
+// Scales returns the predefined scales by name.
+func Scales() map[string]Scale {
+	base := Scale{CloudLatency: 50 * time.Millisecond, CloudQPS: 50, CloudBurst: 50, RequestTimeout: 30 * time.Second}
+	tiny, small, large := base, base, base
+	// tiny checks that the harness works end to end, in well under a minute per row.
+	tiny.Name, tiny.Nodes, tiny.Services, tiny.FanOutNodes, tiny.HeadOfLine = "tiny", 3, 2, 2, 2
+	tiny.SteadyWindow, tiny.Settle, tiny.Timeout = 5*time.Second, time.Second, 2*time.Minute
+	tiny.RequestTimeout = 5 * time.Second
+	small.Name, small.Nodes, small.Services, small.FanOutNodes, small.HeadOfLine = "small", 200, 50, 20, 10
+	small.SteadyWindow, small.Settle, small.Timeout = 5*time.Minute+10*time.Second, 10*time.Second, 4*time.Minute
+	small.OverlapSteady = true
+	large.Name, large.Nodes, large.Services, large.FanOutNodes, large.HeadOfLine = "large", 5000, 1000, 100, 50
+	large.SteadyWindow, large.Settle, large.Timeout = 5*time.Minute+30*time.Second, 20*time.Second, 15*time.Minute
+	return map[string]Scale{"tiny": tiny, "small": small, "large": large}
+}
+
+// ScaleNamed returns the predefined scale called name.
+func ScaleNamed(name string) (Scale, error) {
+	s, ok := Scales()[name]
+	if !ok {
+		names := make([]string, 0, len(Scales()))
+		for n := range Scales() {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return Scale{}, fmt.Errorf("unknown scale %q: want one of %s", name, strings.Join(names, ", "))
+	}
+	return s, nil
+}
+
+// Row is one controller configuration.
+type Row struct {
+	// Name identifies the row in results.
+	Name string
+	// Description says what the configuration is, for the report.
+	Description string
+	// Impl is the controller implementation.
+	Impl ccm.Impl
+	// Flags are added to the flags every row gets.
+	Flags []string
+}
+
+// Row names.
+const (
+	RowNephele          = "nephele"
+	RowUpstreamTuned    = "upstream-tuned"
+	RowUpstreamDefaults = "upstream-defaults"
+)
+
+// Rows returns the three configurations in the order they run. Upstream runs first, so
+// that whatever load an earlier row's steady window adds falls on nephele's timed
+// scenarios, not on upstream's.
+func Rows() []Row {
+	return []Row{
+		{
+			Name:        RowUpstreamDefaults,
+			Description: "k8s.io/cloud-provider v0.36.3 controllers (app package) at their defaults",
+			Impl:        ccm.Upstream,
+		},
+		{
+			Name: RowUpstreamTuned,
+			Description: "k8s.io/cloud-provider v0.36.3 controllers with nephele's values for every knob both have " +
+				"(" + strings.Join(TunedFlags(), " ") + ")",
+			Impl:  ccm.Upstream,
+			Flags: TunedFlags(),
+		},
+		{
+			Name:        RowNephele,
+			Description: "nephele's manager and controllers with providers/local, at nephele's defaults",
+			Impl:        ccm.Nephele,
+		},
+	}
+}
+
+// RowsNamed returns the rows with the given names, in Rows' order.
+func RowsNamed(names []string) ([]Row, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []Row
+	for _, r := range Rows() {
+		if want[r.Name] {
+			out = append(out, r)
+			delete(want, r.Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("unknown rows %s: want %s, %s or %s", strings.Join(unknown, ", "), RowNephele, RowUpstreamTuned, RowUpstreamDefaults)
+	}
+	return out, nil
+}
+
+// TunedFlags are nephele's defaults for every flag the upstream cloud-controller-manager
+// also has, read from nephele's manager so they cannot drift from it.
+func TunedFlags() []string {
+	o := manager.NewOptions()
+	d := func(v time.Duration) string { return v.String() }
+	return []string{
+		"--concurrent-service-syncs=" + strconv.Itoa(o.ConcurrentServiceSyncs),
+		"--concurrent-node-syncs=" + strconv.Itoa(o.ConcurrentNodeSyncs),
+		"--node-status-update-frequency=" + d(o.NodeStatusUpdateFrequency),
+		"--route-reconciliation-period=" + d(o.RouteReconciliationPeriod),
+		"--node-monitor-period=" + d(o.NodeMonitorPeriod),
+		"--kube-api-qps=" + strconv.FormatFloat(float64(o.KubeAPIQPS), 'f', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(o.KubeAPIBurst),
+		"--min-resync-period=" + d(o.MinResyncPeriod),
+	}
+}
+
+// Config configures a harness run.
+type Config struct {
+	// Scale is the sizes and time limits.
+	Scale Scale
+	// Rows are the configurations to run, in order.
+	Rows []Row
+	// OutDir receives one results file per row.
+	OutDir string
+	// ControllerCommand returns the command of a controller process: one that calls
+	// ccm.Main with args (the bench binary's "ccm" subcommand, or a test binary).
+	ControllerCommand func(args []string) *exec.Cmd
+	// BinDir is where the control plane binaries are; empty means controlplane.BinDir.
+	BinDir string
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+}

@@ -1,0 +1,345 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/nephele-dev/nephele/bench/cloudtap"
+	"github.com/nephele-dev/nephele/bench/results"
+	"github.com/nephele-dev/nephele/localcloud/client"
+)
+
+// scenarioInit: N nodes join at once; time until all are initialized.
+func (r *rowRun) scenarioInit(ctx context.Context) error {
+	out := &r.res.Init
+	out.Nodes = len(r.nodes)
+	if err := r.addInstances(ctx, r.nodes); err != nil {
+		return err
+	}
+	before, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	sent, err := createNodes(ctx, r.w.kube, r.nodes, r.cidrs, r.addrs)
+	if err != nil {
+		return err
+	}
+	r.allNodes += len(r.nodes)
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.initialized(r.nodes)) == len(r.nodes) })
+	done := r.trk.initialized(r.nodes)
+	after, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	out.Calls = toCalls(after.Since(before))
+	out.Initialized = len(done)
+	out.Timeline = timeline(start, slices.Collect(maps.Values(done)))
+	out.P50, out.P99, _ = latencies(sent, done)
+	if werr != nil {
+		out.TimedOut = true
+		out.Seconds = time.Since(start).Seconds()
+		return fmt.Errorf("%d of %d nodes initialized: %w", len(done), len(r.nodes), werr)
+	}
+	out.Seconds = last(done).Sub(start).Seconds()
+	r.logf("init: %d nodes in %.1fs, %d cloud calls", len(done), out.Seconds, out.Calls.Total())
+	return nil
+}
+
+// scenarioServices: S LoadBalancer Services are created; time until each has a VIP.
+func (r *rowRun) scenarioServices(ctx context.Context) error {
+	out := &r.res.Services
+	out.Services = r.s.Services
+	names := make([]string, r.s.Services)
+	for i := range names {
+		names[i] = fmt.Sprintf("svc-%05d", i)
+	}
+	before, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	sent, lbNames, err := createServices(ctx, r.w.kube, names)
+	if err != nil {
+		return err
+	}
+	r.allServices += len(names)
+	r.services = slices.Sorted(maps.Keys(lbNames))
+	maps.Copy(r.lbNames, lbNames)
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready(r.services)) == len(r.services) })
+	done := r.trk.ready(r.services)
+	after, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	out.Calls = toCalls(after.Since(before))
+	out.Ready = len(done)
+	out.P50, _, out.Max = latencies(sent, done)
+	if werr != nil {
+		out.TimedOut = true
+		out.Seconds = time.Since(start).Seconds()
+		return fmt.Errorf("%d of %d services got a load balancer: %w", len(done), len(names), werr)
+	}
+	out.Seconds = last(done).Sub(start).Seconds()
+	r.logf("services: %d load balancers in %.1fs", len(done), out.Seconds)
+	return nil
+}
+
+// scenarioFanOut: M nodes join in a burst while S load balancers exist; backend updates
+// issued per load balancer, and time until every load balancer has every new node at its
+// address.
+func (r *rowRun) scenarioFanOut(ctx context.Context) error {
+	out := &r.res.FanOut
+	out.Nodes, out.LoadBalancers = len(r.fanNodes), len(r.services)
+	if len(r.services) == 0 {
+		return fmt.Errorf("no load balancers to fan out to")
+	}
+	want := make(map[string]string, len(r.fanNodes))
+	for _, n := range r.fanNodes {
+		want[n] = r.addrs[n]
+	}
+	lbs := make([]string, 0, len(r.services))
+	for _, k := range r.services {
+		lbs = append(lbs, r.lbNames[k])
+	}
+	if err := r.addInstances(ctx, r.fanNodes); err != nil {
+		return err
+	}
+	before := r.w.tap.LoadBalancers()
+	beforeCalls, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := createNodes(ctx, r.w.kube, r.fanNodes, r.fanCIDRs, r.addrs); err != nil {
+		return err
+	}
+	r.allNodes += len(r.fanNodes)
+
+	complete := map[string]time.Time{}
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool {
+		snap := r.w.tap.LoadBalancers()
+		for _, name := range lbs {
+			if _, ok := complete[name]; ok {
+				continue
+			}
+			if lb, ok := snap[name]; ok && hasAll(lb, want) {
+				complete[name] = lb.Changed
+			}
+		}
+		return len(complete) == len(lbs)
+	})
+	out.Complete = len(complete)
+	out.Timeline = timeline(start, slices.Collect(maps.Values(complete)))
+	if werr != nil {
+		out.TimedOut = true
+		out.Seconds = time.Since(start).Seconds()
+	} else {
+		out.Seconds = last(complete).Sub(start).Seconds()
+	}
+
+	// Count what is still issued after the load balancers are complete, until a quiet
+	// period passes without any.
+	issued := func() int {
+		n := 0
+		for _, lb := range r.w.tap.LoadBalancers() {
+			n += lb.Updates + lb.Ensures
+		}
+		return n
+	}
+	quietDeadline := time.Now().Add(r.s.Timeout / 2)
+	for prev := issued(); time.Now().Before(quietDeadline); {
+		if err := sleep(ctx, r.s.Settle); err != nil {
+			return err
+		}
+		cur := issued()
+		if cur == prev {
+			break
+		}
+		prev = cur
+	}
+	afterSnap := r.w.tap.LoadBalancers()
+	afterCalls, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	out.Calls = toCalls(afterCalls.Since(beforeCalls))
+	var sumU, sumE int
+	for _, name := range lbs {
+		u := afterSnap[name].Updates - before[name].Updates
+		e := afterSnap[name].Ensures - before[name].Ensures
+		sumU, sumE = sumU+u, sumE+e
+		out.UpdatesMax, out.EnsuresMax = max(out.UpdatesMax, u), max(out.EnsuresMax, e)
+	}
+	out.UpdatesMean = float64(sumU) / float64(len(lbs))
+	out.EnsuresMean = float64(sumE) / float64(len(lbs))
+	r.logf("fan-out: %d/%d load balancers complete in %.1fs; backend updates per LB mean %.1f max %d, ensures mean %.1f",
+		out.Complete, len(lbs), out.Seconds, out.UpdatesMean, out.UpdatesMax, out.EnsuresMean)
+	if werr != nil {
+		return fmt.Errorf("%d of %d load balancers got every new node: %w", len(complete), len(lbs), werr)
+	}
+	return nil
+}
+
+// hasAll reports whether lb's confirmed backends include every wanted node at its address.
+func hasAll(lb cloudtap.LoadBalancer, want map[string]string) bool {
+	for n, addr := range want {
+		if lb.Backends[n] != addr {
+			return false
+		}
+	}
+	return true
+}
+
+// holHang is the Service whose load balancer calls hang.
+const holHang = "hol-hang"
+
+// scenarioHeadOfLine: the cloud holds every call for one new Service's load balancer
+// until the caller gives up; time until K other new Services have theirs.
+func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
+	out := &r.res.HeadOfLine
+	out.Others = r.s.HeadOfLine
+	hangKey := namespace + "/" + holHang
+	r.w.tap.Hang(hangKey)
+	defer r.w.tap.Release()
+	_, hangLB, err := createServices(ctx, r.w.kube, []string{holHang})
+	if err != nil {
+		return err
+	}
+	r.allServices++
+	// The others come once the hanging call is in flight, so that it is ahead of them.
+	if err := r.waitFor(ctx, time.Minute, func() bool { return r.w.tap.LoadBalancers()[hangLB[hangKey]].Held > 0 }); err != nil {
+		return fmt.Errorf("the controllers made no call for the hanging load balancer: %w", err)
+	}
+	names := make([]string, r.s.HeadOfLine)
+	for i := range names {
+		names[i] = fmt.Sprintf("hol-%05d", i)
+	}
+	start := time.Now()
+	sent, _, err := createServices(ctx, r.w.kube, names)
+	if err != nil {
+		return err
+	}
+	r.allServices += len(names)
+	keys := slices.Sorted(maps.Keys(sent))
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready(keys)) == len(keys) })
+	done := r.trk.ready(keys)
+	out.Ready = len(done)
+	out.Held = r.w.tap.LoadBalancers()[hangLB[hangKey]].Held
+	out.Timeline = timeline(start, slices.Collect(maps.Values(done)))
+	out.P50, _, out.Max = latencies(sent, done)
+	if werr != nil {
+		out.TimedOut = true
+		out.Seconds = time.Since(start).Seconds()
+	} else {
+		out.Seconds = last(done).Sub(start).Seconds()
+	}
+	r.logf("head-of-line: %d/%d others ready in %.1fs (hung calls: %d)", out.Ready, len(keys), out.Seconds, out.Held)
+	// Let the hanging load balancer through and wait for it, so the steady state
+	// starts with every Service served.
+	r.w.tap.Release()
+	if err := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready([]string{hangKey})) == 1 }); err != nil {
+		r.problem("head-of-line: the hanging Service did not get its load balancer after the hang ended: %v", err)
+	}
+	if werr != nil {
+		return fmt.Errorf("%d of %d other services got a load balancer: %w", len(done), len(keys), werr)
+	}
+	return nil
+}
+
+// scenarioSteady counts cloud calls over the steady window after a quiet period.
+func (r *rowRun) scenarioSteady(ctx context.Context) error {
+	out := &r.res.Steady
+	out.Nodes, out.Services = r.allNodes, r.allServices
+	if err := sleep(ctx, r.s.Settle); err != nil {
+		return err
+	}
+	before, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	r.logf("steady state: counting cloud calls for %s", r.s.SteadyWindow)
+	if err := sleep(ctx, r.s.SteadyWindow); err != nil {
+		return err
+	}
+	after, err := r.w.calls(ctx)
+	if err != nil {
+		return err
+	}
+	out.Seconds = time.Since(start).Seconds()
+	out.Calls = toCalls(after.Since(before))
+	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f per node per hour",
+		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""))
+	return nil
+}
+
+// readMemory fills in the memory results from /proc and the process's own statistics.
+func (r *rowRun) readMemory(ctx context.Context) {
+	out := &r.res.Memory
+	if ps, err := r.ctrl.readProc(); err != nil {
+		r.problem("memory: %v", err)
+	} else {
+		out.PeakRSSBytes, out.CPUSeconds = ps.PeakRSS, ps.CPUSeconds
+	}
+	if st, err := r.ctrl.stats(ctx); err != nil {
+		r.problem("memory: %v", err)
+	} else {
+		out.PeakHeapLiveBytes, out.PeakHeapObjectsBytes = st.PeakHeapLiveBytes, st.PeakHeapObjectsBytes
+		out.PeakGoTotalBytes, out.PeakGoroutines = st.PeakTotalBytes, st.PeakGoroutines
+	}
+	for _, p := range r.mem.stop() {
+		out.RSSTimeline = append(out.RSSTimeline, results.Point{T: p.t.Seconds(), V: float64(p.rss) / (1 << 20)})
+	}
+}
+
+// toCalls converts the client's call counts.
+func toCalls(cc client.CallCounts) results.Calls {
+	out := results.Calls{}
+	for op, codes := range cc {
+		out[op] = maps.Clone(codes)
+	}
+	return out
+}
+
+// timeline is the cumulative count of events over time since start.
+func timeline(start time.Time, at []time.Time) []results.Point {
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	pts := []results.Point{{T: 0, V: 0}}
+	for i, t := range at {
+		pts = append(pts, results.Point{T: max(0, t.Sub(start).Seconds()), V: float64(i + 1)})
+	}
+	return pts
+}
+
+// latencies returns the median, the 99th percentile and the maximum of done[k]-sent[k]
+// in seconds.
+func latencies(sent, done map[string]time.Time) (p50, p99, highest float64) {
+	var ds []float64
+	for k, d := range done {
+		if s, ok := sent[k]; ok {
+			ds = append(ds, max(0, d.Sub(s).Seconds()))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	sort.Float64s(ds)
+	q := func(f float64) float64 { return ds[min(len(ds)-1, int(f*float64(len(ds))))] }
+	return q(0.5), q(0.99), ds[len(ds)-1]
+}
+
+// last returns the latest time in m.
+func last(m map[string]time.Time) time.Time {
+	var t time.Time
+	for _, v := range m {
+		if v.After(t) {
+			t = v
+		}
+	}
+	return t
+}

@@ -1,0 +1,299 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Run is one configuration's pass through every scenario.
+type Run struct {
+	// Scale is the scale's name (tiny, small, large).
+	Scale string `json:"scale"`
+	// Row names the configuration: nephele, upstream-tuned or upstream-defaults.
+	Row string `json:"row"`
+	// Impl is the controller implementation, nephele or upstream.
+	Impl string `json:"impl"`
+	// Description says what the row's configuration is.
+	Description string `json:"description"`
+	// Flags are the controller process's flags beyond the ones every row gets.
+	Flags []string `json:"flags"`
+	// Params are the scale and cloud settings the row ran with.
+	Params Params `json:"params"`
+	// Machine describes where it ran.
+	Machine Machine `json:"machine"`
+	// Started and Finished bound the run.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+
+	Init       Init       `json:"init"`
+	Services   Services   `json:"services"`
+	FanOut     FanOut     `json:"fanOut"`
+	HeadOfLine HeadOfLine `json:"headOfLine"`
+	Steady     Steady     `json:"steady"`
+	Memory     Memory     `json:"memory"`
+
+	// Problems are things that went wrong and may make numbers incomplete.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Params are the settings of a run.
+type Params struct {
+	Nodes          int      `json:"nodes"`
+	Services       int      `json:"services"`
+	FanOutNodes    int      `json:"fanOutNodes"`
+	HeadOfLine     int      `json:"headOfLine"`
+	CloudLatency   Duration `json:"cloudLatency"`
+	CloudRateLimit float64  `json:"cloudRateLimit"`
+	CloudBurst     int      `json:"cloudBurst"`
+	// RequestTimeout bounds one cloud request in both providers.
+	RequestTimeout Duration `json:"requestTimeout"`
+	SteadyWindow   Duration `json:"steadyWindow"`
+	// OverlappedSteady is set when this row's steady-state window ran while other
+	// rows ran their timed scenarios (to fit a scale's time budget).
+	OverlappedSteady bool `json:"overlappedSteady"`
+}
+
+// Machine describes the machine and its load.
+type Machine struct {
+	CPUs        int     `json:"cpus"`
+	CPUModel    string  `json:"cpuModel"`
+	MemoryBytes uint64  `json:"memoryBytes"`
+	GoVersion   string  `json:"goVersion"`
+	Kernel      string  `json:"kernel"`
+	LoadBefore  float64 `json:"loadBefore"`
+	LoadAfter   float64 `json:"loadAfter"`
+}
+
+// Point is one sample of a time series: T seconds after the scenario started.
+type Point struct {
+	T float64 `json:"t"`
+	V float64 `json:"v"`
+}
+
+// Calls are cloud calls by operation (localcloud operation names) and HTTP status.
+type Calls map[string]map[int]uint64
+
+// Total is the number of calls of every operation.
+func (c Calls) Total() uint64 {
+	var n uint64
+	for op := range c {
+		n += c.Op(op)
+	}
+	return n
+}
+
+// Op is the number of calls of one operation.
+func (c Calls) Op(op string) uint64 {
+	var n uint64
+	for _, v := range c[op] {
+		n += v
+	}
+	return n
+}
+
+// Throttled is the number of calls answered 429.
+func (c Calls) Throttled() uint64 {
+	var n uint64
+	for _, codes := range c {
+		n += codes[429]
+	}
+	return n
+}
+
+// Ops returns the operations with calls, sorted.
+func (c Calls) Ops() []string {
+	ops := make([]string, 0, len(c))
+	for op := range c {
+		if c.Op(op) > 0 {
+			ops = append(ops, op)
+		}
+	}
+	sort.Strings(ops)
+	return ops
+}
+
+// Init is scenario 1: N nodes join at once.
+type Init struct {
+	Nodes int `json:"nodes"`
+	// Initialized is how many were initialized before the deadline.
+	Initialized int `json:"initialized"`
+	// Seconds is the time from the first Node's creation to the last initialization;
+	// with TimedOut, the deadline.
+	Seconds  float64 `json:"seconds"`
+	TimedOut bool    `json:"timedOut"`
+	// P50 and P99 are per-node times from the node's creation to its initialization.
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	// Calls are the cloud calls from the first creation to the end of the scenario.
+	Calls Calls `json:"calls"`
+	// Timeline is the number of initialized nodes over time.
+	Timeline []Point `json:"timeline"`
+}
+
+// Services is the creation of the S LoadBalancer Services the later scenarios need.
+type Services struct {
+	Services int     `json:"services"`
+	Ready    int     `json:"ready"`
+	Seconds  float64 `json:"seconds"`
+	TimedOut bool    `json:"timedOut"`
+	// P50 and Max are per-Service times from creation to a load balancer ingress.
+	P50   float64 `json:"p50"`
+	Max   float64 `json:"max"`
+	Calls Calls   `json:"calls"`
+}
+
+// FanOut is scenario 3: M nodes join while S load balancers exist.
+type FanOut struct {
+	Nodes         int `json:"nodes"`
+	LoadBalancers int `json:"loadBalancers"`
+	// Complete is how many load balancers got every new node before the deadline.
+	Complete int `json:"complete"`
+	// Seconds is the time from the first new Node to the last load balancer having
+	// every new node (at its cloud address); with TimedOut, the deadline.
+	Seconds  float64 `json:"seconds"`
+	TimedOut bool    `json:"timedOut"`
+	// Backend updates (lb.update) and ensures (lb.ensure) issued per load balancer
+	// from the burst until the end of the quiet period after it.
+	UpdatesMean float64 `json:"updatesMean"`
+	UpdatesMax  int     `json:"updatesMax"`
+	EnsuresMean float64 `json:"ensuresMean"`
+	EnsuresMax  int     `json:"ensuresMax"`
+	Calls       Calls   `json:"calls"`
+	// Timeline is the number of complete load balancers over time.
+	Timeline []Point `json:"timeline"`
+}
+
+// HeadOfLine is scenario 4: one load balancer's calls hang while K others are created.
+type HeadOfLine struct {
+	Others int `json:"others"`
+	// Ready is how many of the others got a load balancer before the deadline.
+	Ready int `json:"ready"`
+	// Seconds is the time from the others' creation until the last got its load
+	// balancer; with TimedOut, the deadline.
+	Seconds  float64 `json:"seconds"`
+	TimedOut bool    `json:"timedOut"`
+	P50      float64 `json:"p50"`
+	Max      float64 `json:"max"`
+	// Held is how many calls for the hanging load balancer the cloud held.
+	Held int `json:"held"`
+	// Timeline is the number of others with a load balancer over time.
+	Timeline []Point `json:"timeline"`
+}
+
+// Steady is scenarios 2 and 6: calls over a quiet window.
+type Steady struct {
+	Nodes    int     `json:"nodes"`
+	Services int     `json:"services"`
+	Seconds  float64 `json:"seconds"`
+	Calls    Calls   `json:"calls"`
+}
+
+// PerNodeHour returns op's calls per node per hour ("" for all operations).
+func (s Steady) PerNodeHour(op string) float64 {
+	if s.Nodes == 0 || s.Seconds == 0 {
+		return 0
+	}
+	n := s.Calls.Total()
+	if op != "" {
+		n = s.Calls.Op(op)
+	}
+	return float64(n) / float64(s.Nodes) * 3600 / s.Seconds
+}
+
+// PerHour returns the calls per hour of the operations with prefix ("routes.").
+func (s Steady) PerHour(prefix string) float64 {
+	if s.Seconds == 0 {
+		return 0
+	}
+	var n uint64
+	for _, op := range s.Calls.Ops() {
+		if strings.HasPrefix(op, prefix) {
+			n += s.Calls.Op(op)
+		}
+	}
+	return float64(n) * 3600 / s.Seconds
+}
+
+// Memory is scenario 5: the controller process's memory over the whole run.
+type Memory struct {
+	// PeakRSSBytes is the kernel's high-water mark of the process's resident set
+	// (VmHWM in /proc/PID/status).
+	PeakRSSBytes uint64 `json:"peakRSSBytes"`
+	// PeakHeapLiveBytes is the largest live heap after a GC the process sampled.
+	PeakHeapLiveBytes uint64 `json:"peakHeapLiveBytes"`
+	// PeakHeapObjectsBytes is the largest heap (objects, live or not yet swept).
+	PeakHeapObjectsBytes uint64 `json:"peakHeapObjectsBytes"`
+	// PeakGoTotalBytes is the largest memory the Go runtime had mapped.
+	PeakGoTotalBytes uint64 `json:"peakGoTotalBytes"`
+	PeakGoroutines   uint64 `json:"peakGoroutines"`
+	// RSSTimeline is the resident set in MiB over the run.
+	RSSTimeline []Point `json:"rssTimeline"`
+	// CPUSeconds is the user+system CPU time the process used.
+	CPUSeconds float64 `json:"cpuSeconds"`
+}
+
+// Duration is a time.Duration written as a string ("50ms").
+type Duration struct{ time.Duration }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// FileName is the name of a run's file in its scale's directory.
+func FileName(row string) string { return row + ".json" }
+
+// Save writes run to dir/<row>.json.
+func Save(dir string, run *Run) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("saving results: %w", err)
+	}
+	b, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return fmt.Errorf("saving results of %s: %w", run.Row, err)
+	}
+	path := filepath.Join(dir, FileName(run.Row))
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("saving results of %s: %w", run.Row, err)
+	}
+	return nil
+}
+
+// LoadDir reads every run file in dir, ordered by row name.
+func LoadDir(dir string) ([]*Run, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("loading results: %w", err)
+	}
+	var runs []*Run
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("loading results: %w", err)
+		}
+		var r Run
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("loading results from %s: %w", p, err)
+		}
+		runs = append(runs, &r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Row < runs[j].Row })
+	return runs, nil
+}
