@@ -41,7 +41,7 @@ runtime, the cloud controllers, and a local cloud to run them against on one mac
 	root.AddCommand(
 		newUpCommand(),
 		newConformanceCommand(),
-		// Subcommands: add one line each here, e.g. newConformanceCommand(),
+		// New subcommands: one line each here.
 	)
 	return root
 }
