@@ -141,3 +141,81 @@ func TestConformanceInstancesV1(t *testing.T) {
 		t.Errorf("instances/unknown-not-found: %s", res.Status)
 	}
 }
+
+// hang is an upstream provider whose every call ignores its context and blocks until
+// released, as providers with their own retry loops do when their cloud is slow.
+type hang struct {
+	stub
+	release chan struct{}
+}
+
+func newHang() *hang {
+	h := &hang{release: make(chan struct{})}
+	h.name = (&upstreamfake.Cloud{}).ProviderName()
+	h.v2, h.lb, h.routes = h, h, h
+	return h
+}
+
+func (h *hang) wait() { <-h.release }
+
+func (h *hang) InstanceExists(context.Context, *corev1.Node) (bool, error) {
+	h.wait()
+	return true, nil
+}
+func (h *hang) InstanceShutdown(context.Context, *corev1.Node) (bool, error) {
+	h.wait()
+	return false, nil
+}
+func (h *hang) InstanceMetadata(context.Context, *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	h.wait()
+	return nil, cloudprovider.InstanceNotFound
+}
+func (h *hang) GetLoadBalancer(context.Context, string, *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	h.wait()
+	return nil, false, nil
+}
+func (h *hang) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.Service) string {
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+func (h *hang) EnsureLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	h.wait()
+	return &corev1.LoadBalancerStatus{}, nil
+}
+func (h *hang) UpdateLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) error {
+	h.wait()
+	return nil
+}
+func (h *hang) EnsureLoadBalancerDeleted(context.Context, string, *corev1.Service) error {
+	h.wait()
+	return nil
+}
+func (h *hang) ListRoutes(context.Context, string) ([]*cloudprovider.Route, error) {
+	h.wait()
+	return nil, nil
+}
+func (h *hang) CreateRoute(context.Context, string, string, *cloudprovider.Route) error {
+	h.wait()
+	return nil
+}
+func (h *hang) DeleteRoute(context.Context, string, *cloudprovider.Route) error {
+	h.wait()
+	return nil
+}
+
+// TestConformanceDeadlines runs the suite's deadline clause with a slow cloud whose
+// provider ignores its context entirely: the adapter alone must return at the
+// deadline, never with NotFound (the blocked calls would answer "not found").
+func TestConformanceDeadlines(t *testing.T) {
+	setup := fakeSetup(t, true)
+	delete(setup.Skip, "context/deadline")
+	h := newHang()
+	t.Cleanup(func() { close(h.release) })
+	setup.Slow = func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+		p, err := upstream.New(h)
+		return p, nil, err
+	}
+	rep := cloudtest.Run(t, setup)
+	if res, _ := rep.Result("context/deadline"); res.Status != cloudtest.Pass {
+		t.Errorf("context/deadline: %s", res.Status)
+	}
+}
