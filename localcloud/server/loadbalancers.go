@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -164,9 +165,7 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 			return 0, nil, fmt.Errorf("stored load balancer %s has a bad VIP: %w", name, err)
 		}
 	default:
-		if vip, err = s.store.FreeVIP(ctx, s.cfg.VIPPool); err != nil {
-			return 0, nil, err
-		}
+		return s.createWithFreeVIP(c, name, spec)
 	}
 
 	if exists && old.Status.VIP == vip.String() && sameSpec(&old.Spec, &spec) && s.dpError(name) == "" {
@@ -185,6 +184,37 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 		status = http.StatusCreated
 	}
 	return status, s.withStatus(lb), nil
+}
+
+// maxVIPAttempts bounds how many pool addresses a new load balancer tries when other
+// processes on the machine hold its ports there.
+const maxVIPAttempts = 16
+
+// createWithFreeVIP creates load balancer name on a free VIP. The pool is on the
+// machine's loopback range, which other programs (another local cloud, a test) may use
+// too: an address whose ports something else holds is skipped, as a cloud would never
+// hand out an address it cannot serve. Called with lbMu held.
+func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSpec) (int, any, error) {
+	busy := map[netip.Addr]bool{}
+	for {
+		vip, err := s.store.FreeVIP(c.r.Context(), s.cfg.VIPPool, func(a netip.Addr) bool { return busy[a] })
+		if err != nil {
+			return 0, nil, err
+		}
+		now := time.Now().UTC()
+		lb := api.LoadBalancer{Name: name, Spec: spec, Status: api.LoadBalancerStatus{VIP: vip.String()}, CreatedAt: now, UpdatedAt: now}
+		err = s.apply(c, lb)
+		var conflict *dataplane.ConflictError
+		if errors.As(err, &conflict) && len(busy) < maxVIPAttempts-1 {
+			s.log.Info("VIP in use by another program, trying the next", "vip", vip, "loadBalancer", name, "conflict", conflict.Error())
+			busy[vip] = true
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, s.withStatus(lb), nil
+	}
 }
 
 // apply opens lb's listeners and stores lb, both or neither. Called with lbMu held.

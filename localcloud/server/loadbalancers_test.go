@@ -244,10 +244,13 @@ func TestLoadBalancerPortConflict(t *testing.T) {
 		Backends: []api.Backend{backend("node-a", nodeA)},
 	}
 
-	_, err = cl.EnsureLoadBalancer(ctx(), "web", conflicting)
+	// Asked for that VIP by name, the cloud cannot move it: 409, nothing half-applied.
+	requested := conflicting
+	requested.RequestedIP = vip.String()
+	_, err = cl.EnsureLoadBalancer(ctx(), "web", requested)
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.StatusCode != http.StatusConflict || ce.Reason != api.ReasonConflict || cloud.IsNotFound(err) {
-		t.Fatalf("ensure with a taken port: %v, want 409 Conflict", err)
+		t.Fatalf("ensure with a taken port on the requested VIP: %v, want 409 Conflict", err)
 	}
 	if !contains([]byte(ce.Message), netip.AddrPortFrom(vip, taken).String()) {
 		t.Errorf("409 message %q does not name %s", ce.Message, netip.AddrPortFrom(vip, taken))
@@ -257,6 +260,20 @@ func TestLoadBalancerPortConflict(t *testing.T) {
 	}
 	if testnet.Listening(netip.AddrPortFrom(vip, free)) {
 		t.Fatal("the free port's listener stayed open")
+	}
+
+	// Without a requested VIP, an address another program uses is skipped: the load
+	// balancer lands on the next one and serves there.
+	moved := must(cl.EnsureLoadBalancer(ctx(), "elsewhere", conflicting)).of(t)
+	if moved.Status.VIP == vip.String() {
+		t.Fatalf("new load balancer got VIP %s, whose port %d another program holds", vip, taken)
+	}
+	movedVIP := netip.MustParseAddr(moved.Status.VIP)
+	if answer, err := testnet.AskTCP(netip.AddrPortFrom(movedVIP, taken), netip.Addr{}, "hi"); err != nil || answer != "a hi" {
+		t.Fatalf("load balancer on the next VIP: %q, %v", answer, err)
+	}
+	if err := cl.DeleteLoadBalancer(ctx(), "elsewhere"); err != nil {
+		t.Fatal(err)
 	}
 
 	// An existing load balancer asked to add the taken port keeps its old state.

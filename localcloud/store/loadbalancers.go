@@ -134,11 +134,11 @@ func (s *Store) VIPOwner(ctx context.Context, vip netip.Addr) (string, error) {
 	return owner, err
 }
 
-// FreeVIP returns the lowest address of pool that no load balancer holds, skipping the
-// network address and, for IPv4, the broadcast address of pools bigger than two
-// addresses. It fails with ErrExhausted when there is none. It does not claim the
-// address: PutLoadBalancer does.
-func (s *Store) FreeVIP(ctx context.Context, pool netip.Prefix) (netip.Addr, error) {
+// FreeVIP returns the lowest address of pool that no load balancer holds and skip (if
+// not nil) does not reject, skipping the network address and, for IPv4, the broadcast
+// address of pools bigger than two addresses. It fails with ErrExhausted when there is
+// none. It does not claim the address: PutLoadBalancer does.
+func (s *Store) FreeVIP(ctx context.Context, pool netip.Prefix, skip func(netip.Addr) bool) (netip.Addr, error) {
 	pool = pool.Masked()
 	first := pool.Addr()
 	big := first.BitLen()-pool.Bits() >= 2
@@ -157,6 +157,9 @@ func (s *Store) FreeVIP(ctx context.Context, pool netip.Prefix) (netip.Addr, err
 			}
 			if k != nil && string(k) == string(vipKey(cand)) {
 				k, _ = c.Next()
+				continue
+			}
+			if skip != nil && skip(cand) {
 				continue
 			}
 			free = cand

@@ -164,14 +164,14 @@ func TestLoadBalancersAndVIPs(t *testing.T) {
 	s, _ := newStore(t)
 	pool := netip.MustParsePrefix("127.100.0.0/30") // .1 and .2 usable
 
-	vip, err := s.FreeVIP(ctx, pool)
+	vip, err := s.FreeVIP(ctx, pool, nil)
 	if err != nil || vip.String() != "127.100.0.1" {
 		t.Fatalf("first FreeVIP = %v, %v", vip, err)
 	}
 	if err := s.PutLoadBalancer(ctx, lb("a", vip.String())); err != nil {
 		t.Fatal(err)
 	}
-	if vip, _ = s.FreeVIP(ctx, pool); vip.String() != "127.100.0.2" {
+	if vip, _ = s.FreeVIP(ctx, pool, nil); vip.String() != "127.100.0.2" {
 		t.Fatalf("second FreeVIP = %v", vip)
 	}
 	if err := s.PutLoadBalancer(ctx, lb("b", "127.100.0.1")); !errors.Is(err, ErrConflict) {
@@ -180,7 +180,7 @@ func TestLoadBalancersAndVIPs(t *testing.T) {
 	if err := s.PutLoadBalancer(ctx, lb("b", "127.100.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FreeVIP(ctx, pool); !errors.Is(err, ErrExhausted) {
+	if _, err := s.FreeVIP(ctx, pool, nil); !errors.Is(err, ErrExhausted) {
 		t.Fatalf("FreeVIP on a full pool: %v, want ErrExhausted", err)
 	}
 	// Moving a to another VIP releases its old one.
@@ -193,7 +193,7 @@ func TestLoadBalancersAndVIPs(t *testing.T) {
 	if _, err := s.DeleteLoadBalancer(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if vip, _ = s.FreeVIP(ctx, pool); vip.String() != "127.100.0.1" {
+	if vip, _ = s.FreeVIP(ctx, pool, nil); vip.String() != "127.100.0.1" {
 		t.Fatalf("FreeVIP after delete = %v", vip)
 	}
 	if _, err := s.DeleteLoadBalancer(ctx, "b"); !errors.Is(err, ErrNotFound) {
@@ -216,7 +216,7 @@ func TestFreeVIPSmallPools(t *testing.T) {
 		"127.100.0.6/31": "127.100.0.6",
 		"fd00::/120":     "fd00::1",
 	} {
-		got, err := s.FreeVIP(ctx, netip.MustParsePrefix(pool))
+		got, err := s.FreeVIP(ctx, netip.MustParsePrefix(pool), nil)
 		if err != nil || got.String() != want {
 			t.Errorf("FreeVIP(%s) = %v, %v; want %s", pool, got, err, want)
 		}
