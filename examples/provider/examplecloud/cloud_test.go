@@ -1,0 +1,129 @@
+package examplecloud_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"example.com/cloud-provider-example/examplecloud"
+)
+
+func open(t *testing.T, path string) *examplecloud.Cloud {
+	t.Helper()
+	c, err := examplecloud.Open(path, "ex-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func wantCode(t *testing.T, what string, err error, code int) {
+	t.Helper()
+	if got := examplecloud.Code(err); got != code {
+		t.Errorf("%s: %v (code %d), want code %d", what, err, got, code)
+	}
+}
+
+func TestAPIAnswers(t *testing.T) {
+	ctx := t.Context()
+	c := open(t, "")
+	a, err := c.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-a"})
+	if err != nil || a.ID != "vm-000001" || a.State != examplecloud.StateRunning || a.PrivateIP != "10.0.0.1" || a.Zone != "ex-1a" {
+		t.Fatalf("CreateInstance = %+v, %v", a, err)
+	}
+	_, err = c.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-a"})
+	wantCode(t, "a second instance named node-a", err, 409)
+	_, err = c.GetInstance(ctx, "vm-424242")
+	wantCode(t, "an unknown instance", err, 404)
+	_, err = c.FindInstance(ctx, "node-z")
+	wantCode(t, "an unknown name", err, 404)
+
+	lb1, err := c.PutLoadBalancer(ctx, examplecloud.LoadBalancer{Name: "one", Listeners: []examplecloud.Listener{{Protocol: "TCP", Port: 80, TargetPort: 30080}}})
+	if err != nil || lb1.VIP != "203.0.113.1" {
+		t.Fatalf("PutLoadBalancer = %+v, %v", lb1, err)
+	}
+	again, err := c.PutLoadBalancer(ctx, examplecloud.LoadBalancer{Name: "one", Listeners: lb1.Listeners, Targets: []string{"10.0.0.1"}})
+	if err != nil || again.VIP != lb1.VIP || len(again.Targets) != 1 {
+		t.Errorf("updating keeps the VIP: %+v, %v", again, err)
+	}
+	_, err = c.PutLoadBalancer(ctx, examplecloud.LoadBalancer{Name: "sctp", Listeners: []examplecloud.Listener{{Protocol: "SCTP", Port: 1}}})
+	wantCode(t, "an SCTP listener", err, 400)
+	wantCode(t, "deleting a missing load balancer", c.DeleteLoadBalancer(ctx, "nope"), 404)
+	wantCode(t, "targets of a missing load balancer", c.SetTargets(ctx, "nope", nil), 404)
+
+	r := examplecloud.Route{Name: "r1", Cluster: "prod", Destination: "10.244.0.0/24", NextHop: "node-a"}
+	if err := c.CreateRoute(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "the same route again", c.CreateRoute(ctx, r), 409)
+	r2 := r
+	r2.Name = "r2"
+	wantCode(t, "another route to the same destination", c.CreateRoute(ctx, r2), 409)
+	r2.Destination, r2.NextHop = "10.244.1.0/24", "node-z"
+	wantCode(t, "a route via no instance", c.CreateRoute(ctx, r2), 400)
+	wantCode(t, "deleting a missing route", c.DeleteRoute(ctx, "nope"), 404)
+	if rs, err := c.ListRoutes(ctx, "other"); err != nil || len(rs) != 0 {
+		t.Errorf("routes of another cluster: %+v, %v", rs, err)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	c := open(t, "")
+	c.SetFaults(examplecloud.Faults{Throttle: 2 * time.Second})
+	_, err := c.ListInstances(t.Context())
+	var apiErr *examplecloud.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 429 || apiErr.RetryAfter != 2*time.Second {
+		t.Errorf("throttled: %v", err)
+	}
+	c.SetFaults(examplecloud.Faults{Outage: true})
+	_, err = c.ListInstances(t.Context())
+	wantCode(t, "outage", err, 503)
+	c.SetFaults(examplecloud.Faults{Latency: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.ListInstances(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("slow call with a deadline: %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestPersistence(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := open(t, path)
+	inst, err := c.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-a", Tags: map[string]string{"pool": "blue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutLoadBalancer(ctx, examplecloud.LoadBalancer{Name: "web", Listeners: []examplecloud.Listener{{Protocol: "UDP", Port: 53, TargetPort: 30053}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened := open(t, path)
+	got, err := reopened.GetInstance(ctx, inst.ID)
+	if err != nil || got.Tags["pool"] != "blue" {
+		t.Errorf("after reopening: %+v, %v", got, err)
+	}
+	if _, err := reopened.GetLoadBalancer(ctx, "web"); err != nil {
+		t.Errorf("after reopening: %v", err)
+	}
+	next, err := reopened.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-b"})
+	if err != nil || next.ID != "vm-000002" {
+		t.Errorf("IDs continue after reopening: %+v, %v", next, err)
+	}
+
+	if _, err := examplecloud.Open(path, "ex-2"); err == nil {
+		t.Error("opening another region's state succeeded")
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := examplecloud.Open(path, "ex-1"); err == nil {
+		t.Error("opening a corrupt state file succeeded")
+	}
+	if _, err := examplecloud.Open("", ""); err == nil {
+		t.Error("opening without a region succeeded")
+	}
+}
