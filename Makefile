@@ -91,6 +91,7 @@ lint: fmt-check vet ## gofmt check, go vet and staticcheck
 test: tools fmt-check vet ## build tools, then gofmt check, go vet and all tests with -race (integration included)
 	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 10m $(GOTEST_FLAGS) ./...
+	$(MAKE) -C examples/provider test
 
 # The benchmarks are a module of their own (bench/go.mod), so upstream's controllers and
 # their dependencies stay out of nephele's. See docs/benchmarks.md.
