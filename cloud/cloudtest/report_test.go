@@ -2,6 +2,8 @@ package cloudtest_test
 
 import (
 	"encoding/xml"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +180,20 @@ func TestClausesAreUniqueAndNamed(t *testing.T) {
 		area, rule, ok := strings.Cut(c.ID, "/")
 		if !ok || area == "" || rule == "" || c.Title == "" {
 			t.Errorf("clause %+v: want an ID <area>/<rule> and a title", c)
+		}
+	}
+}
+
+// TestClausesAreDocumented keeps docs/conformance.md in step with the suite: every
+// clause has its row.
+func TestClausesAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "conformance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cloudtest.Clauses() {
+		if !strings.Contains(string(doc), "| `"+c.ID+"` |") {
+			t.Errorf("docs/conformance.md has no row for clause %s", c.ID)
 		}
 	}
 }
