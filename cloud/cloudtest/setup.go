@@ -217,7 +217,7 @@ func resolve(s Setup) (*config, error) {
 	}
 	for id := range s.Skip {
 		if _, ok := clauseByID(id); !ok {
-			problems = append(problems, fmt.Errorf("Skip names unknown clause %q", id))
+			problems = append(problems, fmt.Errorf("the Skip field names unknown clause %q", id))
 		}
 	}
 	if s.ClusterName == "" {
