@@ -509,3 +509,25 @@ func TestContextHonoredAndPanicsRecovered(t *testing.T) {
 		t.Errorf("a panicking provider: %v, want the panic as a temporary error", err)
 	}
 }
+
+// FuzzListRoutes feeds the adapter any destination string an upstream provider might
+// list: it must never panic, and a destination it accepts must be a valid, masked
+// prefix.
+func FuzzListRoutes(f *testing.F) {
+	for _, s := range []string{"10.244.1.0/24", " 10.0.0.5/8", "fd00::/64", "::ffff:10.0.0.0/104", "10.0.0.1", "", "/", "1.2.3.4/33", "fe80::1%eth0/64", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, dst string) {
+		r, _ := newAdapter(t, &stub{name: "acme", routes: &routesStub{table: []*cloudprovider.Route{route("r", "n", dst)}}}).Routes()
+		got, err := r.ListRoutes(context.Background(), "c")
+		if err != nil {
+			if cloud.IsNotFound(err) {
+				t.Fatalf("a bad destination %q is NotFound", dst)
+			}
+			return
+		}
+		if len(got) != 1 || !got[0].DestinationCIDR.IsValid() || got[0].DestinationCIDR != got[0].DestinationCIDR.Masked() {
+			t.Fatalf("destination %q listed as %+v", dst, got)
+		}
+	})
+}

@@ -1,0 +1,36 @@
+package upstream_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestUpstreamStaysOutOfTheBinaries guards the design rule that nephele's core never
+// imports k8s.io/kubernetes and that only this package brings in k8s.io/cloud-provider:
+// no binary of the module links either, and k8s.io/kubernetes is not even in the module
+// graph.
+func TestUpstreamStaysOutOfTheBinaries(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("this test needs the go command: %v", err)
+	}
+	out, err := exec.CommandContext(t.Context(), goTool, "list", "-deps", "-f", "{{.ImportPath}}", "github.com/nephele-dev/nephele/cmd/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasPrefix(line, "k8s.io/kubernetes") || strings.HasPrefix(line, "k8s.io/cloud-provider") {
+			t.Errorf("nephele's binaries link %s", line)
+		}
+	}
+	out, err = exec.CommandContext(t.Context(), goTool, "list", "-m", "all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasPrefix(line, "k8s.io/kubernetes ") {
+			t.Errorf("the module graph holds %s", line)
+		}
+	}
+}
