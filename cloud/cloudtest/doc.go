@@ -16,12 +16,14 @@
 // the same checks in the same order.
 //
 // Every check names the clause of the contract it tests, such as
-// "instances/deleted-not-found"; Clauses lists them all. A check that cannot run passes
-// neither nor fails: it is skipped with the reason (a capability the provider does not
-// claim, a fault the setup cannot induce, or a clause the setup explicitly skips).
+// "instances/deleted-not-found"; Clauses lists them all, and docs/conformance.md says
+// what each protects. A check that cannot run is skipped with the reason: a capability
+// the provider does not claim, something the setup lacks (an instance factory, a fault),
+// or a clause the setup names in Skip.
 //
 // The suite tests the contract, never a particular cloud: it makes its own test
 // instances through the setup's InstanceFactory, names everything it creates with a
 // random prefix so that runs against a shared cloud do not collide, and removes what it
-// created when it ends.
+// created when it ends. A provider call that ignores its context is abandoned after
+// Setup.CancelBound and reported, so the suite never hangs on a provider.
 package cloudtest
