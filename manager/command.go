@@ -99,13 +99,14 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 	if o.CloudConfig != nil {
 		cloudConfig = bytes.NewReader(o.CloudConfig)
 	}
-	if !slices.Contains(registry.Names(), o.CloudProvider) {
-		return fmt.Errorf("invalid value for --cloud-provider: %q: this binary has the providers %v", o.CloudProvider, registry.Names())
-	}
 	provider, err := registry.New(o.CloudProvider, cloudConfig)
 	if err != nil {
-		// The provider exists, so what it refused is its configuration.
-		return fmt.Errorf("invalid value for --cloud-config: %w", err)
+		// A provider this binary has refused its configuration; otherwise the name is wrong.
+		flag := "--cloud-config"
+		if !slices.Contains(registry.Names(), o.CloudProvider) {
+			flag = "--cloud-provider"
+		}
+		return fmt.Errorf("invalid value for %s: %w", flag, err)
 	}
 
 	reg := prometheus.NewRegistry()

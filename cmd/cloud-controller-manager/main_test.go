@@ -129,9 +129,9 @@ current-context: c
 		want []string
 	}{
 		{"help", []string{"--help"}, 0, []string{"Cloud providers in this binary: [local]", "--cloud-config", "--leader-elect", "--controllers"}},
-		{"no cloud config", []string{"--cloud-provider=local", "--kubeconfig=" + kubeconfig, "--secure-port=0"}, 1, []string{"--cloud-provider", "no --cloud-config given"}},
+		{"no cloud config", []string{"--cloud-provider=local", "--kubeconfig=" + kubeconfig, "--secure-port=0"}, 1, []string{"invalid value for --cloud-config", "no --cloud-config given"}},
 		{"strict cloud config", []string{"--cloud-provider=local", "--cloud-config=" + badConfig, "--kubeconfig=" + kubeconfig, "--secure-port=0"}, 1, []string{`unknown field "tokenfile"`}},
-		{"unknown provider", []string{"--cloud-provider=aws", "--kubeconfig=" + kubeconfig, "--secure-port=0"}, 1, []string{`unknown cloud provider "aws"`, "known providers are local"}},
+		{"unknown provider", []string{"--cloud-provider=aws", "--kubeconfig=" + kubeconfig, "--secure-port=0"}, 1, []string{`invalid value for --cloud-provider`, `unknown cloud provider "aws"`, "known providers are local"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

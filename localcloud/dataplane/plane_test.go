@@ -355,6 +355,17 @@ func TestUpdateSwitchesBackendsAndKeepsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = long.Close() }()
+	// Dial returns once the kernel accepted the connection; the proxy picks its backend
+	// when it takes the connection. One round trip makes sure that happened before the
+	// update.
+	_ = long.SetDeadline(time.Now().Add(pollTimeout))
+	buf := make([]byte, 64)
+	if _, err := long.Write([]byte("first\n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := long.Read(buf); err != nil || string(buf[:n]) != "a first\n" {
+		t.Fatalf("long connection before the update: %q, %v", buf[:n], err)
+	}
 
 	lb.Backends = []Backend{{NodeName: "b", Addr: nodeB}}
 	apply(t, p, lb)
@@ -366,7 +377,6 @@ func TestUpdateSwitchesBackendsAndKeepsConnections(t *testing.T) {
 	if _, err := long.Write([]byte("old\n")); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 64)
 	n, err := long.Read(buf)
 	if err != nil || string(buf[:n]) != "a old\n" {
 		t.Fatalf("old connection after the update: %q, %v", buf[:n], err)

@@ -401,6 +401,8 @@ func TestIntegrationLoadBalancerRefusals(t *testing.T) {
 	}
 	defer func() { _ = ln.Close() }()
 	taken := lbSpec("lb-taken", cloud.LoadBalancerPort{Name: "p", Protocol: corev1.ProtocolTCP, Port: int32(port), NodePort: 30001})
+	// Asked for by loadBalancerIP: the cloud cannot move it to a free address.
+	taken.RequestedIP = vip.String()
 	_, err = lbs.EnsureLoadBalancer(ctx, taken, nil)
 	if err == nil || cloud.Classify(err) != cloud.ResultError {
 		t.Errorf("taken port: %v, want a temporary error", err)
