@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,9 +15,8 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
-	"github.com/nephele-dev/nephele/localcloud/api"
-	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/providers/local"
+	"github.com/nephele-dev/nephele/providers/local/localtest"
 )
 
 // conformanceOptions are the flags of `nephele conformance`.
@@ -79,7 +76,13 @@ type fixtureFunc func(config []byte, faultInjection bool) (cloudtest.Fixture, er
 
 // builtinFixtures returns the fixtures nephele knows, by provider name.
 func builtinFixtures() map[string]fixtureFunc {
-	return map[string]fixtureFunc{local.ProviderName: localFixture}
+	return map[string]fixtureFunc{local.ProviderName: func(config []byte, faultInjection bool) (cloudtest.Fixture, error) {
+		cfg, err := local.LoadConfig(bytes.NewReader(config))
+		if err != nil {
+			return cloudtest.Fixture{}, err
+		}
+		return localtest.Fixture(*cfg, faultInjection)
+	}}
 }
 
 func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformanceOptions) error {
@@ -218,111 +221,4 @@ func writeReport(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-// localFixture makes test instances through the local cloud's API (the endpoint and
-// token of the provider's own cloud config) and induces faults with its knobs. The
-// failing cloud is a provider built against a closed port, which disturbs nothing.
-func localFixture(config []byte, faultInjection bool) (cloudtest.Fixture, error) {
-	cfg, err := local.LoadConfig(bytes.NewReader(config))
-	if err != nil {
-		return cloudtest.Fixture{}, err
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"))
-	if err != nil {
-		return cloudtest.Fixture{}, err
-	}
-	fx := cloudtest.Fixture{
-		Instances: localInstances{c},
-		Failing: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			addr, err := closedLoopbackAddress()
-			if err != nil {
-				return nil, nil, err
-			}
-			p, err := local.NewFromConfig(local.Config{Endpoint: "http://" + addr, Token: "conformance", RequestTimeout: cfg.RequestTimeout})
-			return p, nil, err
-		},
-	}
-	if faultInjection {
-		fx.Throttling = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			// One token that the drain takes: every call after it is throttled for
-			// the next thousand seconds, or until the fault ends.
-			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})
-			if err != nil {
-				return nil, end, err
-			}
-			for range 5 {
-				_, err := c.ListRoutes(ctx, "nephele-conformance-drain")
-				if cloud.IsThrottled(err) {
-					return p, end, nil
-				}
-				if err != nil {
-					return nil, end, err
-				}
-			}
-			return nil, end, errors.New("the local cloud's rate limit never throttled")
-		}
-		fx.Slow = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}})
-			return p, end, err
-		}
-	}
-	return fx, nil
-}
-
-// withLocalFault adds rule f to the local cloud's fault rules and returns the
-// function that puts the rules back as they were.
-func withLocalFault(ctx context.Context, c *client.Client, f api.Fault) (func(context.Context) error, error) {
-	saved, err := c.Faults(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the local cloud's fault rules: %w", err)
-	}
-	restore := func(ctx context.Context) error {
-		if err := c.SetFaults(ctx, saved); err != nil {
-			return fmt.Errorf("restoring the local cloud's fault rules: %w", err)
-		}
-		return nil
-	}
-	if err := c.PutFault(ctx, f); err != nil {
-		return restore, fmt.Errorf("adding fault rule for %q: %w", f.Operation, err)
-	}
-	return restore, nil
-}
-
-// localInstances creates, stops and deletes instances through the local cloud's API.
-type localInstances struct{ c *client.Client }
-
-func (l localInstances) CreateInstance(ctx context.Context, nameHint string) (string, error) {
-	inst, err := l.c.CreateInstance(ctx, api.InstanceSpec{Name: nameHint, Labels: map[string]string{"nephele.dev/conformance": "true"}})
-	if err != nil {
-		return "", err
-	}
-	return inst.Name, nil
-}
-
-func (l localInstances) DeleteInstance(ctx context.Context, nodeName string) error {
-	inst, err := l.c.GetInstanceByName(ctx, nodeName)
-	if err != nil {
-		return err
-	}
-	return l.c.DeleteInstance(ctx, inst.ID)
-}
-
-func (l localInstances) StopInstance(ctx context.Context, nodeName string) error {
-	inst, err := l.c.GetInstanceByName(ctx, nodeName)
-	if err != nil {
-		return err
-	}
-	_, err = l.c.StopInstance(ctx, inst.ID)
-	return err
-}
-
-// closedLoopbackAddress returns a loopback address nothing listens on a moment ago.
-func closedLoopbackAddress() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }

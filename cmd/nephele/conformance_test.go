@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,4 +269,14 @@ func TestConformanceFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedLoopbackAddress returns a loopback address nothing listened on a moment ago.
+func closedLoopbackAddress() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }

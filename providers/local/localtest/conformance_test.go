@@ -1,0 +1,80 @@
+package localtest
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/providers/local"
+)
+
+// TestConformance runs nephele's conformance suite against the local provider over a
+// real local cloud, with every capability and every fault the suite can induce, made
+// by Fixture: the same code `nephele conformance --provider local` runs.
+func TestConformance(t *testing.T) {
+	const token = "conformance-token"
+	srv, err := server.Start(context.Background(), server.Config{
+		StatePath: filepath.Join(t.TempDir(), "state.db"),
+		Token:     token,
+		FaultSeed: 1,
+	})
+	if err != nil {
+		t.Fatalf("starting the local cloud: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("stopping the local cloud: %v", err)
+		}
+	})
+	cfg := local.Config{Endpoint: srv.URL(), Token: token, RequestTimeout: 20 * time.Second}
+	provider, err := local.NewFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx, err := Fixture(cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rep := cloudtest.Run(t, cloudtest.Setup{
+		NewProvider:  func(context.Context) (cloud.Provider, error) { return provider, nil },
+		Capabilities: cloudtest.AllCapabilities(),
+		Instances:    fx.Instances,
+		Failing:      fx.Failing,
+		Throttling:   fx.Throttling,
+		Slow:         fx.Slow,
+	})
+	passed, failed, skipped := rep.Counts()
+	if failed != 0 || skipped != 0 {
+		var sb strings.Builder
+		_ = rep.WriteText(&sb)
+		t.Errorf("conformance: %d passed, %d failed, %d skipped; want every clause passed:\n%s", passed, failed, skipped, sb.String())
+	}
+
+	// The suite removes what it made, and the fault knobs are back as they were.
+	ctx := context.Background()
+	admin, err := client.New(srv.URL(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if insts, err := admin.ListAllInstances(ctx, 0); err != nil || len(insts) != 0 {
+		t.Errorf("instances left after the suite: %d, %v", len(insts), err)
+	}
+	if lbs, err := admin.ListLoadBalancers(ctx, ""); err != nil || len(lbs) != 0 {
+		t.Errorf("load balancers left after the suite: %d, %v", len(lbs), err)
+	}
+	if rs, err := admin.ListRoutes(ctx, cloudtest.DefaultClusterName); err != nil || len(rs) != 0 {
+		t.Errorf("routes left after the suite: %v, %v", rs, err)
+	}
+	if rules, err := admin.Faults(ctx); err != nil || len(rules) != 0 {
+		t.Errorf("fault rules left after the suite: %v, %v", rules, err)
+	}
+}
