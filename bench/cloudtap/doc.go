@@ -5,6 +5,8 @@
 //     issued and the backends the cloud last confirmed (from its answers), with the
 //     time they last changed; so the harness learns when every load balancer has every
 //     node without polling the cloud, which would spend the cloud's rate limit;
+//   - records when the cloud first confirmed a route to each destination, so the
+//     harness learns when every node has its route, likewise;
 //   - can hold the requests for chosen load balancers (by Service) until the client
 //     gives up or the hold is released: a cloud whose calls for one load balancer hang.
 //

@@ -48,8 +48,9 @@ type Tap struct {
 
 	mu       sync.Mutex
 	lbs      map[string]*LoadBalancer
-	hang     map[string]bool // Service keys whose load balancer calls are held
-	released chan struct{}   // closed by Release; replaced by Hang
+	routes   map[string]time.Time // destination CIDR -> when a create was first confirmed
+	hang     map[string]bool      // Service keys whose load balancer calls are held
+	released chan struct{}        // closed by Release; replaced by Hang
 }
 
 // Start proxies a loopback port to the local cloud at target ("http://host:port").
@@ -67,6 +68,7 @@ func Start(target string) (*Tap, error) {
 		ln:       ln,
 		done:     make(chan struct{}),
 		lbs:      map[string]*LoadBalancer{},
+		routes:   map[string]time.Time{},
 		hang:     map[string]bool{},
 		released: make(chan struct{}),
 	}
@@ -88,6 +90,7 @@ func Start(target string) (*Tap, error) {
 	mux.HandleFunc("PUT /v1/loadbalancers/{name}/backends", t.serveLB(opUpdate))
 	mux.HandleFunc("GET /v1/loadbalancers/{name}", t.serveLB(opOther))
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", t.serveLB(opOther))
+	mux.HandleFunc("POST /v1/clusters/{cluster}/routes", t.serveRouteCreate)
 	mux.Handle("/", t.proxy)
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -144,6 +147,32 @@ func (t *Tap) LoadBalancers() map[string]LoadBalancer {
 		out[name] = c
 	}
 	return out
+}
+
+// Routes returns, per destination CIDR, when the cloud first confirmed a route create
+// for it (a route deleted later stays listed).
+func (t *Tap) Routes() map[string]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.routes)
+}
+
+func (t *Tap) serveRouteCreate(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w}
+	t.proxy.ServeHTTP(rec, r)
+	if rec.status < 200 || rec.status >= 300 {
+		return
+	}
+	var route api.Route
+	if json.Unmarshal(rec.body.Bytes(), &route) != nil || route.DestinationCIDR == "" {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, seen := t.routes[route.DestinationCIDR]; !seen {
+		t.routes[route.DestinationCIDR] = now
+	}
 }
 
 type op int

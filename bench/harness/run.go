@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config) ([]*results.Run, error) {
 		mu.Unlock()
 	}
 	for i, row := range cfg.Rows {
-		r := newRowRun(cfg, row)
+		r := newRowRun(cfg, row, i)
 		runs[i] = r.res
 		if err := r.setUp(ctx); err != nil {
 			r.problem("setting up: %v", err)
@@ -69,10 +69,11 @@ func Run(ctx context.Context, cfg Config) ([]*results.Run, error) {
 
 // rowRun is one row's pass through the scenarios.
 type rowRun struct {
-	cfg Config
-	row Row
-	s   Scale
-	res *results.Run
+	cfg   Config
+	row   Row
+	s     Scale
+	index int // the row's position in the run, which picks its VIP pool
+	res   *results.Run
 
 	w     *world
 	ctrl  *controller
@@ -81,17 +82,18 @@ type rowRun struct {
 	stopT context.CancelFunc // stops the tracker's informers
 	addrs map[string]string  // instance name -> InternalIP
 
-	nodes, fanNodes []string
-	cidrs, fanCIDRs []string
-	services        []string          // Service keys of the S services
-	lbNames         map[string]string // Service key -> load balancer name
-	allNodes        int
-	allServices     int
+	initStart, fanStart time.Time // when each burst began
+	nodes, fanNodes     []string
+	cidrs, fanCIDRs     []string
+	services            []string          // Service keys of the S services
+	lbNames             map[string]string // Service key -> load balancer name
+	allNodes            int
+	allServices         int
 }
 
-func newRowRun(cfg Config, row Row) *rowRun {
+func newRowRun(cfg Config, row Row, index int) *rowRun {
 	s := cfg.Scale
-	r := &rowRun{cfg: cfg, row: row, s: s, lbNames: map[string]string{}}
+	r := &rowRun{cfg: cfg, row: row, s: s, index: index, lbNames: map[string]string{}}
 	r.res = &results.Run{
 		Scale:       s.Name,
 		Row:         row.Name,
@@ -136,7 +138,7 @@ const warmupNode = "warmup"
 // warm-up node, so that the scenarios time the controllers' work, not their start.
 func (r *rowRun) setUp(ctx context.Context) error {
 	r.logf("starting control plane, local cloud and tap")
-	w, err := startWorld(ctx, r.cfg.BinDir)
+	w, err := startWorld(ctx, r.cfg.BinDir, vipPool(r.index))
 	r.w = w
 	if err != nil {
 		return err
@@ -239,6 +241,7 @@ func (r *rowRun) finish(ctx context.Context, steady bool) error {
 			r.problem("steady state: %v", err)
 		}
 	}
+	r.routeTimes()
 	if r.ctrl != nil {
 		r.readMemory(ctx)
 		if exited, err := r.ctrl.exited(); exited {

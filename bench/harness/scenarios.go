@@ -25,6 +25,7 @@ func (r *rowRun) scenarioInit(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
+	r.initStart = start
 	sent, err := createNodes(ctx, r.w.kube, r.nodes, r.cidrs, r.addrs)
 	if err != nil {
 		return err
@@ -98,6 +99,9 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	if len(r.services) == 0 {
 		return fmt.Errorf("no load balancers to fan out to")
 	}
+	if err := r.addInstances(ctx, r.fanNodes); err != nil {
+		return err
+	}
 	want := make(map[string]string, len(r.fanNodes))
 	for _, n := range r.fanNodes {
 		want[n] = r.addrs[n]
@@ -106,15 +110,13 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	for _, k := range r.services {
 		lbs = append(lbs, r.lbNames[k])
 	}
-	if err := r.addInstances(ctx, r.fanNodes); err != nil {
-		return err
-	}
 	before := r.w.tap.LoadBalancers()
 	beforeCalls, err := r.w.calls(ctx)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
+	r.fanStart = start
 	if _, err := createNodes(ctx, r.w.kube, r.fanNodes, r.fanCIDRs, r.addrs); err != nil {
 		return err
 	}
@@ -188,7 +190,7 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 // hasAll reports whether lb's confirmed backends include every wanted node at its address.
 func hasAll(lb cloudtap.LoadBalancer, want map[string]string) bool {
 	for n, addr := range want {
-		if lb.Backends[n] != addr {
+		if got, ok := lb.Backends[n]; !ok || got != addr {
 			return false
 		}
 	}
@@ -255,6 +257,27 @@ func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
 func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	out := &r.res.Steady
 	out.Nodes, out.Services = r.allNodes, r.allServices
+	if r.s.RouteWait > 0 {
+		// Routes a controller creates late (a long reconciliation period) are the
+		// burst's work, not steady state: wait for them before counting.
+		cidrs := append(append([]string{podCIDR(0)}, r.cidrs...), r.fanCIDRs...)
+		start := time.Now()
+		r.logf("steady state: waiting for every node's route")
+		err := r.waitFor(ctx, r.s.RouteWait, func() bool {
+			routes := r.w.tap.Routes()
+			for _, c := range cidrs {
+				if _, ok := routes[c]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		out.RoutesWaitSeconds = time.Since(start).Seconds()
+		if err != nil {
+			out.RoutesIncomplete = true
+			r.problem("steady state: not every node had its route after %s; counting anyway", r.s.RouteWait)
+		}
+	}
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
@@ -295,6 +318,34 @@ func (r *rowRun) readMemory(ctx context.Context) {
 	for _, p := range r.mem.stop() {
 		out.RSSTimeline = append(out.RSSTimeline, results.Point{T: p.t.Seconds(), V: float64(p.rss) / (1 << 20)})
 	}
+}
+
+// routeTimes fills in when each burst's nodes got their routes, from what the tap saw
+// over the whole run.
+func (r *rowRun) routeTimes() {
+	if r.w == nil || r.w.tap == nil {
+		return
+	}
+	routes := r.w.tap.Routes()
+	fill := func(out *results.Routes, start time.Time, cidrs []string) {
+		if start.IsZero() {
+			return
+		}
+		var latest time.Time
+		for _, c := range cidrs {
+			if at, ok := routes[c]; ok {
+				out.Complete++
+				if at.After(latest) {
+					latest = at
+				}
+			}
+		}
+		if out.Complete == len(cidrs) && len(cidrs) > 0 {
+			out.Seconds = max(0, latest.Sub(start).Seconds())
+		}
+	}
+	fill(&r.res.Init.Routes, r.initStart, r.cidrs)
+	fill(&r.res.FanOut.Routes, r.fanStart, r.fanCIDRs)
 }
 
 // toCalls converts the client's call counts.

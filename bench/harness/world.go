@@ -33,6 +33,13 @@ const (
 	servicePort = 8080
 )
 
+// vipPool is where the load balancer VIPs of the i-th world come from: a /16 of its own
+// (127.150.0.0/16 for the first), so that worlds running side by side, and local clouds
+// that tests run beside the benchmark, never want the same VIP:port.
+func vipPool(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(150 + i%100), 0, 0}), 16)
+}
+
 // world is one row's control plane, cloud and tap.
 type world struct {
 	cp     *controlplane.Env
@@ -44,7 +51,7 @@ type world struct {
 }
 
 // startWorld starts a control plane with kwok, the local cloud and the tap.
-func startWorld(ctx context.Context, binDir string) (w *world, err error) {
+func startWorld(ctx context.Context, binDir string, vips netip.Prefix) (w *world, err error) {
 	w = &world{}
 	defer func() {
 		if err != nil {
@@ -70,6 +77,9 @@ func startWorld(ctx context.Context, binDir string) (w *world, err error) {
 	w.cloud, err = server.Start(ctx, server.Config{
 		StatePath: filepath.Join(w.cp.Dir, "localcloud.db"),
 		Token:     w.token,
+		// A pool of its own, so that the load balancers' listeners cannot collide
+		// with those of a local cloud that tests run beside the benchmark.
+		VIPPool: vips,
 		// kwok nodes have addresses that lead nowhere: health checks would only
 		// burn CPU the controllers under test need.
 		DataPlane: dataplane.Config{DisableHealthChecks: true},

@@ -237,6 +237,7 @@ func (r *report) initSection(p func(string, ...any), charts map[string]*chart.Ch
 	r.line(p, "cloud calls", r.values(func(x *results.Run) float64 { return float64(x.Init.Calls.Total()) }), count, true)
 	r.textLine(p, "cloud calls by operation", r.cells(func(x *results.Run) string { return byOp(x.Init.Calls) }))
 	r.line(p, "throttled by the cloud (429)", r.values(func(x *results.Run) float64 { return float64(x.Init.Calls.Throttled()) }), count, false)
+	r.textLine(p, "every node's route in the cloud after (s)", r.cells(func(x *results.Run) string { return routesText(x.Init.Routes, x.Init.Nodes) }))
 	p("\n")
 	r.target(p, "at least 10x faster than upstream defaults and 3x faster than upstream tuned",
 		func(n, tuned, defaults *results.Run) (bool, string) {
@@ -255,6 +256,7 @@ func (r *report) steadySection(p func(string, ...any)) {
 	p("## 2. Steady state\n\nAfter the scenarios, a quiet period, then cloud calls counted over the window below, extrapolated to calls per node per hour. ")
 	p("Nodes and Services present: %d and %d.\n\n", r.runs[0].Steady.Nodes, r.runs[0].Steady.Services)
 	r.header(p)
+	r.line(p, "waited for every node's route before the quiet period (s)", r.values(func(x *results.Run) float64 { return x.Steady.RoutesWaitSeconds }), secs, false)
 	r.line(p, "window (s)", r.values(func(x *results.Run) float64 { return x.Steady.Seconds }), secs, false)
 	r.line(p, "**cloud calls per node per hour**", r.values(func(x *results.Run) float64 { return x.Steady.PerNodeHour("") }), rate, true)
 	for _, op := range r.allOps(func(x *results.Run) results.Calls { return x.Steady.Calls }) {
@@ -287,6 +289,7 @@ func (r *report) fanOutSection(p func(string, ...any), charts map[string]*chart.
 	r.line(p, "ensures per LB, mean", r.values(func(x *results.Run) float64 { return x.FanOut.EnsuresMean }), dec1, false)
 	r.line(p, "cloud calls", r.values(func(x *results.Run) float64 { return float64(x.FanOut.Calls.Total()) }), count, true)
 	r.textLine(p, "cloud calls by operation", r.cells(func(x *results.Run) string { return byOp(x.FanOut.Calls) }))
+	r.textLine(p, "every new node's route in the cloud after (s)", r.cells(func(x *results.Run) string { return routesText(x.FanOut.Routes, x.FanOut.Nodes) }))
 	p("\n")
 	r.target(p, "at most 2 backend updates per load balancer per burst", func(n, _, _ *results.Run) (bool, string) {
 		return !n.FanOut.TimedOut && n.FanOut.UpdatesMax+n.FanOut.EnsuresMax <= 2,
@@ -361,6 +364,10 @@ func (r *report) routesSection(p func(string, ...any)) {
 	r.line(p, "route calls during initialization", r.values(func(x *results.Run) float64 {
 		return float64(x.Init.Calls.Op("routes.list") + x.Init.Calls.Op("routes.create") + x.Init.Calls.Op("routes.delete"))
 	}), count, true)
+	r.line(p, "  of which throttled (429)", r.values(func(x *results.Run) float64 {
+		return float64(x.Init.Calls.Code("routes.create", 429) + x.Init.Calls.Code("routes.list", 429))
+	}), count, false)
+	r.textLine(p, "every initialized node's route in the cloud after (s)", r.cells(func(x *results.Run) string { return routesText(x.Init.Routes, x.Init.Nodes) }))
 	p("\n")
 }
 
@@ -431,6 +438,14 @@ func byOp(c results.Calls) string {
 		return "none"
 	}
 	return strings.Join(parts, "<br>")
+}
+
+// routesText says how long a burst's nodes waited for their routes.
+func routesText(r results.Routes, nodes int) string {
+	if r.Complete < nodes {
+		return fmt.Sprintf("%d of %d never got one in the run", nodes-r.Complete, nodes)
+	}
+	return secs(r.Seconds)
 }
 
 func ratioText(up, neph float64) string {

@@ -96,6 +96,9 @@ func (c Calls) Op(op string) uint64 {
 	return n
 }
 
+// Code is the number of calls of op answered with an HTTP status code.
+func (c Calls) Code(op string, code int) uint64 { return c[op][code] }
+
 // Throttled is the number of calls answered 429.
 func (c Calls) Throttled() uint64 {
 	var n uint64
@@ -133,6 +136,17 @@ type Init struct {
 	Calls Calls `json:"calls"`
 	// Timeline is the number of initialized nodes over time.
 	Timeline []Point `json:"timeline"`
+	// Routes is when the nodes got their pod-network routes, whenever in the run.
+	Routes Routes `json:"routes"`
+}
+
+// Routes is when a burst's nodes got their routes in the cloud.
+type Routes struct {
+	// Complete is how many of the burst's nodes had a route by the end of the run.
+	Complete int `json:"complete"`
+	// Seconds is the time from the burst until the last of them had its route; 0
+	// unless every node got one.
+	Seconds float64 `json:"seconds"`
 }
 
 // Services is the creation of the S LoadBalancer Services the later scenarios need.
@@ -166,6 +180,8 @@ type FanOut struct {
 	Calls       Calls   `json:"calls"`
 	// Timeline is the number of complete load balancers over time.
 	Timeline []Point `json:"timeline"`
+	// Routes is when the new nodes got their routes, whenever in the run.
+	Routes Routes `json:"routes"`
 }
 
 // HeadOfLine is scenario 4: one load balancer's calls hang while K others are created.
@@ -191,6 +207,12 @@ type Steady struct {
 	Services int     `json:"services"`
 	Seconds  float64 `json:"seconds"`
 	Calls    Calls   `json:"calls"`
+	// RoutesWaitSeconds is how long the harness waited, before the quiet period, for
+	// every node to have its route, so that route creations deferred by a long route
+	// reconciliation period are not counted as steady-state calls.
+	RoutesWaitSeconds float64 `json:"routesWaitSeconds"`
+	// RoutesIncomplete is set when that wait gave up.
+	RoutesIncomplete bool `json:"routesIncomplete,omitempty"`
 }
 
 // PerNodeHour returns op's calls per node per hour ("" for all operations).

@@ -1,0 +1,216 @@
+package cloudtap
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcloud/dataplane"
+	"github.com/nephele-dev/nephele/localcloud/server"
+)
+
+// startCloud starts a local cloud and a tap in front of it, and returns a client that
+// talks through the tap.
+func startCloud(t *testing.T) (*Tap, *client.Client) {
+	t.Helper()
+	srv, err := server.Start(t.Context(), server.Config{
+		StatePath: filepath.Join(t.TempDir(), "cloud.db"),
+		Token:     "token",
+		VIPPool:   netip.MustParsePrefix("127.113.0.0/24"),
+		DataPlane: dataplane.Config{DisableHealthChecks: true},
+	})
+	if err != nil {
+		t.Fatalf("starting the local cloud: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("stopping the local cloud: %v", err)
+		}
+	})
+	tap, err := Start(srv.URL())
+	if err != nil {
+		t.Fatalf("starting the tap: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tap.Close(); err != nil {
+			t.Errorf("closing the tap: %v", err)
+		}
+	})
+	c, err := client.New(tap.URL(), "token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tap, c
+}
+
+func spec(service string, port int32, backends ...api.Backend) api.LoadBalancerSpec {
+	return api.LoadBalancerSpec{
+		Service:  service,
+		Ports:    []api.Port{{Protocol: api.ProtocolTCP, Port: port, NodePort: 30000 + port%1000}},
+		Backends: backends,
+	}
+}
+
+func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
+	tap, c := startCloud(t)
+	ctx := t.Context()
+	b1 := api.Backend{NodeName: "n1", Address: "127.200.0.1"}
+	b2 := api.Backend{NodeName: "n2", Address: "127.200.0.2"}
+
+	if _, err := c.EnsureLoadBalancer(ctx, "lb1", spec("ns/a", 18081, b1)); err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	lb := tap.LoadBalancers()["lb1"]
+	if lb.Ensures != 1 || lb.Updates != 0 || lb.Service != "ns/a" {
+		t.Fatalf("after an ensure: %+v", lb)
+	}
+	if len(lb.Backends) != 1 || lb.Backends["n1"] != b1.Address || lb.Changed.IsZero() {
+		t.Fatalf("backends after an ensure: %+v", lb)
+	}
+	firstChange := lb.Changed
+
+	if _, err := c.UpdateLoadBalancerBackends(ctx, "lb1", []api.Backend{b1, b2}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	lb = tap.LoadBalancers()["lb1"]
+	if lb.Updates != 1 || len(lb.Backends) != 2 || lb.Backends["n2"] != b2.Address || lb.Changed.Before(firstChange) {
+		t.Fatalf("after an update: %+v", lb)
+	}
+
+	// The same backends again is an update issued, but no change.
+	changed := lb.Changed
+	if _, err := c.UpdateLoadBalancerBackends(ctx, "lb1", []api.Backend{b1, b2}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if lb = tap.LoadBalancers()["lb1"]; lb.Updates != 2 || !lb.Changed.Equal(changed) {
+		t.Fatalf("after an update that changes nothing: %+v", lb)
+	}
+
+	// A refused update is issued but confirms nothing.
+	_, err := c.UpdateLoadBalancerBackends(ctx, "missing", []api.Backend{b1})
+	if !cloud.IsNotFound(err) {
+		t.Fatalf("update of a missing load balancer: %v, want NotFound", err)
+	}
+	if lb := tap.LoadBalancers()["missing"]; lb.Updates != 1 || len(lb.Backends) != 0 {
+		t.Fatalf("after a refused update: %+v", lb)
+	}
+
+	// Reads pass through and are not counted as updates.
+	if _, err := c.GetLoadBalancer(ctx, "lb1"); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if lb := tap.LoadBalancers()["lb1"]; lb.Updates != 2 || lb.Ensures != 1 {
+		t.Fatalf("after a get: %+v", lb)
+	}
+	// Everything else passes through untouched.
+	if _, err := c.CreateInstance(ctx, api.InstanceSpec{Name: "n1"}); err != nil {
+		t.Fatalf("creating an instance through the tap: %v", err)
+	}
+
+	// Route creates are recorded by destination, once confirmed.
+	if len(tap.Routes()) != 0 {
+		t.Fatalf("routes before any create: %v", tap.Routes())
+	}
+	if _, err := c.CreateRoute(ctx, "c1", api.RouteSpec{DestinationCIDR: "100.64.1.0/24", TargetNode: "missing"}); err == nil {
+		t.Fatal("a route to a missing node was created")
+	}
+	if len(tap.Routes()) != 0 {
+		t.Fatalf("a refused route create was recorded: %v", tap.Routes())
+	}
+	if _, err := c.CreateRoute(ctx, "c1", api.RouteSpec{DestinationCIDR: "100.64.1.0/24", TargetNode: "n1"}); err != nil {
+		t.Fatalf("creating a route through the tap: %v", err)
+	}
+	first := tap.Routes()["100.64.1.0/24"]
+	if first.IsZero() {
+		t.Fatalf("the route create was not recorded: %v", tap.Routes())
+	}
+	if _, err := c.CreateRoute(ctx, "c1", api.RouteSpec{DestinationCIDR: "100.64.1.0/24", TargetNode: "n1"}); err != nil {
+		t.Fatalf("creating the route again: %v", err)
+	}
+	if again := tap.Routes()["100.64.1.0/24"]; !again.Equal(first) {
+		t.Fatalf("a repeated create moved the first confirmation from %v to %v", first, again)
+	}
+}
+
+func TestHangHoldsUntilTheClientGivesUpOrRelease(t *testing.T) {
+	tap, c := startCloud(t)
+	ctx := t.Context()
+	tap.Hang("ns/slow")
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := c.EnsureLoadBalancer(short, "slow", spec("ns/slow", 18082))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ensure of a held load balancer: %v, want the client's deadline", err)
+	}
+	// Calls by name only (no Service in the body) are held too, once the tap knows
+	// the load balancer's Service.
+	short2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if _, err := c.GetLoadBalancer(short2, "slow"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("get of a held load balancer: %v, want the client's deadline", err)
+	}
+	// Other load balancers are not held.
+	if _, err := c.EnsureLoadBalancer(ctx, "fast", spec("ns/fast", 18083)); err != nil {
+		t.Fatalf("ensure of another load balancer: %v", err)
+	}
+	if held := tap.LoadBalancers()["slow"].Held; held != 2 {
+		t.Fatalf("held %d calls, want 2", held)
+	}
+
+	// A held call goes through once released.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.EnsureLoadBalancer(ctx, "slow", spec("ns/slow", 18082))
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for tap.LoadBalancers()["slow"].Held < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the third call was never held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the held call returned before the release: %v", err)
+	default:
+	}
+	tap.Release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the released call failed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the released call did not return")
+	}
+	if lb := tap.LoadBalancers()["slow"]; lb.Ensures != 2 {
+		t.Fatalf("after the release: %+v", lb)
+	}
+
+	// Hanging again works after a release.
+	tap.Hang("ns/fast")
+	short3, cancel3 := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel3()
+	if _, err := c.EnsureLoadBalancer(short3, "fast", spec("ns/fast", 18083)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ensure after a second Hang: %v, want the client's deadline", err)
+	}
+}
+
+func TestStartRefusesBadTargets(t *testing.T) {
+	for _, target := range []string{"", "127.0.0.1:80", "https://x", "http://"} {
+		if tap, err := Start(target); err == nil {
+			tap.Close()
+			t.Errorf("Start(%q) succeeded", target)
+		}
+	}
+}
