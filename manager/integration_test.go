@@ -44,13 +44,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(ccmEnv) == "1" {
 		os.Exit(runCCM())
 	}
-	code := m.Run()
-	if sharedEnv != nil {
-		if err := sharedEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Main(m))
 }
 
 func runCCM() int {
@@ -174,29 +168,18 @@ func (c *ccm) stop(t *testing.T) {
 	}
 }
 
-var (
-	sharedEnvOnce sync.Once
-	sharedEnv     *testenv.Env
-	sharedEnvErr  error
-)
+// shared is the control plane of this package's tests, with the namespace the heartbeat
+// controllers write to.
+var shared = testenv.Shared{
+	Setup: func(ctx context.Context, env *testenv.Env) error {
+		_, err := env.Client.CoreV1().Namespaces().Create(ctx,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heartbeatNamespace}}, metav1.CreateOptions{})
+		return err
+	},
+}
 
 // env returns the control plane shared by the tests of this package.
-func env(t *testing.T) *testenv.Env {
-	t.Helper()
-	sharedEnvOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		sharedEnv, sharedEnvErr = testenv.Start(ctx, testenv.Options{})
-		if sharedEnvErr == nil {
-			_, sharedEnvErr = sharedEnv.Client.CoreV1().Namespaces().Create(ctx,
-				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heartbeatNamespace}}, metav1.CreateOptions{})
-		}
-	})
-	if sharedEnvErr != nil {
-		t.Fatalf("starting the control plane: %v", sharedEnvErr)
-	}
-	return sharedEnv
-}
+func env(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 // runners returns, per controller name, the pids whose heartbeat is younger than fresh.
 func runners(t *testing.T, client kubernetes.Interface, fresh time.Duration) map[string][]int {

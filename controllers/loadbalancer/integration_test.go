@@ -30,41 +30,13 @@ import (
 
 // The control plane is shared by the package's integration tests and started by the
 // first one that needs it, so that the unit tests do not pay for it.
-var (
-	envOnce sync.Once
-	envErr  error
-	env     *testenv.Env
-)
+var shared = testenv.Shared{Options: testenv.Options{Kwok: true}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		var err error
-		if code != 0 {
-			err = env.StopKeepingLogs()
-			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
-		} else {
-			err = env.Stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane (etcd, kube-apiserver and kwok managing
 // every Node), starting it on first use. A missing binary fails the test.
-func controlPlane(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() {
-		env, envErr = testenv.Start(context.Background(), testenv.Options{Kwok: true})
-	})
-	if envErr != nil {
-		t.Fatalf("starting the control plane: %v", envErr)
-	}
-	return env
-}
+func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 // realHarness runs a controller against the shared control plane, with the fake cloud
 // behind the manager's instrumented call path.

@@ -35,39 +35,13 @@ import (
 // The integration tests run the controller against a real kube-apiserver with kwok
 // managing every Node (so nodes turn Ready and heartbeat, as with real kubelets), and a
 // fake cloud. One control plane serves the package; it starts on first use.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared = testenv.Shared{Options: testenv.Options{Kwok: true}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		var err error
-		if code != 0 {
-			err = env.StopKeepingLogs()
-			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
-		} else {
-			err = env.Stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane. A missing binary fails the test:
 // integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start(context.Background(), testenv.Options{Kwok: true}) })
-	if envErr != nil {
-		t.Fatalf("testenv: %v", envErr)
-	}
-	return env
-}
+func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 const (
 	testLabel    = "nephele.dev/nodeinit-test"

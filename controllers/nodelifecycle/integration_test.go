@@ -38,11 +38,14 @@ import (
 // cloud. kwok manages only the Nodes labelled kwokLabel: those turn Ready and
 // heartbeat like nodes with a kubelet; the others keep the status the test gives them,
 // which is how a test makes a node NotReady. One control plane serves the package.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared = testenv.Shared{
+	// kwok manages only the nodes labelled kwokLabel; the others keep the status a test
+	// gives them, which is how a test makes a node NotReady.
+	Setup: func(ctx context.Context, env *testenv.Env) error {
+		_, err := env.StartKwok(ctx, "--manage-all-nodes=false", "--manage-nodes-with-label-selector="+kwokLabel+"=managed")
+		return err
+	},
+}
 
 const (
 	testLabel    = "nephele.dev/nodelifecycle-test"
@@ -53,41 +56,11 @@ const (
 	grace        = time.Second
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		var err error
-		if code != 0 {
-			err = env.StopKeepingLogs()
-			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
-		} else {
-			err = env.Stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane with kwok managing the labelled nodes.
 // A missing binary fails the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		env, envErr = testenv.Start(ctx, testenv.Options{})
-		if envErr != nil {
-			return
-		}
-		_, envErr = env.StartKwok(ctx, "--manage-all-nodes=false", "--manage-nodes-with-label-selector="+kwokLabel+"=managed")
-	})
-	if envErr != nil {
-		t.Fatalf("testenv: %v", envErr)
-	}
-	return env
-}
+func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 var (
 	harnessSeq atomic.Int32

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,39 +32,13 @@ import (
 )
 
 // One control plane serves every integration test of the package; it starts on first use.
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared = testenv.Shared{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		var err error
-		if code != 0 {
-			err = env.StopKeepingLogs()
-			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
-		} else {
-			err = env.Stop()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane, starting it on first use. A missing
 // binary fails the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start(context.Background(), testenv.Options{}) })
-	if envErr != nil {
-		t.Fatalf("testenv: %v", envErr)
-	}
-	return env
-}
+func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 const (
 	testLabel    = "nephele.dev/route-test"

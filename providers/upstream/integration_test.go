@@ -27,37 +27,13 @@ import (
 	"github.com/nephele-dev/nephele/providers/upstream"
 )
 
-var (
-	envOnce sync.Once
-	env     *testenv.Env
-	envErr  error
-)
+var shared = testenv.Shared{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		stop := env.Stop
-		if code != 0 {
-			stop = env.StopKeepingLogs
-			fmt.Fprintf(os.Stderr, "control plane logs kept in %s\n", env.Dir)
-		}
-		if err := stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane starts the package's control plane on first use. A missing binary fails
 // the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start(context.Background(), testenv.Options{}) })
-	if envErr != nil {
-		t.Fatalf("testenv: %v", envErr)
-	}
-	return env
-}
+func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 // initializing is upstream's fake cloud with an Initialize that uses the client
 // builder as real providers do: it lists Nodes with a client from ClientOrDie.
