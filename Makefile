@@ -88,8 +88,10 @@ lint: fmt-check vet ## gofmt check, go vet and staticcheck
 
 # Integration tests run against the real control plane from bin/, so tools come first.
 .PHONY: test
-test: tools fmt-check vet ## build tools, then gofmt check, go vet and all tests with -race (integration included)
+test: tools fmt-check vet ## build tools, then gofmt check, go vet, all tests with -race (integration included), each benchmark once, the bench harness and the example provider
 	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
+	@# Every Go benchmark once, so that a benchmark cannot break unnoticed.
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 10m $(GOTEST_FLAGS) ./...
 	$(MAKE) -C examples/provider test
 

@@ -26,3 +26,11 @@ func TestRegister(t *testing.T) {
 		t.Fatal("Register accepted a conflicting collector")
 	}
 }
+
+func TestRegisterNilRegisterer(t *testing.T) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "y_total", Help: "y"})
+	got, err := Register[prometheus.Counter](nil, c)
+	if err != nil || got != c {
+		t.Fatalf("Register(nil, c) = %v, %v; want c, nil", got, err)
+	}
+}
