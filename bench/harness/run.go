@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -104,6 +105,7 @@ func newRowRun(cfg Config, row Row, index int) *rowRun {
 			Nodes: s.Nodes, Services: s.Services, FanOutNodes: s.FanOutNodes, HeadOfLine: s.HeadOfLine,
 			CloudLatency: results.Duration{Duration: s.CloudLatency}, CloudRateLimit: s.CloudQPS, CloudBurst: s.CloudBurst,
 			RequestTimeout: results.Duration{Duration: s.RequestTimeout},
+			RouteWait:      results.Duration{Duration: s.RouteWait},
 			SteadyWindow:   results.Duration{Duration: s.SteadyWindow}, OverlappedSteady: s.OverlapSteady,
 		},
 		Machine: machine(),
@@ -202,7 +204,7 @@ func (r *rowRun) flags(cloudConfig string) ([]string, error) {
 	}
 	if r.row.Impl == ccm.Upstream {
 		// Upstream writes its self-signed serving certificate to a directory.
-		f = append(f, "--cert-dir="+r.w.cp.Dir+"/ccm-certs")
+		f = append(f, "--cert-dir="+filepath.Join(r.w.cp.Dir, "ccm-certs"))
 	}
 	return append(f, r.row.Flags...), nil
 }

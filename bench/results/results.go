@@ -52,7 +52,9 @@ type Params struct {
 	CloudBurst     int      `json:"cloudBurst"`
 	// RequestTimeout bounds one cloud request in both providers.
 	RequestTimeout Duration `json:"requestTimeout"`
-	SteadyWindow   Duration `json:"steadyWindow"`
+	// RouteWait bounds the wait for every node's route before the steady window.
+	RouteWait    Duration `json:"routeWait"`
+	SteadyWindow Duration `json:"steadyWindow"`
 	// OverlappedSteady is set when this row's steady-state window ran while other
 	// rows ran their timed scenarios (to fit a scale's time budget).
 	OverlappedSteady bool `json:"overlappedSteady"`
@@ -208,19 +210,36 @@ type Steady struct {
 	Seconds  float64 `json:"seconds"`
 	Calls    Calls   `json:"calls"`
 	// RoutesWaitSeconds is how long the harness waited, before the quiet period, for
-	// every node to have its route, so that route creations deferred by a long route
-	// reconciliation period are not counted as steady-state calls.
+	// every node to have its route.
 	RoutesWaitSeconds float64 `json:"routesWaitSeconds"`
-	// RoutesIncomplete is set when that wait gave up.
-	RoutesIncomplete bool `json:"routesIncomplete,omitempty"`
+	// RoutesMissing is how many nodes still had no route when the window began: a
+	// controller still catching up, whose route creations in the window are not
+	// recurring cost.
+	RoutesMissing int `json:"routesMissing"`
 }
 
-// PerNodeHour returns op's calls per node per hour ("" for all operations).
+// CatchUpOp is the operation that a converged controller never calls in steady state:
+// every route it creates during the window is one it had not managed to create yet.
+const CatchUpOp = "routes.create"
+
+// Recurring returns the window's calls without route creations (see CatchUpOp).
+func (s Steady) Recurring() Calls {
+	out := Calls{}
+	for op, codes := range s.Calls {
+		if op != CatchUpOp {
+			out[op] = codes
+		}
+	}
+	return out
+}
+
+// PerNodeHour returns op's calls per node per hour; "" means every recurring call,
+// that is, all but route creations.
 func (s Steady) PerNodeHour(op string) float64 {
 	if s.Nodes == 0 || s.Seconds == 0 {
 		return 0
 	}
-	n := s.Calls.Total()
+	n := s.Recurring().Total()
 	if op != "" {
 		n = s.Calls.Op(op)
 	}

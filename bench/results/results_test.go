@@ -25,15 +25,19 @@ func TestCalls(t *testing.T) {
 }
 
 func TestSteadyRates(t *testing.T) {
-	s := Steady{Nodes: 200, Seconds: 300, Calls: Calls{"instances.get": {200: 200}, "routes.list": {200: 30}, "routes.create": {201: 0}}}
+	s := Steady{Nodes: 200, Seconds: 300, Calls: Calls{"instances.get": {200: 200}, "routes.list": {200: 30}}}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	s.Calls["routes.create"] = map[int]uint64{201: 50, 429: 100}
 	if got := s.PerNodeHour(""); !near(got, 230.0/200*12) {
 		t.Errorf("PerNodeHour = %v", got)
 	}
 	if got := s.PerNodeHour("instances.get"); !near(got, 12) {
 		t.Errorf("PerNodeHour(instances.get) = %v", got)
 	}
-	if got := s.PerHour("routes."); !near(got, 360) {
+	if got := s.PerNodeHour("routes.create"); !near(got, 150.0/200*12) {
+		t.Errorf("PerNodeHour(routes.create) = %v", got)
+	}
+	if got := s.PerHour("routes.list"); !near(got, 360) {
 		t.Errorf("PerHour(routes.) = %v", got)
 	}
 	if got := (Steady{}).PerNodeHour(""); got != 0 {

@@ -2,7 +2,8 @@
 // controllers of k8s.io/cloud-provider and writes the report.
 //
 //	bench run    -scale small [-rows nephele,upstream-tuned,upstream-defaults] [-out results]
-//	bench report -scale small [-out results]
+//	             [-tag T -extra-flags "--kube-api-qps=100 ..."]
+//	bench report -scale small [-out results] [-tag T]
 //	bench ccm    --impl=nephele|upstream --stats-addr-file=F -- <cloud-controller-manager flags>
 //
 // run writes results/<scale>/<row>.json per row and then the report; report rewrites
@@ -33,8 +34,8 @@ func main() {
 }
 
 const usage = `usage:
-  bench run    -scale tiny|small|large [-rows r1,r2] [-out DIR]
-  bench report -scale tiny|small|large [-out DIR]
+  bench run    -scale tiny|small|large [-rows r1,r2] [-out DIR] [-tag T -extra-flags "--flag=v ..."]
+  bench report -scale tiny|small|large [-out DIR] [-tag T]
   bench ccm    --impl=nephele|upstream --stats-addr-file=FILE -- <flags>`
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rows := fs.String("rows", "", "comma-separated rows to run (default all): "+
 		strings.Join([]string{harness.RowUpstreamDefaults, harness.RowUpstreamTuned, harness.RowNephele}, ","))
 	out := fs.String("out", "results", "results directory; each scale writes to a directory of its own in it")
+	extra := fs.String("extra-flags", "", "space-separated controller flags added to every row, for experiments (use with -tag)")
+	tag := fs.String("tag", "", "suffix of the scale's results directory (<out>/<scale>-<tag>), to keep an experiment apart")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -65,6 +68,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir := filepath.Join(*out, scale.Name)
+	if *tag != "" {
+		dir += "-" + *tag
+	}
 	if args[0] == "report" {
 		return writeReport(dir, stdout, stderr)
 	}
@@ -81,6 +87,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg.Rows, err = harness.RowsNamed(strings.Split(*rows, ",")); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
+		}
+	}
+	if *extra != "" {
+		if *tag == "" {
+			fmt.Fprintln(stderr, "error: -extra-flags needs -tag, so that an experiment does not overwrite the scale's results")
+			return 2
+		}
+		for i := range cfg.Rows {
+			cfg.Rows[i].Flags = append(cfg.Rows[i].Flags, strings.Fields(*extra)...)
 		}
 	}
 	self, err := os.Executable()
