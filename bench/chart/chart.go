@@ -54,7 +54,7 @@ var (
 const (
 	marginLeft   = 70
 	marginRight  = 20
-	marginTop    = 34
+	marginTop    = 46
 	marginBottom = 46
 )
 
@@ -103,9 +103,9 @@ func (c *Chart) WritePNG(w io.Writer) error {
 	line(img, float64(plot.Min.X), float64(plot.Max.Y), float64(plot.Max.X), float64(plot.Max.Y), black, 1)
 	line(img, float64(plot.Min.X), float64(plot.Min.Y), float64(plot.Min.X), float64(plot.Max.Y), black, 1)
 
-	text(img, plot.Min.X, 20, c.Title, black)
+	text(img, width/2-width7(c.Title)/2, 16, c.Title, black)
 	text(img, plot.Min.X+plot.Dx()/2-width7(c.XLabel)/2, height-10, c.XLabel, black)
-	text(img, 6, marginTop-10, c.YLabel, black)
+	text(img, 6, marginTop-12, c.YLabel, black)
 
 	for i, s := range c.Series {
 		col := Palette[i%len(Palette)]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"net"
@@ -29,10 +30,14 @@ type LoadBalancer struct {
 	// Ensures and Updates count the ensure and backend-update requests issued,
 	// whatever their answer.
 	Ensures, Updates int
-	// Backends maps node name to address, as the cloud last confirmed them.
+	// Backends maps node name to address, as the cloud last confirmed them; only the
+	// watched nodes when Watch was called.
 	Backends map[string]string
-	// Changed is when Backends last changed.
+	// Changed is when the confirmed backends (all of them, watched or not) last
+	// changed.
 	Changed time.Time
+	// hash identifies the whole confirmed backend set.
+	hash uint64
 	// Held counts requests the tap held because the load balancer's Service was
 	// marked to hang.
 	Held int
@@ -49,6 +54,7 @@ type Tap struct {
 	mu       sync.Mutex
 	lbs      map[string]*LoadBalancer
 	routes   map[string]time.Time // destination CIDR -> when a create was first confirmed
+	watch    map[string]bool      // nodes whose backends are kept; nil keeps all
 	hang     map[string]bool      // Service keys whose load balancer calls are held
 	released chan struct{}        // closed by Release; replaced by Hang
 }
@@ -124,6 +130,19 @@ func (t *Tap) Hang(serviceKey string) {
 	}
 }
 
+// Watch keeps only the given nodes in LoadBalancer.Backends from now on (Changed still
+// follows every backend). With a thousand load balancers of thousands of backends each,
+// keeping them all would cost the tap's process, which shares the machine with the
+// controllers under test, hundreds of megabytes of heap to scan.
+func (t *Tap) Watch(nodes []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.watch = make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		t.watch[n] = true
+	}
+}
+
 // Release lets every held request through and holds no more.
 func (t *Tap) Release() {
 	t.mu.Lock()
@@ -134,6 +153,40 @@ func (t *Tap) Release() {
 	default:
 		close(t.released)
 	}
+}
+
+// Counts are a load balancer's request counters.
+type Counts struct {
+	Ensures, Updates, Held int
+}
+
+// Counts returns every load balancer's counters, by name, without copying backends.
+func (t *Tap) Counts() map[string]Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Counts, len(t.lbs))
+	for name, lb := range t.lbs {
+		out[name] = Counts{Ensures: lb.Ensures, Updates: lb.Updates, Held: lb.Held}
+	}
+	return out
+}
+
+// HasBackends reports whether the cloud confirmed every node of want, at its address,
+// in load balancer name's backends, and when those backends last changed. It copies
+// nothing, so it is cheap to poll for many load balancers with many backends.
+func (t *Tap) HasBackends(name string, want map[string]string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lb, ok := t.lbs[name]
+	if !ok {
+		return time.Time{}, false
+	}
+	for n, addr := range want {
+		if got, ok := lb.Backends[n]; !ok || got != addr {
+			return time.Time{}, false
+		}
+	}
+	return lb.Changed, true
 }
 
 // LoadBalancers returns a copy of what the tap saw, by load balancer name.
@@ -199,7 +252,9 @@ func (t *Tap) serveLB(o op) http.HandlerFunc {
 		}
 		service := ""
 		if o == opEnsure {
-			var spec api.LoadBalancerSpec
+			var spec struct {
+				Service string `json:"service"`
+			}
 			if json.Unmarshal(body, &spec) == nil {
 				service = spec.Service
 			}
@@ -217,14 +272,30 @@ func (t *Tap) serveLB(o op) http.HandlerFunc {
 			t.proxy.ServeHTTP(w, r)
 			return
 		}
-		rec := &recorder{ResponseWriter: w}
+		// The answer only says whether the cloud took the request; the backends it
+		// took are the request's, which is already read (the answer, a whole load
+		// balancer, need not be kept and decoded too).
+		rec := &recorder{ResponseWriter: w, discard: true}
 		t.proxy.ServeHTTP(rec, r)
-		if rec.status >= 200 && rec.status < 300 {
-			var lb api.LoadBalancer
-			if json.Unmarshal(rec.body.Bytes(), &lb) == nil {
-				t.confirmed(name, lb.Spec.Backends)
-			}
+		if rec.status < 200 || rec.status >= 300 {
+			return
 		}
+		var backends []api.Backend
+		switch o {
+		case opEnsure:
+			var spec api.LoadBalancerSpec
+			if json.Unmarshal(body, &spec) != nil {
+				return
+			}
+			backends = spec.Backends
+		case opUpdate:
+			var upd api.BackendsUpdate
+			if json.Unmarshal(body, &upd) != nil {
+				return
+			}
+			backends = upd.Backends
+		}
+		t.confirmed(name, backends)
 	}
 }
 
@@ -252,16 +323,38 @@ func (t *Tap) issued(name, service string, o op) (<-chan struct{}, bool) {
 // confirmed records the backends the cloud answered with.
 func (t *Tap) confirmed(name string, backends []api.Backend) {
 	now := time.Now()
+	// The set's hash is the sum of its members' hashes, so order does not matter.
+	var hash uint64
+	for _, b := range backends {
+		h := fnv.New64a()
+		h.Write([]byte(b.NodeName))
+		h.Write([]byte{0})
+		h.Write([]byte(b.Address))
+		hash += mix(h.Sum64())
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lb := t.lb(name)
-	next := make(map[string]string, len(backends))
+	if lb.Changed.IsZero() && len(backends) == 0 || lb.hash == hash && !lb.Changed.IsZero() {
+		return
+	}
+	kept := make(map[string]string, min(len(backends), max(len(t.watch), 1)))
 	for _, b := range backends {
-		next[b.NodeName] = b.Address
+		if t.watch == nil || t.watch[b.NodeName] {
+			kept[b.NodeName] = b.Address
+		}
 	}
-	if !maps.Equal(next, lb.Backends) {
-		lb.Backends, lb.Changed = next, now
-	}
+	lb.Backends, lb.hash, lb.Changed = kept, hash, now
+}
+
+// mix is the splitmix64 finalizer, spreading each member's hash before they are summed.
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
 }
 
 func (t *Tap) lb(name string) *LoadBalancer {
@@ -273,11 +366,13 @@ func (t *Tap) lb(name string) *LoadBalancer {
 	return lb
 }
 
-// recorder passes an answer on while keeping a copy of its body.
+// recorder passes an answer on, noting its status and, unless discard is set, keeping a
+// copy of its body.
 type recorder struct {
 	http.ResponseWriter
-	status int
-	body   bytes.Buffer
+	discard bool
+	status  int
+	body    bytes.Buffer
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -289,7 +384,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if r.body.Len()+len(b) <= maxBody {
+	if !r.discard && r.body.Len()+len(b) <= maxBody {
 		r.body.Write(b)
 	}
 	return r.ResponseWriter.Write(b)

@@ -103,6 +103,22 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 		t.Fatalf("after a refused update: %+v", lb)
 	}
 
+	// The cheap accessors agree with the full copy.
+	if c := tap.Counts()["lb1"]; c.Ensures != 1 || c.Updates != 2 || c.Held != 0 {
+		t.Fatalf("Counts = %+v", c)
+	}
+	if at, ok := tap.HasBackends("lb1", map[string]string{"n2": b2.Address}); !ok || !at.Equal(lb.Changed) {
+		t.Fatalf("HasBackends(n2) = %v, %v; want true, %v", at, ok, lb.Changed)
+	}
+	for _, want := range []map[string]string{{"n2": "127.0.0.9"}, {"n3": "127.200.0.3"}} {
+		if _, ok := tap.HasBackends("lb1", want); ok {
+			t.Fatalf("HasBackends(%v) = true", want)
+		}
+	}
+	if _, ok := tap.HasBackends("nope", nil); ok {
+		t.Fatal("HasBackends of an unknown load balancer = true")
+	}
+
 	// Reads pass through and are not counted as updates.
 	if _, err := c.GetLoadBalancer(ctx, "lb1"); err != nil {
 		t.Fatalf("get: %v", err)
@@ -137,6 +153,38 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 	}
 	if again := tap.Routes()["100.64.1.0/24"]; !again.Equal(first) {
 		t.Fatalf("a repeated create moved the first confirmation from %v to %v", first, again)
+	}
+}
+
+func TestWatchKeepsOnlyWatchedNodes(t *testing.T) {
+	tap, c := startCloud(t)
+	ctx := t.Context()
+	tap.Watch([]string{"n2"})
+	b1 := api.Backend{NodeName: "n1", Address: "127.200.0.1"}
+	b2 := api.Backend{NodeName: "n2", Address: "127.200.0.2"}
+	if _, err := c.EnsureLoadBalancer(ctx, "lb", spec("ns/a", 18084, b1, b2)); err != nil {
+		t.Fatal(err)
+	}
+	lb := tap.LoadBalancers()["lb"]
+	if len(lb.Backends) != 1 || lb.Backends["n2"] != b2.Address || lb.Changed.IsZero() {
+		t.Fatalf("watching n2: %+v", lb)
+	}
+	// A change to an unwatched node still counts as a change.
+	b1.Address = "127.200.0.9"
+	time.Sleep(time.Millisecond)
+	if _, err := c.UpdateLoadBalancerBackends(ctx, "lb", []api.Backend{b2, b1}); err != nil {
+		t.Fatal(err)
+	}
+	next := tap.LoadBalancers()["lb"]
+	if !next.Changed.After(lb.Changed) || len(next.Backends) != 1 {
+		t.Fatalf("after an unwatched node changed: %+v (before %+v)", next, lb)
+	}
+	// The same set in another order is no change.
+	if _, err := c.UpdateLoadBalancerBackends(ctx, "lb", []api.Backend{b1, b2}); err != nil {
+		t.Fatal(err)
+	}
+	if again := tap.LoadBalancers()["lb"]; !again.Changed.Equal(next.Changed) {
+		t.Fatalf("reordering the same backends counted as a change")
 	}
 }
 

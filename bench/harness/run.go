@@ -145,6 +145,8 @@ func (r *rowRun) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Only the fan-out's nodes are looked for in load balancers.
+	w.tap.Watch(r.fanNodes)
 	if r.addrs, err = w.createInstances(ctx, []string{warmupNode}); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nephele-dev/nephele/bench/cloudtap"
 	"github.com/nephele-dev/nephele/bench/results"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
@@ -110,7 +109,7 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	for _, k := range r.services {
 		lbs = append(lbs, r.lbNames[k])
 	}
-	before := r.w.tap.LoadBalancers()
+	before := r.w.tap.Counts()
 	beforeCalls, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -124,13 +123,12 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 
 	complete := map[string]time.Time{}
 	werr := r.waitFor(ctx, r.s.Timeout, func() bool {
-		snap := r.w.tap.LoadBalancers()
 		for _, name := range lbs {
 			if _, ok := complete[name]; ok {
 				continue
 			}
-			if lb, ok := snap[name]; ok && hasAll(lb, want) {
-				complete[name] = lb.Changed
+			if changed, ok := r.w.tap.HasBackends(name, want); ok {
+				complete[name] = changed
 			}
 		}
 		return len(complete) == len(lbs)
@@ -148,8 +146,8 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	// period passes without any.
 	issued := func() int {
 		n := 0
-		for _, lb := range r.w.tap.LoadBalancers() {
-			n += lb.Updates + lb.Ensures
+		for _, c := range r.w.tap.Counts() {
+			n += c.Updates + c.Ensures
 		}
 		return n
 	}
@@ -164,7 +162,7 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 		}
 		prev = cur
 	}
-	afterSnap := r.w.tap.LoadBalancers()
+	afterSnap := r.w.tap.Counts()
 	afterCalls, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -187,16 +185,6 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	return nil
 }
 
-// hasAll reports whether lb's confirmed backends include every wanted node at its address.
-func hasAll(lb cloudtap.LoadBalancer, want map[string]string) bool {
-	for n, addr := range want {
-		if got, ok := lb.Backends[n]; !ok || got != addr {
-			return false
-		}
-	}
-	return true
-}
-
 // holHang is the Service whose load balancer calls hang.
 const holHang = "hol-hang"
 
@@ -214,7 +202,7 @@ func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
 	}
 	r.allServices++
 	// The others come once the hanging call is in flight, so that it is ahead of them.
-	if err := r.waitFor(ctx, time.Minute, func() bool { return r.w.tap.LoadBalancers()[hangLB[hangKey]].Held > 0 }); err != nil {
+	if err := r.waitFor(ctx, time.Minute, func() bool { return r.w.tap.Counts()[hangLB[hangKey]].Held > 0 }); err != nil {
 		return fmt.Errorf("the controllers made no call for the hanging load balancer: %w", err)
 	}
 	names := make([]string, r.s.HeadOfLine)
@@ -231,7 +219,7 @@ func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
 	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready(keys)) == len(keys) })
 	done := r.trk.ready(keys)
 	out.Ready = len(done)
-	out.Held = r.w.tap.LoadBalancers()[hangLB[hangKey]].Held
+	out.Held = r.w.tap.Counts()[hangLB[hangKey]].Held
 	out.Timeline = timeline(start, slices.Collect(maps.Values(done)))
 	out.P50, _, out.Max = latencies(sent, done)
 	if werr != nil {
