@@ -130,7 +130,7 @@ func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) 
 	spec, err := buildSpec(svc, c.clusterName)
 	if err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
-		return opNone, &permanentError{fmt.Errorf("Service %s: %w", k, err)}
+		return opNone, &permanentError{fmt.Errorf("service %s: %w", k, err)}
 	}
 	// The finalizer goes on before anything exists in the cloud, so that nothing the
 	// controller creates can outlive the Service unnoticed.

@@ -300,7 +300,7 @@ func labelsMatch(m *dto.Metric, want map[string]string) bool {
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-// injected is a cloud failure that is neither NotFound nor throttling.
-var injected = fmt.Errorf("HTTP 500 from the cloud API: %w", fakecloud.ErrInjected)
+// errInjected is a cloud failure that is neither NotFound nor throttling.
+var errInjected = fmt.Errorf("HTTP 500 from the cloud API: %w", fakecloud.ErrInjected)
 
 var _ cloud.Routes = (*fakecloud.Cloud)(nil)

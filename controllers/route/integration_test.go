@@ -178,7 +178,7 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
 
 	t.Run("errors", func(t *testing.T) {
-		h.cloud.FailNext(fakecloud.OpCreateRoute, 3, injected)
+		h.cloud.FailNext(fakecloud.OpCreateRoute, 3, errInjected)
 		n := h.createNode("a", "10.244.1.0/24")
 		h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
 		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
@@ -221,8 +221,8 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 
 	t.Run("failing listing", func(t *testing.T) {
 		// The next node sync that lists (after the errors above) fails to list twice.
-		h.cloud.FailNext(fakecloud.OpListRoutes, 2, injected)
-		h.cloud.FailNext(fakecloud.OpCreateRoute, 1, injected)
+		h.cloud.FailNext(fakecloud.OpListRoutes, 2, errInjected)
+		h.cloud.FailNext(fakecloud.OpCreateRoute, 1, errInjected)
 		n := h.createNode("c", "10.244.3.0/24")
 		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(h.node("b"), "10.244.2.0/24"), routeOf(n, "10.244.3.0/24")))
 		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
@@ -235,7 +235,7 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 
 func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
-	h.cloud.SetError(fakecloud.OpCreateRoute, injected)
+	h.cloud.SetError(fakecloud.OpCreateRoute, errInjected)
 	n := h.createNode("a", "10.244.1.0/24")
 	cond := h.waitCondition(n, corev1.ConditionTrue, reasonNoRouteCreated)
 	if cond.Message != messageNoRoute {
