@@ -18,9 +18,10 @@ import (
 const (
 	// DefaultRequestTimeout bounds one HTTP request to the local cloud.
 	DefaultRequestTimeout = 30 * time.Second
-	// DefaultListPageSize is the page size of instance listings, the local cloud's
-	// own default.
-	DefaultListPageSize = 100
+	// DefaultListPageSize is the page size of instance listings: the largest page the
+	// local cloud serves, because every page is a counted cloud call and a listing is
+	// what the shared inventory costs (5,000 instances: 5 calls, not 50).
+	DefaultListPageSize = maxListPageSize
 	// maxListPageSize is the largest page the local cloud serves.
 	maxListPageSize = 1000
 	// maxConfigSize bounds the cloud config read from --cloud-config.
