@@ -100,7 +100,7 @@ test: tools fmt-check vet ## build tools, then gofmt check, go vet, all tests wi
 SCALE ?= small
 .PHONY: bench
 bench: tools ## run the scale benchmarks against upstream's controllers: make bench SCALE=small|large
-	cd bench && $(GO) build -o $(BIN)/bench ./cmd/bench
+	cd bench && $(GO) build -o $(BIN)/ ./cmd/...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(BIN)/bench run -scale $(SCALE) -out results
 
 .PHONY: clean

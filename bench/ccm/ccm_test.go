@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/bench/ccm/nephele"
+	"github.com/nephele-dev/nephele/bench/ccm/upstream"
 )
 
 func TestMainRefusesBadArguments(t *testing.T) {
@@ -21,7 +24,7 @@ func TestMainRefusesBadArguments(t *testing.T) {
 		msg  string
 	}{
 		{"no statistics file", []string{"--impl=nephele"}, 2, "--stats-addr-file is required"},
-		{"unknown implementation", []string{"--impl=kcm", "--stats-addr-file=" + stats}, 2, `--impl "kcm"`},
+		{"unknown implementation", []string{"--impl=kcm", "--stats-addr-file=" + stats}, 2, `--impl "kcm": this binary runs nephele or upstream`},
 		{"unknown flag", []string{"--bogus"}, 2, "bogus"},
 		// Each manager validates its own flags and fails without starting.
 		{"nephele without a provider", []string{"--impl=nephele", "--stats-addr-file=" + stats, "--", "--cloud-provider="}, 1, "--cloud-provider"},
@@ -31,7 +34,8 @@ func TestMainRefusesBadArguments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			if code := Main(tt.args, &stderr); code != tt.code {
+			impls := map[Impl]Func{Nephele: nephele.Run, Upstream: upstream.Run}
+			if code := Main(tt.args, &stderr, impls); code != tt.code {
 				t.Fatalf("Main = %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tt.msg) {

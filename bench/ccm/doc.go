@@ -1,10 +1,14 @@
-// Package ccm runs one cloud-controller-manager in the current process, for the
-// benchmarks to start as a process of its own and measure from outside:
+// Package ccm is the entry point of the benchmarks' controller process: it runs one
+// cloud-controller-manager, chosen with --impl among those the binary carries, for the
+// harness to start as a process of its own and measure from outside. The managers are
+// in the subpackages, so that each can be built into a binary of its own whose memory is
+// that manager's alone:
 //
-//   - Nephele: nephele's manager with the four nephele controllers and providers/local,
-//     exactly what cmd/cloud-controller-manager runs.
-//   - Upstream: k8s.io/cloud-provider's app (the upstream cloud-controller-manager
-//     command, with its default controllers) with the upstreamcloud provider.
+//   - nephele: nephele's manager with the four nephele controllers and providers/local,
+//     exactly what cmd/cloud-controller-manager runs (binary bench/cmd/ccm-nephele);
+//   - upstream: k8s.io/cloud-provider's app (the upstream cloud-controller-manager
+//     command, with its default controllers) with the upstreamcloud provider (binary
+//     bench/cmd/ccm-upstream).
 //
 // Both take the upstream flag names (--cloud-provider=local, --cloud-config, --kubeconfig,
 // --concurrent-service-syncs, ...), so the benchmark passes each the same values where

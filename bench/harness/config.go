@@ -175,9 +175,10 @@ type Config struct {
 	Rows []Row
 	// OutDir receives one results file per row.
 	OutDir string
-	// ControllerCommand returns the command of a controller process: one that calls
-	// ccm.Main with args (the bench binary's "ccm" subcommand, or a test binary).
-	ControllerCommand func(args []string) *exec.Cmd
+	// ControllerCommand returns the command of a controller process for impl: one that
+	// calls ccm.Main with args (bench/cmd/ccm-nephele or ccm-upstream, so that the
+	// process carries that implementation alone, or a test binary).
+	ControllerCommand func(impl ccm.Impl, args []string) *exec.Cmd
 	// BinDir is where the control plane binaries are; empty means controlplane.BinDir.
 	BinDir string
 	// Logf receives progress lines; nil discards them.

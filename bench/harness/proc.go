@@ -34,7 +34,7 @@ type controller struct {
 
 // startController starts a controller process for row with flags and waits until its
 // statistics endpoint answers.
-func startController(ctx context.Context, command func([]string) *exec.Cmd, dir string, row Row, flags []string) (*controller, error) {
+func startController(ctx context.Context, command func(ccm.Impl, []string) *exec.Cmd, dir string, row Row, flags []string) (*controller, error) {
 	addrFile := filepath.Join(dir, "ccm-stats.addr")
 	_ = os.Remove(addrFile)
 	args := append([]string{"--impl=" + string(row.Impl), "--stats-addr-file=" + addrFile, "--"}, flags...)
@@ -43,7 +43,7 @@ func startController(ctx context.Context, command func([]string) *exec.Cmd, dir 
 	if err != nil {
 		return nil, fmt.Errorf("controller log: %w", err)
 	}
-	cmd := command(args)
+	cmd := command(row.Impl, args)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that stopping it stops anything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

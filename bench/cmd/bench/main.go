@@ -7,8 +7,10 @@
 //	bench ccm    --impl=nephele|upstream --stats-addr-file=F -- <cloud-controller-manager flags>
 //
 // run writes results/<scale>/<row>.json per row and then the report; report rewrites
-// results/<scale>/report.md and its charts from the JSON files there. ccm is the
-// controller process run starts for each row (see package ccm).
+// results/<scale>/report.md and its charts from the JSON files there. run starts each
+// row's controllers from ccm-nephele or ccm-upstream, which must be built into the same
+// directory as bench (go build -o DIR ./cmd/...); ccm runs either in one binary, for
+// trying things by hand (see package ccm).
 package main
 
 import (
@@ -25,6 +27,8 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/bench/ccm/nephele"
+	"github.com/nephele-dev/nephele/bench/ccm/upstream"
 	"github.com/nephele-dev/nephele/bench/harness"
 	"github.com/nephele-dev/nephele/bench/report"
 )
@@ -45,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "ccm":
-		return ccm.Main(args[1:], stderr)
+		return ccm.Main(args[1:], stderr, map[ccm.Impl]ccm.Func{ccm.Nephele: nephele.Run, ccm.Upstream: upstream.Run})
 	case "run", "report":
 	default:
 		fmt.Fprintln(stderr, usage)
@@ -98,12 +102,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			cfg.Rows[i].Flags = append(cfg.Rows[i].Flags, strings.Fields(*extra)...)
 		}
 	}
+	// Each implementation runs from a binary of its own, built beside this one, so that
+	// the memory measured is that implementation's alone.
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintln(stderr, "error: finding this binary to run the controllers:", err)
+		fmt.Fprintln(stderr, "error: finding this binary's directory:", err)
 		return 1
 	}
-	cfg.ControllerCommand = func(a []string) *exec.Cmd { return exec.Command(self, append([]string{"ccm"}, a...)...) }
+	binaries := map[ccm.Impl]string{}
+	for _, impl := range []ccm.Impl{ccm.Nephele, ccm.Upstream} {
+		p := filepath.Join(filepath.Dir(self), "ccm-"+string(impl))
+		if _, err := os.Stat(p); err != nil {
+			fmt.Fprintf(stderr, "error: the controller binary %s is missing: build bench/cmd/... into one directory (make bench does)\n", p)
+			return 1
+		}
+		binaries[impl] = p
+	}
+	cfg.ControllerCommand = func(impl ccm.Impl, a []string) *exec.Cmd { return exec.Command(binaries[impl], a...) }
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -10,16 +10,19 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/bench/ccm/nephele"
+	"github.com/nephele-dev/nephele/bench/ccm/upstream"
 	"github.com/nephele-dev/nephele/bench/harness"
 	"github.com/nephele-dev/nephele/bench/results"
 )
 
-// childEnv makes the test binary a controller process, as `bench ccm` is.
+// childEnv makes the test binary a controller process carrying both implementations,
+// as `bench ccm` does. (The benchmark proper runs each from a binary of its own.)
 const childEnv = "NEPHELE_BENCH_CCM_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		os.Exit(ccm.Main(os.Args[1:], os.Stderr))
+		os.Exit(ccm.Main(os.Args[1:], os.Stderr, map[ccm.Impl]ccm.Func{ccm.Nephele: nephele.Run, ccm.Upstream: upstream.Run}))
 	}
 	os.Exit(m.Run())
 }
@@ -42,7 +45,7 @@ func TestTinyScaleEndToEnd(t *testing.T) {
 		Scale:  scale,
 		Rows:   harness.Rows(),
 		OutDir: dir,
-		ControllerCommand: func(args []string) *exec.Cmd {
+		ControllerCommand: func(_ ccm.Impl, args []string) *exec.Cmd {
 			cmd := exec.Command(self, args...)
 			cmd.Env = append(os.Environ(), childEnv+"=1")
 			return cmd
