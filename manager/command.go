@@ -87,13 +87,10 @@ func Execute(cmd *cobra.Command) int {
 // released. The logger is taken from ctx.
 func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []ControllerSpec) error {
 	log := logr.FromContextOrDiscard(ctx)
-	restConfig, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	restConfig, err := apiserverConfig(o)
 	if err != nil {
-		return fmt.Errorf("invalid value for --kubeconfig: %w", err)
+		return err
 	}
-	restConfig.QPS = o.KubeAPIQPS
-	restConfig.Burst = o.KubeAPIBurst
-	restConfig.ContentType = o.KubeAPIContentType
 
 	var cloudConfig io.Reader
 	if o.CloudConfig != nil {
@@ -230,4 +227,19 @@ func leaseIdentity() (string, error) {
 		return "", fmt.Errorf("generating the lease identity: %w", err)
 	}
 	return host + "_" + hex.EncodeToString(b), nil
+}
+
+// apiserverConfig is the connection every apiserver client of the manager copies:
+// --master and --kubeconfig, the content type and the client-side limit. A negative
+// --kube-api-qps leaves client-go without a rate limiter, so the apiserver's API Priority
+// and Fairness is the only bound besides each controller's worker count.
+func apiserverConfig(o *Options) (*rest.Config, error) {
+	c, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("invalid value for --kubeconfig: %w", err)
+	}
+	c.QPS = o.KubeAPIQPS
+	c.Burst = o.KubeAPIBurst
+	c.ContentType = o.KubeAPIContentType
+	return c, nil
 }

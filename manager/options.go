@@ -43,7 +43,8 @@ type Options struct {
 	Kubeconfig string
 	// Master is --master, overriding the kubeconfig's server.
 	Master string
-	// KubeAPIQPS is --kube-api-qps.
+	// KubeAPIQPS is --kube-api-qps: the client-side limit on requests per second of each
+	// apiserver client. A negative value means no client-side limit.
 	KubeAPIQPS float32
 	// KubeAPIBurst is --kube-api-burst.
 	KubeAPIBurst int
@@ -165,7 +166,7 @@ type Options struct {
 // NewOptions returns Options holding the defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:                    20,
+		KubeAPIQPS:                    -1,
 		KubeAPIBurst:                  30,
 		KubeAPIContentType:            contentTypeProtobuf,
 		MinResyncPeriod:               12 * time.Hour,
@@ -222,8 +223,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"Empty means the in-cluster configuration.")
 	fs.StringVar(&o.Master, "master", o.Master,
 		"The address of the Kubernetes API server (overrides any value in kubeconfig).")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with kubernetes apiserver.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with kubernetes apiserver.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"QPS to use while talking with kubernetes apiserver; -1 means no client-side limit. "+
+			"(nephele: default -1, upstream 20. The apiserver's API Priority and Fairness bounds the manager's requests instead, "+
+			"and every controller's writes are bounded by its --concurrent-*-syncs workers. A positive value restores a "+
+			"client-side limit for each controller's client.)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Burst to use while talking with kubernetes apiserver; used only when --kube-api-qps is above 0.")
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType,
 		"Content type of requests sent to apiserver: "+contentTypeProtobuf+" or "+contentTypeJSON+".")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
@@ -404,10 +410,14 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 	if o.Master != "" && !validServer(o.Master) {
 		v.add("master", "%q: must be an http or https URL, or host[:port]", o.Master)
 	}
-	if math.IsNaN(float64(o.KubeAPIQPS)) || math.IsInf(float64(o.KubeAPIQPS), 0) || o.KubeAPIQPS <= 0 {
-		v.add("kube-api-qps", "%s: must be a positive number", formatFloat(float64(o.KubeAPIQPS)))
+	// client-go reads a zero QPS as its own default of 5, a surprise nobody asks for on
+	// purpose; a negative one turns the limiter off.
+	if math.IsNaN(float64(o.KubeAPIQPS)) || math.IsInf(float64(o.KubeAPIQPS), 0) || o.KubeAPIQPS == 0 {
+		v.add("kube-api-qps", "%s: must be a positive number, or -1 for no client-side limit", formatFloat(float64(o.KubeAPIQPS)))
 	}
-	v.atLeast("kube-api-burst", o.KubeAPIBurst, 1)
+	if o.KubeAPIQPS > 0 {
+		v.atLeast("kube-api-burst", o.KubeAPIBurst, 1)
+	}
 	if o.KubeAPIContentType != contentTypeProtobuf && o.KubeAPIContentType != contentTypeJSON {
 		v.add("kube-api-content-type", "%q: must be %s or %s", o.KubeAPIContentType, contentTypeProtobuf, contentTypeJSON)
 	}

@@ -128,8 +128,8 @@ controllerLeaders: []
 		{"master no host", func(o *Options) { o.Master = "https://" },
 			`invalid value for --master: "https://": must be an http or https URL, or host[:port]`},
 		{"kube-api-qps zero", func(o *Options) { o.KubeAPIQPS = 0 },
-			"invalid value for --kube-api-qps: 0: must be a positive number"},
-		{"kube-api-burst zero", func(o *Options) { o.KubeAPIBurst = 0 },
+			"invalid value for --kube-api-qps: 0: must be a positive number, or -1 for no client-side limit"},
+		{"kube-api-burst zero", func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 20, 0 },
 			"invalid value for --kube-api-burst: 0: must be at least 1"},
 		{"kube-api-content-type", func(o *Options) { o.KubeAPIContentType = "application/yaml" },
 			`invalid value for --kube-api-content-type: "application/yaml": must be application/vnd.kubernetes.protobuf or application/json`},
@@ -326,6 +326,14 @@ func TestValidateResults(t *testing.T) {
 		want := []string{CloudNodeController, CloudNodeLifecycleController, NodeRouteController, "opt-in-controller"}
 		if !reflect.DeepEqual(o.EnabledControllers, want) {
 			t.Errorf("EnabledControllers = %q, want %q", o.EnabledControllers, want)
+		}
+	})
+
+	t.Run("no client-side apiserver limit ignores the burst", func(t *testing.T) {
+		o := validOptions()
+		o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
+		if err := o.Validate(specs); err != nil {
+			t.Fatalf("Validate: %v", err)
 		}
 	})
 
