@@ -109,7 +109,7 @@ func Rows() []Row {
 	return []Row{
 		{
 			Name:        RowUpstreamTuned,
-			Description: "k8s.io/cloud-provider v0.36.3 controllers (app package) with nephele's values for every knob both have",
+			Description: "k8s.io/cloud-provider v0.36.3 controllers (app package) with nephele's values for every knob both have, except the apiserver client limit: upstream's 20/s, which its route controller needs",
 			Impl:        ccm.Upstream,
 			Flags:       TunedFlags(),
 		},
@@ -151,7 +151,14 @@ func RowsNamed(names []string) ([]Row, error) {
 }
 
 // TunedFlags are nephele's defaults for every flag the upstream cloud-controller-manager
-// also has, read from nephele's manager so they cannot drift from it.
+// also has, read from nephele's manager so they cannot drift from it, with one exception:
+// --kube-api-qps and --kube-api-burst stay at upstream's 20 and 30. nephele's -1 (no
+// client-side limit) is safe for nephele, whose controllers bound their writes by their
+// workers, but not for upstream: its route controller patches every Node's
+// NetworkUnavailable condition from a goroutine of its own on each reconciliation and
+// relies on the client-side limit to pace them. With -1 at the large scale it saturated
+// the apiserver until its own lease renewal timed out and it exited
+// (results/large-tuned-unlimited).
 func TunedFlags() []string {
 	o := manager.NewOptions()
 	d := func(v time.Duration) string { return v.String() }
@@ -161,11 +168,17 @@ func TunedFlags() []string {
 		"--node-status-update-frequency=" + d(o.NodeStatusUpdateFrequency),
 		"--route-reconciliation-period=" + d(o.RouteReconciliationPeriod),
 		"--node-monitor-period=" + d(o.NodeMonitorPeriod),
-		"--kube-api-qps=" + strconv.FormatFloat(float64(o.KubeAPIQPS), 'f', -1, 32),
-		"--kube-api-burst=" + strconv.Itoa(o.KubeAPIBurst),
+		"--kube-api-qps=" + strconv.FormatFloat(float64(upstreamKubeAPIQPS), 'f', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(upstreamKubeAPIBurst),
 		"--min-resync-period=" + d(o.MinResyncPeriod),
 	}
 }
+
+// Upstream's default apiserver client limit, which the tuned row keeps (see TunedFlags).
+const (
+	upstreamKubeAPIQPS   = 20
+	upstreamKubeAPIBurst = 30
+)
 
 // Config configures a harness run.
 type Config struct {

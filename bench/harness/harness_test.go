@@ -82,6 +82,10 @@ func TestTunedFlags(t *testing.T) {
 	if got := up.NodeStatusUpdateFrequency.Duration; got != d.NodeStatusUpdateFrequency {
 		t.Errorf("upstream node status update frequency = %s, want nephele's %s", got, d.NodeStatusUpdateFrequency)
 	}
+	// The one knob that keeps upstream's value: see TunedFlags.
+	if got := up.Generic.ClientConnection; got.QPS != upstreamKubeAPIQPS || got.Burst != upstreamKubeAPIBurst {
+		t.Errorf("upstream apiserver client limit = %v/%d, want upstream's %d/%d", got.QPS, got.Burst, upstreamKubeAPIQPS, upstreamKubeAPIBurst)
+	}
 }
 
 func TestRowsAndScales(t *testing.T) {
