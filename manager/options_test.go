@@ -482,7 +482,7 @@ func TestFlagDefaults(t *testing.T) {
 		"cloud-call-timeout":                "30s",
 		"cloud-qps":                         "20",
 		"cloud-burst":                       "40",
-		"kube-api-qps":                      "20",
+		"kube-api-qps":                      "-1",
 		"kube-api-burst":                    "30",
 		"kube-api-content-type":             "application/vnd.kubernetes.protobuf",
 		"leader-elect":                      "true",
@@ -524,7 +524,7 @@ func TestFlagDefaults(t *testing.T) {
 	// Flags nephele adds or whose defaults it changes say so.
 	for _, name := range []string{"route-reconciliation-period", "concurrent-service-syncs", "concurrent-route-syncs",
 		"node-deletion-grace-period", "node-deletion-safe-mode-threshold", "node-batch-window", "load-balancer-class",
-		"cloud-call-timeout", "cloud-qps", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs"} {
+		"cloud-call-timeout", "cloud-qps", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs", "kube-api-qps"} {
 		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(nephele: ") {
 			t.Errorf("--%s help does not mark the nephele change: %q", name, u)
 		}
