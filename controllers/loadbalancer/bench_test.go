@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 )
 
 const (
@@ -30,7 +31,7 @@ func benchController(b *testing.B) (*Controller, []*corev1.Node) {
 		Client:        client,
 		Informers:     informers.NewSharedInformerFactory(client, 0),
 		LoadBalancers: fc,
-		Recorder:      &eventLog{},
+		Recorder:      &eventlog.Log{},
 		Logger:        logr.Discard(),
 	})
 	if err != nil {

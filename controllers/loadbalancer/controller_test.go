@@ -20,6 +20,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -57,7 +58,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("spec given to the cloud: %+v", lb.Spec)
 	}
 	eventually(t, "events", func() string {
-		if got := h.events.reasons("ns/web"); !slices.Contains(got, EventEnsuredLoadBalancer) || got[0] != EventEnsuringLoadBalancer {
+		if got := h.events.Reasons("ns/web"); !slices.Contains(got, EventEnsuredLoadBalancer) || got[0] != EventEnsuringLoadBalancer {
 			return fmt.Sprintf("events %v", got)
 		}
 		return ""
@@ -78,7 +79,7 @@ func TestLifecycle(t *testing.T) {
 		}
 		return ""
 	})
-	got := h.events.reasons("ns/web")
+	got := h.events.Reasons("ns/web")
 	if i, j := slices.Index(got, EventDeletingLoadBalancer), slices.Index(got, EventDeletedLoadBalancer); i < 0 || j < i {
 		t.Errorf("events %v, want %s then %s", got, EventDeletingLoadBalancer, EventDeletedLoadBalancer)
 	}
@@ -209,7 +210,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		t.Errorf("node changes cost %d EnsureLoadBalancer calls", n)
 	}
 	eventually(t, "UpdatedLoadBalancer events", func() string {
-		if len(h.events.find("ns/web-0", EventUpdatedLoadBalancer)) == 0 {
+		if len(h.events.Find("ns/web-0", EventUpdatedLoadBalancer)) == 0 {
 			return "none"
 		}
 		return ""
@@ -220,8 +221,8 @@ func TestNoBackendsWarns(t *testing.T) {
 	h := newHarness(t, nil, newNode("uninit", withTaint(TaintUninitialized)))
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
 	eventually(t, "warning", func() string {
-		if len(h.events.find("ns/web", EventUnAvailableLoadBalancer)) == 0 {
-			return fmt.Sprintf("no %s event: %v", EventUnAvailableLoadBalancer, h.events.reasons("ns/web"))
+		if len(h.events.Find("ns/web", EventUnAvailableLoadBalancer)) == 0 {
+			return fmt.Sprintf("no %s event: %v", EventUnAvailableLoadBalancer, h.events.Reasons("ns/web"))
 		}
 		return ""
 	})
@@ -232,9 +233,9 @@ func TestBadSourceRange(t *testing.T) {
 	bad := h.createService(newService("ns", "bad", withSourceRanges("10.0.0.0/8", "10.0.0.300/32")))
 	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
 	eventually(t, "warning", func() string {
-		ev := h.events.find("ns/bad", EventSyncLoadBalancerFailed)
+		ev := h.events.Find("ns/bad", EventSyncLoadBalancerFailed)
 		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
-			return fmt.Sprintf("events %v", h.events.reasons("ns/bad"))
+			return fmt.Sprintf("events %v", h.events.Reasons("ns/bad"))
 		}
 		return ""
 	})
@@ -267,9 +268,9 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 	h.createService(bad)
 	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
 	eventually(t, "warning and retries", func() string {
-		ev := h.events.find("ns/bad", EventSyncLoadBalancerFailed)
+		ev := h.events.Find("ns/bad", EventSyncLoadBalancerFailed)
 		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
-			return fmt.Sprintf("events %v", h.events.reasons("ns/bad"))
+			return fmt.Sprintf("events %v", h.events.Reasons("ns/bad"))
 		}
 		if !strings.Contains(ev[0].Message, "lb-size") {
 			return "event does not name the problem: " + ev[0].Message
@@ -464,7 +465,7 @@ func TestSpecBuildsController(t *testing.T) {
 		Name:      manager.ServiceLBController,
 		Client:    client,
 		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventLog{},
+		Recorder:  &eventlog.Log{},
 		Cloud:     fc,
 		Config: manager.ControllerConfig{
 			ClusterName:            "prod",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,72 +18,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 )
-
-// eventLog is a record.EventRecorder that keeps every event, for assertions.
-type eventLog struct {
-	mu     sync.Mutex
-	events []recordedEvent
-}
-
-type recordedEvent struct {
-	Object, Type, Reason, Message string
-}
-
-func (e recordedEvent) String() string {
-	return fmt.Sprintf("%s %s %s: %s", e.Object, e.Type, e.Reason, e.Message)
-}
-
-func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
-	name := fmt.Sprintf("%T", obj)
-	if m, ok := obj.(metav1.Object); ok {
-		name = m.GetNamespace() + "/" + m.GetName()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, recordedEvent{Object: name, Type: eventtype, Reason: reason, Message: message})
-}
-
-func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
-	l.Event(obj, eventtype, reason, fmt.Sprintf(format, args...))
-}
-
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, format string, args ...any) {
-	l.Eventf(obj, eventtype, reason, format, args...)
-}
-
-// find returns the events about object with reason.
-func (l *eventLog) find(object, reason string) []recordedEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []recordedEvent
-	for _, e := range l.events {
-		if e.Object == object && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// reasons returns the reasons of the events about object, in order.
-func (l *eventLog) reasons(object string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, e := range l.events {
-		if e.Object == object {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
-}
 
 // harness runs a controller against a fake clientset and a fake cloud.
 type harness struct {
 	t       *testing.T
 	client  kubernetes.Interface
 	cloud   *fakecloud.Cloud
-	events  *eventLog
+	events  *eventlog.Log
 	ctrl    *Controller
 	metrics *prometheus.Registry
 }
@@ -98,7 +40,7 @@ func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harn
 	}
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	h := &harness{t: t, client: client, cloud: fc, events: &eventLog{}, metrics: prometheus.NewRegistry()}
+	h := &harness{t: t, client: client, cloud: fc, events: &eventlog.Log{}, metrics: prometheus.NewRegistry()}
 	cfg := Config{
 		Client:          client,
 		Informers:       factory,

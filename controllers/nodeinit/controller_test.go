@@ -17,6 +17,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -162,7 +163,7 @@ func TestInitialize(t *testing.T) {
 						t.Errorf("label %s = %q, want %q", k, got.Labels[k], v)
 					}
 				}
-				if len(f.events.find("n1", EventSynced)) != 1 {
+				if len(f.events.Find("n1", EventSynced)) != 1 {
 					t.Errorf("want one %s event, got events:\n%s", EventSynced, f.events)
 				}
 				if n := f.metric(t, "nephele_node_initialization_duration_seconds", nil); n != 1 {
@@ -184,11 +185,11 @@ func TestInitialize(t *testing.T) {
 				}
 			}
 			if tt.wantEvent != "" {
-				evs := f.events.find("n1", tt.wantEvent)
+				evs := f.events.Find("n1", tt.wantEvent)
 				if len(evs) == 0 {
 					t.Fatalf("no %s event; events:\n%s", tt.wantEvent, f.events)
 				}
-				if evs[0].typ != corev1.EventTypeWarning || !strings.Contains(evs[0].message, tt.wantEventMsg) {
+				if evs[0].Type != corev1.EventTypeWarning || !strings.Contains(evs[0].Message, tt.wantEventMsg) {
 					t.Errorf("event %+v: want a Warning naming %q", evs[0], tt.wantEventMsg)
 				}
 			}
@@ -331,7 +332,7 @@ func TestRunRetriesUntilTheInstanceAppears(t *testing.T) {
 	f := newFixture(t, fixtureOptions{inventory: true}, nil, taintedNode("n1"))
 	f.run(t)
 	deadline := time.Now().Add(30 * time.Second)
-	for len(f.events.find("n1", EventInstanceNotFound)) == 0 {
+	for len(f.events.Find("n1", EventInstanceNotFound)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s event; events:\n%s", EventInstanceNotFound, f.events)
 		}
@@ -422,7 +423,7 @@ func TestSpec(t *testing.T) {
 		Name:      manager.CloudNodeController,
 		Client:    client,
 		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventLog{},
+		Recorder:  &eventlog.Log{},
 		Cloud:     fc,
 		Config:    manager.ControllerConfig{NodeStatusUpdateFrequency: 3 * time.Minute, ConcurrentNodeSyncs: 3},
 		Metrics:   prometheus.NewRegistry(),

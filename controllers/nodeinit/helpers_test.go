@@ -2,8 +2,6 @@ package nodeinit
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,66 +17,15 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 )
-
-// event is one recorded Event.
-type event struct {
-	object, typ, reason, message string
-}
-
-// eventLog is an EventRecorder that keeps every Event, for assertions.
-type eventLog struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (l *eventLog) Event(obj runtime.Object, typ, reason, message string) {
-	name := ""
-	if n, ok := obj.(*corev1.Node); ok {
-		name = n.Name
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, event{object: name, typ: typ, reason: reason, message: message})
-}
-
-func (l *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	l.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	l.Eventf(obj, typ, reason, format, args...)
-}
-
-// find returns the events on node with reason.
-func (l *eventLog) find(node, reason string) []event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []event
-	for _, e := range l.events {
-		if e.object == node && e.reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (l *eventLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	for _, e := range l.events {
-		fmt.Fprintf(&b, "%s %s %s: %s\n", e.object, e.typ, e.reason, e.message)
-	}
-	return b.String()
-}
 
 // fixture is a controller on a fake clientset and a fake cloud, informers synced.
 type fixture struct {
 	ctrl    *Controller
 	client  *fake.Clientset
 	cloud   *fakecloud.Cloud
-	events  *eventLog
+	events  *eventlog.Log
 	reg     *prometheus.Registry
 	factory informers.SharedInformerFactory
 }
@@ -111,7 +58,7 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 		Client:                client,
 		Informers:             factory,
 		Instances:             fc,
-		Recorder:              &eventLog{},
+		Recorder:              &eventlog.Log{},
 		Metrics:               prometheus.NewRegistry(),
 		Workers:               opts.workers,
 		StatusUpdateFrequency: opts.refresh,
@@ -130,7 +77,7 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		t.Fatal("informer did not sync")
 	}
-	return &fixture{ctrl: c, client: client, cloud: fc, events: cfg.Recorder.(*eventLog), reg: cfg.Metrics.(*prometheus.Registry), factory: factory}
+	return &fixture{ctrl: c, client: client, cloud: fc, events: cfg.Recorder.(*eventlog.Log), reg: cfg.Metrics.(*prometheus.Registry), factory: factory}
 }
 
 // run runs the controller until the test ends.

@@ -15,6 +15,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 )
 
 func TestRefresh(t *testing.T) {
@@ -91,8 +92,8 @@ func TestRefresh(t *testing.T) {
 					t.Errorf("addresses = %v, want %v", formatAddresses(got), formatAddresses(want))
 				}
 				if tt.wantEvent != "" {
-					evs := f.events.find("n1", tt.wantEvent)
-					if len(evs) != 1 || evs[0].typ != corev1.EventTypeWarning {
+					evs := f.events.Find("n1", tt.wantEvent)
+					if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning {
 						t.Errorf("want one Warning %s event, got:\n%s", tt.wantEvent, f.events)
 					}
 				} else if s := f.events.String(); s != "" {
@@ -196,7 +197,7 @@ func BenchmarkRefreshFromInventory(b *testing.B) {
 		Informers: informers.NewSharedInformerFactory(client, 0),
 		Instances: fc,
 		Inventory: inv,
-		Recorder:  &eventLog{},
+		Recorder:  &eventlog.Log{},
 	})
 	if err != nil {
 		b.Fatal(err)

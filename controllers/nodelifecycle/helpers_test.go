@@ -2,9 +2,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,72 +19,8 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 )
-
-// event is one recorded Event.
-type event struct {
-	object, typ, reason, message string
-}
-
-// eventLog is an EventRecorder that keeps every Event, for assertions.
-type eventLog struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (l *eventLog) Event(obj runtime.Object, typ, reason, message string) {
-	name := ""
-	if n, ok := obj.(*corev1.Node); ok {
-		name = n.Name
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, event{object: name, typ: typ, reason: reason, message: message})
-}
-
-func (l *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
-	l.Event(obj, typ, reason, fmt.Sprintf(format, args...))
-}
-
-func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
-	l.Eventf(obj, typ, reason, format, args...)
-}
-
-// count returns how many events have reason (on any object).
-func (l *eventLog) count(reason string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.events {
-		if e.reason == reason {
-			n++
-		}
-	}
-	return n
-}
-
-// on returns the names of the objects that got an event with reason.
-func (l *eventLog) on(reason string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, e := range l.events {
-		if e.reason == reason {
-			out = append(out, e.object)
-		}
-	}
-	return out
-}
-
-func (l *eventLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var b strings.Builder
-	for _, e := range l.events {
-		fmt.Fprintf(&b, "%s %s %s: %s\n", e.object, e.typ, e.reason, e.message)
-	}
-	return b.String()
-}
 
 // fixture is a controller on a fake clientset, a fake cloud and a fake clock.
 type fixture struct {
@@ -95,7 +28,7 @@ type fixture struct {
 	client *fake.Clientset
 	cloud  *fakecloud.Cloud
 	clock  *clocktesting.FakePassiveClock
-	events *eventLog
+	events *eventlog.Log
 	reg    *prometheus.Registry
 }
 
@@ -131,7 +64,7 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 		Client:              client,
 		Informers:           factory,
 		Instances:           fc,
-		Recorder:            &eventLog{},
+		Recorder:            &eventlog.Log{},
 		Metrics:             prometheus.NewRegistry(),
 		MonitorPeriod:       time.Second,
 		DeletionGracePeriod: testGrace,
@@ -157,7 +90,7 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	if !cache.WaitForCacheSync(t.Context().Done(), c.synced) {
 		t.Fatal("informer did not sync")
 	}
-	return &fixture{ctrl: c, client: client, cloud: fc, clock: clk, events: cfg.Recorder.(*eventLog), reg: cfg.Metrics.(*prometheus.Registry)}
+	return &fixture{ctrl: c, client: client, cloud: fc, clock: clk, events: cfg.Recorder.(*eventlog.Log), reg: cfg.Metrics.(*prometheus.Registry)}
 }
 
 // round advances the clock by d and runs one round.

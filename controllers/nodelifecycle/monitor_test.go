@@ -16,6 +16,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -114,7 +115,7 @@ func TestDeletionNeedsTwoNotFoundAnswersAGracePeriodApart(t *testing.T) {
 			if !f.exists(t, "gone") {
 				t.Fatal("node deleted before the grace period passed")
 			}
-			if n := f.events.count(EventDeletingNode); n != 0 {
+			if n := f.events.Count(EventDeletingNode); n != 0 {
 				t.Fatalf("%d deletion events before the grace period", n)
 			}
 			f.round(t, time.Millisecond)
@@ -124,7 +125,7 @@ func TestDeletionNeedsTwoNotFoundAnswersAGracePeriodApart(t *testing.T) {
 			if !f.exists(t, "ok") {
 				t.Fatal("the healthy node was deleted")
 			}
-			if got := f.events.on(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
+			if got := f.events.Objects(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
 				t.Errorf("deletion events on %v, want [gone]", got)
 			}
 			if got := f.metric(t, "nephele_node_lifecycle_deletions_total", nil); got != 1 {
@@ -169,7 +170,7 @@ func TestNoDeletionWhileTheCloudFails(t *testing.T) {
 				for range 10 {
 					f.round(t, testGrace)
 				}
-				if n := f.events.count(EventDeletingNode); n != 0 {
+				if n := f.events.Count(EventDeletingNode); n != 0 {
 					t.Fatalf("%d nodes deleted while every cloud call failed", n)
 				}
 				for _, n := range nodes {
@@ -183,7 +184,7 @@ func TestNoDeletionWhileTheCloudFails(t *testing.T) {
 				if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got != 10 {
 					t.Errorf("safe-mode rounds = %v, want 10", got)
 				}
-				if got := f.events.count(EventSafeMode); got != maxSafeModeEvents {
+				if got := f.events.Count(EventSafeMode); got != maxSafeModeEvents {
 					t.Errorf("safe-mode events = %d, want %d (once, capped)", got, maxSafeModeEvents)
 				}
 				if len(f.ctrl.notFound) != 0 {
@@ -261,7 +262,7 @@ func TestShutdownTaint(t *testing.T) {
 			if c := f.cloud.TotalCalls(); c != 0 {
 				t.Errorf("cloud calls for a Ready node = %d, want 0", c)
 			}
-			if f.events.count(EventDeletingNode) != 0 {
+			if f.events.Count(EventDeletingNode) != 0 {
 				t.Error("a stopped instance's node was deleted")
 			}
 		})
@@ -298,7 +299,7 @@ func TestSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 			if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got != 3 {
 				t.Errorf("safe-mode rounds = %v, want 3 (every round after the first answers)", got)
 			}
-			if got := sorted(f.events.on(EventSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
+			if got := sorted(f.events.Objects(EventSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
 				t.Errorf("safe-mode events on %v, want one on each of n00 n01 n02; events:\n%s", got, f.events)
 			}
 
@@ -340,7 +341,7 @@ func TestSafeModeWhenMostLookupsFail(t *testing.T) {
 	if !f.exists(t, "gone") {
 		t.Fatal("deleted while 3 of 4 lookups failed")
 	}
-	if got := sorted(f.events.on(EventSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+	if got := sorted(f.events.Objects(EventSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
 		t.Errorf("safe-mode events on %v, want the nodes whose lookup failed", got)
 	}
 	// Only one lookup of four fails now: the cloud is trusted again.
@@ -391,7 +392,7 @@ func TestObservationsAreForgotten(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	f := newFixture(t, fixtureOptions{}, nil)
-	base := Config{Client: f.client, Informers: nil, Instances: f.cloud, Recorder: &eventLog{}}
+	base := Config{Client: f.client, Informers: nil, Instances: f.cloud, Recorder: &eventlog.Log{}}
 	if _, err := New(base); err == nil {
 		t.Error("New without informers succeeded")
 	}
@@ -424,7 +425,7 @@ func TestSpec(t *testing.T) {
 		Name:      manager.CloudNodeLifecycleController,
 		Client:    client,
 		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventLog{},
+		Recorder:  &eventlog.Log{},
 		Cloud:     fc,
 		Config: manager.ControllerConfig{
 			NodeMonitorPeriod: 7 * time.Second, NodeDeletionGracePeriod: time.Minute,
