@@ -4,26 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -49,11 +42,6 @@ const (
 	pollInterval = 50 * time.Millisecond
 )
 
-var (
-	harnessSeq atomic.Int32
-	nonName    = regexp.MustCompile(`[^a-z0-9]+`)
-)
-
 // harness is a controller running against the real control plane with its own fake
 // cloud. Its informer sees only the Nodes it created (by label), so tests sharing the
 // control plane do not see each other's nodes.
@@ -74,26 +62,19 @@ type harnessOptions struct {
 func startHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
 	e := controlPlane(t)
-	id := fmt.Sprintf("t%d-%s", harnessSeq.Add(1), strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
-	if len(id) > 30 {
-		id = strings.TrimRight(id[:30], "-")
-	}
+	scope := testenv.NewScope(t, e.Client, testLabel)
 	fc, err := fakecloud.New(fakecloud.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, id: id, client: e.Client, cloud: fc, registry: prometheus.NewRegistry()}
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = testLabel + "=" + id
-	}))
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.Client.CoreV1().Events("")})
+	h := &harness{t: t, id: scope.ID, client: e.Client, cloud: fc, registry: prometheus.NewRegistry()}
+	factory := scope.Informers
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{
 		Client:                e.Client,
 		Informers:             factory,
 		Instances:             fc,
-		Recorder:              broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: manager.CloudNodeController}),
+		Recorder:              scope.Recorder(manager.CloudNodeController),
 		Logger:                testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
 		Metrics:               h.registry,
 		Workers:               opts.workers,
@@ -115,15 +96,10 @@ func startHarness(t *testing.T, opts harnessOptions) *harness {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	// Runs before the scope's cleanup, which stops the informers and deletes the nodes.
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		factory.Shutdown()
-		broadcaster.Shutdown()
-		err := e.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel + "=" + id})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting the test's nodes: %v", err)
-		}
 	})
 	return h
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,11 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -62,11 +56,6 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 // A missing binary fails the test: integration tests never skip.
 func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
 
-var (
-	harnessSeq atomic.Int32
-	nonName    = regexp.MustCompile(`[^a-z0-9]+`)
-)
-
 // harness is a controller running against the real control plane with its own fake
 // cloud, seeing only the Nodes it created.
 type harness struct {
@@ -83,26 +72,19 @@ type harness struct {
 func newHarness(t *testing.T, withInventory bool) *harness {
 	t.Helper()
 	e := controlPlane(t)
-	id := fmt.Sprintf("t%d-%s", harnessSeq.Add(1), strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
-	if len(id) > 30 {
-		id = strings.TrimRight(id[:30], "-")
-	}
+	scope := testenv.NewScope(t, e.Client, testLabel)
 	fc, err := fakecloud.New(fakecloud.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, id: id, client: e.Client, cloud: fc, registry: prometheus.NewRegistry()}
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = testLabel + "=" + id
-	}))
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.Client.CoreV1().Events("")})
+	h := &harness{t: t, id: scope.ID, client: e.Client, cloud: fc, registry: prometheus.NewRegistry()}
+	factory := scope.Informers
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{
 		Client:              e.Client,
 		Informers:           factory,
 		Instances:           fc,
-		Recorder:            broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: manager.CloudNodeLifecycleController}),
+		Recorder:            scope.Recorder(manager.CloudNodeLifecycleController),
 		Logger:              testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
 		Metrics:             h.registry,
 		MonitorPeriod:       period,
@@ -128,15 +110,10 @@ func newHarness(t *testing.T, withInventory bool) *harness {
 			}
 		})
 	}
+	// Runs before the scope's cleanup, which stops the informers and deletes the nodes.
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		factory.Shutdown()
-		broadcaster.Shutdown()
-		err := e.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel + "=" + id})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting the test's nodes: %v", err)
-		}
 	})
 	return h
 }

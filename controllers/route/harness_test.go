@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,14 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -49,8 +42,6 @@ const (
 
 var testClusterCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/56"}
 
-var harnessSeq atomic.Int32
-
 // harness is one controller running against a client (the real control plane or a
 // fake) and its own fake cloud. It sees only the Nodes it created, through a label, so
 // tests sharing a control plane do not see each other's nodes.
@@ -70,14 +61,9 @@ type harnessOptions struct {
 	seed func(c *fakecloud.Cloud)
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9]+`)
-
 func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions) *harness {
 	t.Helper()
-	id := fmt.Sprintf("t%d-%s", harnessSeq.Add(1), strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-"))
-	if len(id) > 40 {
-		id = strings.TrimRight(id[:40], "-")
-	}
+	scope := testenv.NewScope(t, client, testLabel)
 	fc, err := fakecloud.New(fakecloud.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,15 +71,10 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 	if opts.seed != nil {
 		opts.seed(fc)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = testLabel + "=" + id
-	}))
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	t.Cleanup(broadcaster.Shutdown)
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "node-route-controller"})
+	factory := scope.Informers
+	recorder := scope.Recorder("node-route-controller")
 
-	h := &harness{t: t, id: id, client: client, cloud: fc, registry: prometheus.NewRegistry()}
+	h := &harness{t: t, id: scope.ID, client: client, cloud: fc, registry: prometheus.NewRegistry()}
 	h.ctrl, err = New(Config{
 		Client:               client,
 		Informers:            factory,
@@ -116,13 +97,12 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- h.ctrl.Run(ctx) }()
+	// Runs before the scope's cleanup, which stops the informers and deletes the nodes.
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		factory.Shutdown()
-		h.deleteAllNodes()
 	})
 	return h
 }
@@ -150,13 +130,6 @@ func (h *harness) deleteNode(node *corev1.Node) {
 	h.t.Helper()
 	if err := h.client.CoreV1().Nodes().Delete(h.t.Context(), node.Name, metav1.DeleteOptions{}); err != nil {
 		h.t.Fatalf("deleting node %s: %v", node.Name, err)
-	}
-}
-
-func (h *harness) deleteAllNodes() {
-	err := h.client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel + "=" + h.id})
-	if err != nil && !apierrors.IsNotFound(err) {
-		h.t.Errorf("deleting the test's nodes: %v", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -154,6 +155,42 @@ func TestControlPlane(t *testing.T) {
 					t.Errorf("list nodes as %s: error %v, want it refused", tt.name, err)
 				}
 			})
+		}
+	})
+
+	t.Run("a scope sees and deletes only its own nodes", func(t *testing.T) {
+		const key = "nephele.dev/scope-test"
+		other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "scope-other", Labels: map[string]string{key: "someone-else"}}}
+		if _, err := c.CoreV1().Nodes().Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{}) })
+		var mine string
+		t.Run("scoped", func(t *testing.T) {
+			s := testenv.NewScope(t, c, key)
+			// Registered after NewScope, so it runs before the scope's cleanup.
+			ctx, cancel := context.WithCancel(t.Context())
+			t.Cleanup(cancel)
+			mine = s.ID + "-a"
+			if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: mine, Labels: s.Labels()}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			lister := s.Informers.Core().V1().Nodes().Lister()
+			s.Informers.Start(ctx.Done())
+			s.Informers.WaitForCacheSync(ctx.Done())
+			nodes, err := lister.List(labels.Everything())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes) != 1 || nodes[0].Name != mine {
+				t.Errorf("the scope's informers see %d nodes, want only %s", len(nodes), mine)
+			}
+		})
+		if _, err := c.CoreV1().Nodes().Get(t.Context(), mine, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the scope's node %s after its test: %v, want NotFound", mine, err)
+		}
+		if _, err := c.CoreV1().Nodes().Get(t.Context(), other.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("another test's node after the scope's cleanup: %v", err)
 		}
 	})
 
