@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,27 +12,16 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // startCloud starts a local cloud and a tap in front of it, and returns a client that
 // talks through the tap.
 func startCloud(t *testing.T) (*Tap, *client.Client) {
 	t.Helper()
-	srv, err := server.Start(t.Context(), server.Config{
-		StatePath: filepath.Join(t.TempDir(), "cloud.db"),
-		Token:     "token",
+	srv, _ := servertest.Start(t, server.Config{
 		VIPPool:   netip.MustParsePrefix("127.113.0.0/24"),
 		DataPlane: dataplane.Config{DisableHealthChecks: true},
-	})
-	if err != nil {
-		t.Fatalf("starting the local cloud: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("stopping the local cloud: %v", err)
-		}
 	})
 	tap, err := Start(srv.URL())
 	if err != nil {
@@ -44,7 +32,7 @@ func startCloud(t *testing.T) (*Tap, *client.Client) {
 			t.Errorf("closing the tap: %v", err)
 		}
 	})
-	c, err := client.New(tap.URL(), "token")
+	c, err := client.New(tap.URL(), servertest.Token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,8 @@
 package harness
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,27 +115,5 @@ func TestRowsAndScales(t *testing.T) {
 	}
 	if _, err := ScaleNamed("huge"); err == nil {
 		t.Error("ScaleNamed accepted an unknown scale")
-	}
-}
-
-func TestParallel(t *testing.T) {
-	var n atomic.Int64
-	if err := parallel(t.Context(), 4, 100, func(context.Context, int) error { n.Add(1); return nil }); err != nil || n.Load() != 100 {
-		t.Fatalf("parallel ran %d of 100: %v", n.Load(), err)
-	}
-	boom := errors.New("boom")
-	err := parallel(t.Context(), 4, 100, func(_ context.Context, i int) error {
-		if i == 10 {
-			return boom
-		}
-		return nil
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("parallel returned %v, want the failure", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := parallel(ctx, 2, 10, func(context.Context, int) error { return nil }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("parallel with a canceled context returned %v", err)
 	}
 }

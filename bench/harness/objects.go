@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,21 +57,25 @@ func newService(name string) *corev1.Service {
 func createNodes(ctx context.Context, kube kubernetes.Interface, names []string, cidrs []string, addrs map[string]string) (map[string]time.Time, error) {
 	sent := make(map[string]time.Time, len(names))
 	var mu sync.Mutex
-	err := parallel(ctx, 32, len(names), func(ctx context.Context, i int) error {
-		addr, ok := addrs[names[i]]
-		if !ok {
-			return fmt.Errorf("node %s has no instance", names[i])
-		}
-		at := time.Now()
-		if _, err := kube.CoreV1().Nodes().Create(ctx, newNode(names[i], cidrs[i], addr), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating node %s: %w", names[i], err)
-		}
-		mu.Lock()
-		sent[names[i]] = at
-		mu.Unlock()
-		return nil
-	})
-	return sent, err
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i, name := range names {
+		g.Go(func() error {
+			addr, ok := addrs[name]
+			if !ok {
+				return fmt.Errorf("node %s has no instance", name)
+			}
+			at := time.Now()
+			if _, err := kube.CoreV1().Nodes().Create(ctx, newNode(name, cidrs[i], addr), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating node %s: %w", name, err)
+			}
+			mu.Lock()
+			sent[name] = at
+			mu.Unlock()
+			return nil
+		})
+	}
+	return sent, g.Wait()
 }
 
 // createServices creates the named Services at once and returns when each create was
@@ -79,20 +84,24 @@ func createServices(ctx context.Context, kube kubernetes.Interface, names []stri
 	sent = make(map[string]time.Time, len(names))
 	lbNames = make(map[string]string, len(names))
 	var mu sync.Mutex
-	err = parallel(ctx, 16, len(names), func(ctx context.Context, i int) error {
-		at := time.Now()
-		svc, err := kube.CoreV1().Services(namespace).Create(ctx, newService(names[i]), metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating service %s: %w", names[i], err)
-		}
-		mu.Lock()
-		key := namespace + "/" + names[i]
-		sent[key] = at
-		lbNames[key] = cloudprovider.DefaultLoadBalancerName(svc)
-		mu.Unlock()
-		return nil
-	})
-	return sent, lbNames, err
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, name := range names {
+		g.Go(func() error {
+			at := time.Now()
+			svc, err := kube.CoreV1().Services(namespace).Create(ctx, newService(name), metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating service %s: %w", name, err)
+			}
+			mu.Lock()
+			key := namespace + "/" + name
+			sent[key] = at
+			lbNames[key] = cloudprovider.DefaultLoadBalancerName(svc)
+			mu.Unlock()
+			return nil
+		})
+	}
+	return sent, lbNames, g.Wait()
 }
 
 // ensureNamespace creates the benchmark's namespace.

@@ -14,50 +14,31 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/controlplane"
 )
 
-// controller is a running controller process.
+// controller is a running controller process, one of the control plane env's processes
+// so that stopping the env stops it too.
 type controller struct {
-	cmd      *exec.Cmd
-	logPath  string
+	*controlplane.Process
 	statsURL string
 	hc       *http.Client
-
-	done    chan struct{}
-	waitErr error
-	log     *os.File
 }
 
 // startController starts a controller process for row with flags and waits until its
 // statistics endpoint answers.
-func startController(ctx context.Context, command func(ccm.Impl, []string) *exec.Cmd, dir string, row Row, flags []string) (*controller, error) {
-	addrFile := filepath.Join(dir, "ccm-stats.addr")
+func startController(ctx context.Context, cp *controlplane.Env, command func(ccm.Impl, []string) *exec.Cmd, row Row, flags []string) (*controller, error) {
+	addrFile := filepath.Join(cp.Dir, "ccm-stats.addr")
 	_ = os.Remove(addrFile)
 	args := append([]string{"--impl=" + string(row.Impl), "--stats-addr-file=" + addrFile, "--"}, flags...)
-	logPath := filepath.Join(dir, "ccm-"+row.Name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := cp.StartCommand("ccm-"+row.Name, command(row.Impl, args))
 	if err != nil {
-		return nil, fmt.Errorf("controller log: %w", err)
-	}
-	cmd := command(row.Impl, args)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group, so that stopping it stops anything it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
 		return nil, fmt.Errorf("starting the controller process: %w", err)
 	}
-	c := &controller{cmd: cmd, logPath: logPath, log: logFile, done: make(chan struct{}),
-		hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}}
-	go func() {
-		c.waitErr = cmd.Wait()
-		logFile.Close()
-		close(c.done)
-	}()
+	c := &controller{Process: p, hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}}
 	deadline := time.NewTimer(time.Minute)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -70,12 +51,12 @@ func startController(ctx context.Context, command func(ccm.Impl, []string) *exec
 			}
 		}
 		select {
-		case <-c.done:
-			return nil, fmt.Errorf("the controller process exited at start (%v); log %s:\n%s", c.waitErr, logPath, tail(logPath, 20))
+		case <-p.Done():
+			return nil, fmt.Errorf("the controller process exited at start (%v); log %s:\n%s", p.Err(), p.LogPath(), p.LogTail(20))
 		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), c.stop())
+			return nil, errors.Join(ctx.Err(), p.Stop())
 		case <-deadline.C:
-			return nil, errors.Join(errors.New("the controller process did not start its statistics endpoint within a minute"), c.stop())
+			return nil, errors.Join(errors.New("the controller process did not start its statistics endpoint within a minute"), p.Stop())
 		case <-tick.C:
 		}
 	}
@@ -84,28 +65,10 @@ func startController(ctx context.Context, command func(ccm.Impl, []string) *exec
 // exited reports whether the process has exited, and how.
 func (c *controller) exited() (bool, error) {
 	select {
-	case <-c.done:
-		return true, c.waitErr
+	case <-c.Done():
+		return true, c.Err()
 	default:
 		return false, nil
-	}
-}
-
-// stop sends SIGTERM, waits up to 20s, then kills the process group.
-func (c *controller) stop() error {
-	pid := c.cmd.Process.Pid
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return nil
-	case <-time.After(20 * time.Second):
-	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	select {
-	case <-c.done:
-		return fmt.Errorf("the controller process did not stop within 20s of SIGTERM and was killed")
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("the controller process %d did not exit after SIGKILL", pid)
 	}
 }
 
@@ -142,7 +105,7 @@ const clockTicks = 100
 // readProc reads the process's resident set and CPU time from /proc.
 func (c *controller) readProc() (procStatus, error) {
 	var ps procStatus
-	pid := c.cmd.Process.Pid
+	pid := c.Pid()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return ps, fmt.Errorf("reading the controller's memory: %w", err)
@@ -228,17 +191,4 @@ func (m *memorySampler) stop() []rssPoint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.points
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

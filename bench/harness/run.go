@@ -170,15 +170,15 @@ func (r *rowRun) setUp(ctx context.Context) error {
 		return err
 	}
 	r.logf("starting controllers: %s", r.row.Impl)
-	if r.ctrl, err = startController(ctx, r.cfg.ControllerCommand, w.cp.Dir, r.row, flags); err != nil {
+	if r.ctrl, err = startController(ctx, w.cp, r.cfg.ControllerCommand, r.row, flags); err != nil {
 		return err
 	}
 	r.mem = sampleMemory(r.ctrl, 2*time.Second)
 	if _, err := createNodes(ctx, w.kube, []string{warmupNode}, []string{podCIDR(0)}, r.addrs); err != nil {
 		return err
 	}
-	if err := r.waitFor(ctx, 3*time.Minute, func() bool { return len(r.trk.initialized([]string{warmupNode})) == 1 }); err != nil {
-		return fmt.Errorf("the controllers did not initialize the warm-up node: %w; controller log:\n%s", err, tail(r.ctrl.logPath, 30))
+	if err := r.waitFor(ctx, 3*time.Minute, func() bool { return r.trk.allInitialized([]string{warmupNode}) }); err != nil {
+		return fmt.Errorf("the controllers did not initialize the warm-up node: %w; controller log:\n%s", err, r.ctrl.LogTail(30))
 	}
 	r.allNodes = 1
 	r.logf("controllers up")
@@ -227,7 +227,7 @@ func (r *rowRun) timed(ctx context.Context) {
 			return
 		}
 		if exited, err := r.ctrl.exited(); exited {
-			r.problem("the controller process exited before %s (%v); log:\n%s", st.name, err, tail(r.ctrl.logPath, 20))
+			r.problem("the controller process exited before %s (%v); log:\n%s", st.name, err, r.ctrl.LogTail(20))
 			return
 		}
 		r.logf("scenario %s", st.name)
@@ -249,8 +249,8 @@ func (r *rowRun) finish(ctx context.Context, steady bool) error {
 	if r.ctrl != nil {
 		r.readMemory(ctx)
 		if exited, err := r.ctrl.exited(); exited {
-			r.problem("the controller process exited during the run (%v); log:\n%s", err, tail(r.ctrl.logPath, 20))
-		} else if err := r.ctrl.stop(); err != nil {
+			r.problem("the controller process exited during the run (%v); log:\n%s", err, r.ctrl.LogTail(20))
+		} else if err := r.ctrl.Stop(); err != nil {
 			r.problem("stopping the controllers: %v", err)
 		}
 	}

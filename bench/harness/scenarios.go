@@ -30,7 +30,7 @@ func (r *rowRun) scenarioInit(ctx context.Context) error {
 		return err
 	}
 	r.allNodes += len(r.nodes)
-	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.initialized(r.nodes)) == len(r.nodes) })
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return r.trk.allInitialized(r.nodes) })
 	done := r.trk.initialized(r.nodes)
 	after, err := r.w.calls(ctx)
 	if err != nil {
@@ -70,7 +70,7 @@ func (r *rowRun) scenarioServices(ctx context.Context) error {
 	r.allServices += len(names)
 	r.services = slices.Sorted(maps.Keys(lbNames))
 	maps.Copy(r.lbNames, lbNames)
-	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready(r.services)) == len(r.services) })
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return r.trk.allReady(r.services) })
 	done := r.trk.ready(r.services)
 	after, err := r.w.calls(ctx)
 	if err != nil {
@@ -216,7 +216,7 @@ func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
 	}
 	r.allServices += len(names)
 	keys := slices.Sorted(maps.Keys(sent))
-	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready(keys)) == len(keys) })
+	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return r.trk.allReady(keys) })
 	done := r.trk.ready(keys)
 	out.Ready = len(done)
 	out.Held = r.w.tap.Counts()[hangLB[hangKey]].Held
@@ -232,7 +232,7 @@ func (r *rowRun) scenarioHeadOfLine(ctx context.Context) error {
 	// Let the hanging load balancer through and wait for it, so the steady state
 	// starts with every Service served.
 	r.w.tap.Release()
-	if err := r.waitFor(ctx, r.s.Timeout, func() bool { return len(r.trk.ready([]string{hangKey})) == 1 }); err != nil {
+	if err := r.waitFor(ctx, r.s.Timeout, func() bool { return r.trk.allReady([]string{hangKey}) }); err != nil {
 		r.problem("head-of-line: the hanging Service did not get its load balancer after the hang ended: %v", err)
 	}
 	if werr != nil {

@@ -89,24 +89,47 @@ func (t *tracker) service(obj any) {
 func (t *tracker) initialized(names []string) map[string]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]time.Time, len(names))
-	for _, n := range names {
-		if at, ok := t.nodeInit[n]; ok {
-			out[n] = at
-		}
-	}
-	return out
+	return seen(t.nodeInit, names)
+}
+
+// allInitialized reports whether every named node has been seen initialized, without
+// building the map initialized returns: scenarios poll it for thousands of nodes.
+func (t *tracker) allInitialized(names []string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return allSeen(t.nodeInit, names)
 }
 
 // ready returns when each Service key first had an ingress; Services without are missing.
 func (t *tracker) ready(keys []string) map[string]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return seen(t.svcReady, keys)
+}
+
+// allReady reports whether every Service key has had an ingress.
+func (t *tracker) allReady(keys []string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return allSeen(t.svcReady, keys)
+}
+
+// seen returns the times in first of the given keys; keys not in first are missing.
+func seen(first map[string]time.Time, keys []string) map[string]time.Time {
 	out := make(map[string]time.Time, len(keys))
 	for _, k := range keys {
-		if at, ok := t.svcReady[k]; ok {
+		if at, ok := first[k]; ok {
 			out[k] = at
 		}
 	}
 	return out
+}
+
+func allSeen(first map[string]time.Time, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := first[k]; !ok {
+			return false
+		}
+	}
+	return true
 }

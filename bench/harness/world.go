@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -141,22 +142,26 @@ func (w *world) setFaults(ctx context.Context, s Scale) error {
 func (w *world) createInstances(ctx context.Context, names []string) (map[string]string, error) {
 	out := make(map[string]string, len(names))
 	var mu sync.Mutex
-	err := parallel(ctx, 16, len(names), func(ctx context.Context, i int) error {
-		inst, err := w.direct.CreateInstance(ctx, api.InstanceSpec{Name: names[i]})
-		if err != nil {
-			return fmt.Errorf("creating instance %s: %w", names[i], err)
-		}
-		for _, a := range inst.Addresses {
-			if a.Type == api.AddressInternalIP {
-				mu.Lock()
-				out[names[i]] = a.Address
-				mu.Unlock()
-				return nil
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, name := range names {
+		g.Go(func() error {
+			inst, err := w.direct.CreateInstance(ctx, api.InstanceSpec{Name: name})
+			if err != nil {
+				return fmt.Errorf("creating instance %s: %w", name, err)
 			}
-		}
-		return fmt.Errorf("instance %s has no InternalIP", names[i])
-	})
-	return out, err
+			for _, a := range inst.Addresses {
+				if a.Type == api.AddressInternalIP {
+					mu.Lock()
+					out[name] = a.Address
+					mu.Unlock()
+					return nil
+				}
+			}
+			return fmt.Errorf("instance %s has no InternalIP", name)
+		})
+	}
+	return out, g.Wait()
 }
 
 // calls reads the cloud's call counters.
@@ -175,36 +180,4 @@ func podCIDR(i int) string {
 	n += uint32(i) << 8
 	a := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 	return netip.PrefixFrom(a, 24).String()
-}
-
-// parallel runs fn for 0..n-1 on up to workers goroutines and returns the first error.
-func parallel(ctx context.Context, workers, n int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	func() {
-		defer close(next)
-		for i := range n {
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return ctx.Err()
 }

@@ -1,14 +1,12 @@
 package upstreamcloud
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,36 +17,21 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // startCloud starts a local cloud and returns the provider over it, a direct client and
 // a function reading the cloud's call counts.
 func startCloud(t *testing.T) (*Cloud, *client.Client) {
 	t.Helper()
-	srv, err := server.Start(t.Context(), server.Config{
-		StatePath: filepath.Join(t.TempDir(), "cloud.db"),
-		Token:     "token",
+	srv, direct := servertest.Start(t, server.Config{
 		VIPPool:   netip.MustParsePrefix("127.114.0.0/24"),
 		DataPlane: dataplane.Config{DisableHealthChecks: true},
 	})
-	if err != nil {
-		t.Fatalf("starting the local cloud: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("stopping the local cloud: %v", err)
-		}
-	})
-	cfg := fmt.Sprintf("endpoint: %s\ntoken: token\nrequestTimeout: 10s\n", srv.URL())
+	cfg := fmt.Sprintf("endpoint: %s\ntoken: %s\nrequestTimeout: 10s\n", srv.URL(), servertest.Token)
 	c, err := New(strings.NewReader(cfg))
 	if err != nil {
 		t.Fatalf("New: %v", err)
-	}
-	direct, err := client.New(srv.URL(), "token")
-	if err != nil {
-		t.Fatal(err)
 	}
 	return c, direct
 }

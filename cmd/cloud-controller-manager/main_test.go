@@ -23,8 +23,8 @@ import (
 
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/localcloud/api"
-	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // runMainEnv makes the test binary run main instead of the tests: the tests start the
@@ -261,19 +261,7 @@ func TestEndToEnd(t *testing.T) {
 		Logger:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 	}
 	cloudCfg.DataPlane.HealthInterval = 200 * time.Millisecond
-	srv, err := server.Start(ctx, cloudCfg)
-	if err != nil {
-		t.Fatalf("starting the local cloud: %v", err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	admin, err := client.New(srv.URL(), cloudToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, admin := servertest.Start(t, cloudCfg)
 
 	// Three instances, then their Nodes as a kubelet with --cloud-provider=external
 	// and --node-ip registers them.

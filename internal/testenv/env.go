@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -400,6 +401,17 @@ func withStartTimeout(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, startTimeout)
 }
 
+// StartCommand starts cmd, a program from anywhere (its path, arguments and environment
+// set by the caller), as a process of the env named name: like StartProcess, it runs in
+// its own process group, logs to name's file in Dir and is stopped by Stop before every
+// process started earlier. The caller must not set cmd's output or SysProcAttr.
+func (e *Env) StartCommand(name string, cmd *exec.Cmd) (*Process, error) {
+	if e.creds == nil {
+		return nil, errNotStarted
+	}
+	return e.startCommand(name, cmd)
+}
+
 // run starts a binary from the bin directory, logging to its own file in Dir, and
 // registers it so Stop ends it. extraEnv is added to the test's environment.
 func (e *Env) run(name string, args, extraEnv []string) (*Process, error) {
@@ -407,6 +419,14 @@ func (e *Env) run(name string, args, extraEnv []string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	return e.startCommand(name, cmd)
+}
+
+// startCommand starts cmd as process name, logging to its own file in Dir, and registers it so
+// Stop ends it.
+func (e *Env) startCommand(name string, cmd *exec.Cmd) (*Process, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -417,7 +437,7 @@ func (e *Env) run(name string, args, extraEnv []string) (*Process, error) {
 	if n := e.counts[name]; n > 1 {
 		logName = fmt.Sprintf("%s-%d.log", name, n)
 	}
-	p, err := startProcess(name, path, args, filepath.Join(e.Dir, logName), append(os.Environ(), extraEnv...))
+	p, err := startCommand(name, cmd, filepath.Join(e.Dir, logName))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -155,6 +156,33 @@ func TestControlPlane(t *testing.T) {
 					t.Errorf("list nodes as %s: error %v, want it refused", tt.name, err)
 				}
 			})
+		}
+	})
+
+	t.Run("StartCommand runs a command of the caller's as part of the env", func(t *testing.T) {
+		cmd := exec.Command("/bin/sh", "-c", `echo "started with $GREETING"; exec sleep 600`)
+		cmd.Env = append(os.Environ(), "GREETING=hello")
+		p, err := env.StartCommand("greeter", cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(p.LogTail(5), "started with hello") {
+			if time.Now().After(deadline) {
+				t.Fatalf("log %s never showed the command's output; tail:\n%s", p.LogPath(), p.LogTail(5))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if filepath.Dir(p.LogPath()) != env.Dir {
+			t.Errorf("log %s is not in the env directory %s", p.LogPath(), env.Dir)
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		select {
+		case <-p.Done():
+		default:
+			t.Error("the process still runs after Stop")
 		}
 	})
 

@@ -36,19 +36,18 @@ type Process struct {
 	stopErr  error
 }
 
-// startProcess starts path with args, appending its output to logPath. The process lives
-// until Stop; no context ends it, because contexts in this package bound startup only.
-func startProcess(name, path string, args []string, logPath string, env []string) (*Process, error) {
+// startCommand starts cmd (its path, arguments and environment set by the caller) in a
+// process group of its own, appending its output to logPath. The process lives until
+// Stop; no context ends it, because contexts in this package bound startup only.
+func startCommand(name string, cmd *exec.Cmd, logPath string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open log: %w", name, err)
 	}
-	fmt.Fprintf(logFile, "# %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, strings.Join(args, " "))
+	fmt.Fprintf(logFile, "# %s: %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(cmd.Args, " "))
 
-	cmd := exec.Command(path, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = env
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

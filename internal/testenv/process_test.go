@@ -15,7 +15,7 @@ import (
 // startShell runs a shell script as a Process and stops it when the test ends.
 func startShell(t *testing.T, script string) *Process {
 	t.Helper()
-	p, err := startProcess("sh", "/bin/sh", []string{"-c", script}, filepath.Join(t.TempDir(), "sh.log"), os.Environ())
+	p, err := startCommand("sh", exec.Command("/bin/sh", "-c", script), filepath.Join(t.TempDir(), "sh.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // pollTimeout is how long a test waits for something that should happen soon; it is
@@ -54,21 +55,7 @@ func startRealCloud(t *testing.T, extraConfig ...string) *realCloud {
 		Logger:       testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 	}
 	cfg.DataPlane.HealthInterval = 50 * time.Millisecond
-	srv, err := server.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("starting the local cloud: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("stopping the local cloud: %v", err)
-		}
-	})
-	admin, err := client.New(srv.URL(), cfg.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, admin := servertest.Start(t, cfg)
 	tokenFile := writeFile(t, "token", cfg.Token+"\n")
 	conf := fmt.Sprintf("endpoint: %s\ntokenFile: %s\nrequestTimeout: 20s\n%s", srv.URL(), tokenFile, strings.Join(extraConfig, "\n"))
 	p, err := New(strings.NewReader(conf))

@@ -2,15 +2,14 @@ package localtest
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
-	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/servertest"
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
@@ -18,23 +17,8 @@ import (
 // real local cloud, with every capability and every fault the suite can induce, made
 // by Fixture: the same code `nephele conformance --provider local` runs.
 func TestConformance(t *testing.T) {
-	const token = "conformance-token"
-	srv, err := server.Start(context.Background(), server.Config{
-		StatePath: filepath.Join(t.TempDir(), "state.db"),
-		Token:     token,
-		FaultSeed: 1,
-	})
-	if err != nil {
-		t.Fatalf("starting the local cloud: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("stopping the local cloud: %v", err)
-		}
-	})
-	cfg := local.Config{Endpoint: srv.URL(), Token: token, RequestTimeout: 20 * time.Second}
+	srv, admin := servertest.Start(t, server.Config{FaultSeed: 1})
+	cfg := local.Config{Endpoint: srv.URL(), Token: servertest.Token, RequestTimeout: 20 * time.Second}
 	provider, err := local.NewFromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +45,6 @@ func TestConformance(t *testing.T) {
 
 	// The suite removes what it made, and the fault knobs are back as they were.
 	ctx := context.Background()
-	admin, err := client.New(srv.URL(), token)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if insts, err := admin.ListAllInstances(ctx, 0); err != nil || len(insts) != 0 {
 		t.Errorf("instances left after the suite: %d, %v", len(insts), err)
 	}
