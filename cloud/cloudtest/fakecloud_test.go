@@ -257,3 +257,29 @@ func TestFixtureAndProgress(t *testing.T) {
 		t.Errorf("%d failed, %d skipped; want 0 and the 2 skips of the setup and the fixture", failed, skipped)
 	}
 }
+
+// TestFaultFailingHalfWayIsEnded checks that a fault whose setup fails after changing
+// the cloud is still ended, so that the clauses after it see a healthy cloud.
+func TestFaultFailingHalfWayIsEnded(t *testing.T) {
+	fc := newFake(t)
+	setup := fakeSetup(t, fc, nil)
+	var ended bool
+	setup.Throttling = func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+		fc.SetError(fakecloud.AnyOp, fmt.Errorf("HTTP 429: %w", cloud.ErrThrottled))
+		end := func(context.Context) error { ended = true; fc.SetError(fakecloud.AnyOp, nil); return nil }
+		return nil, end, errors.New("the rate limit never throttled")
+	}
+	rep, err := cloudtest.RunSuite(t.Context(), setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ended {
+		t.Error("the suite did not end a fault whose setup failed")
+	}
+	if res, _ := rep.Result("errors/throttled-retry-after"); res.Status != cloudtest.Fail || !strings.Contains(res.Message, "never throttled") {
+		t.Errorf("errors/throttled-retry-after: %s (%s), want a failure naming the setup's error", res.Status, res.Message)
+	}
+	if res, _ := rep.Result("context/deadline"); res.Status != cloudtest.Pass {
+		t.Errorf("context/deadline, after the failed fault: %s (%s), want pass on a healthy cloud", res.Status, res.Message)
+	}
+}

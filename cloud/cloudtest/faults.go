@@ -130,14 +130,8 @@ func (c *checker) withFault(name string, fault Fault, ops []op, fn func(p cloud.
 		p, end, err := fault(ctx, c.s.provider)
 		return induced{p, end}, err
 	})
-	switch {
-	case err != nil:
-		c.errorf("the setup could not induce the fault (Setup.%s): %v", name, err)
-		return
-	case got.p == nil:
-		c.errorf("Setup.%s returned no provider", name)
-		return
-	}
+	// End the fault whatever happened next: a setup that failed half-way returns the
+	// end that undoes what it did so far.
 	defer func() {
 		if got.end == nil {
 			return
@@ -146,6 +140,14 @@ func (c *checker) withFault(name string, fault Fault, ops []op, fn func(p cloud.
 			c.errorf("ending the fault (Setup.%s): %v; the checks that follow see a faulty cloud", name, err)
 		}
 	}()
+	switch {
+	case err != nil:
+		c.errorf("the setup could not induce the fault (Setup.%s): %v", name, err)
+		return
+	case got.p == nil:
+		c.errorf("Setup.%s returned no provider", name)
+		return
+	}
 	for _, o := range ops {
 		if !hasCapability(got.p, o.needs) {
 			c.errorf("the provider from Setup.%s does not report the %s capability", name, o.needs)

@@ -190,7 +190,9 @@ func (f InstanceFuncs) StopInstance(ctx context.Context, nodeName string) error 
 // Fault puts the cloud in a failure mode. It returns a provider that sees the fault
 // (the provider under test when the fault is a knob of the cloud, or a new provider
 // built against a broken endpoint) and a function that ends the fault. The suite
-// calls end before it goes on, also when the check failed.
+// calls end before it goes on, also when the check failed and also when the Fault
+// itself returns an error: a Fault that fails after changing the cloud returns the end
+// that undoes the change with its error.
 type Fault func(ctx context.Context, provider cloud.Provider) (faulty cloud.Provider, end func(context.Context) error, err error)
 
 // config is a Setup with defaults applied and checked.
