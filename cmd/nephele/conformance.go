@@ -69,22 +69,6 @@ func conformanceRegistry() *cloud.Registry {
 	return r
 }
 
-// fixtureFunc returns the fixture of a provider's cloud from the cloud config: the
-// CLI side of making test instances and faults for providers that do not implement
-// cloudtest.FixtureProvider themselves.
-type fixtureFunc func(config []byte, faultInjection bool) (cloudtest.Fixture, error)
-
-// builtinFixtures returns the fixtures nephele knows, by provider name.
-func builtinFixtures() map[string]fixtureFunc {
-	return map[string]fixtureFunc{local.ProviderName: func(config []byte, faultInjection bool) (cloudtest.Fixture, error) {
-		cfg, err := local.LoadConfig(bytes.NewReader(config))
-		if err != nil {
-			return cloudtest.Fixture{}, err
-		}
-		return localtest.Fixture(*cfg, faultInjection)
-	}}
-}
-
 func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformanceOptions) error {
 	registry := conformanceRegistry()
 	if !slices.Contains(registry.Names(), o.provider) {
@@ -127,18 +111,19 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformance
 		// The capabilities claimed are those the provider reports: the command checks
 		// what a provider has, and the suite checks each of them.
 		setup.Capabilities = capabilitiesOf(provider)
-		fx, err := fixtureOf(ctx, o.provider, provider, config, o.faultInjection)
+		fx, err := fixtureOf(ctx, provider)
 		if err != nil {
 			return fmt.Errorf("conformance: provider %s: %w", o.provider, err)
 		}
 		setup.Use(fx)
 	}
 	if !o.faultInjection {
+		// Added to the fixture's own skips, which stay.
 		setup.Throttling, setup.Slow = nil, nil
-		setup.Skip = map[string]string{
+		setup.Use(cloudtest.Fixture{Skip: map[string]string{
 			"errors/throttled-retry-after": "--fault-injection=false: the cloud is not throttled on purpose",
 			"context/deadline":             "--fault-injection=false: the cloud is not slowed on purpose",
-		}
+		}})
 	}
 
 	fmt.Fprintf(stderr, "Checking provider %s against the provider contract\n", o.provider)
@@ -164,14 +149,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformance
 }
 
 // fixtureOf returns the fixture for provider: its own when it implements
-// cloudtest.FixtureProvider, nephele's built-in one for it otherwise, or none (the
-// clauses that need instances or faults are then skipped, saying why).
-func fixtureOf(ctx context.Context, name string, provider cloud.Provider, config []byte, faultInjection bool) (cloudtest.Fixture, error) {
-	if fp, ok := provider.(cloudtest.FixtureProvider); ok {
-		return fp.ConformanceFixture(ctx)
-	}
-	if fixture, ok := builtinFixtures()[name]; ok {
-		return fixture(config, faultInjection)
+// cloudtest.FixtureProvider, nephele's built-in one for the providers it carries, or
+// none (the clauses that need instances or faults are then skipped, saying why).
+func fixtureOf(ctx context.Context, provider cloud.Provider) (cloudtest.Fixture, error) {
+	switch p := provider.(type) {
+	case cloudtest.FixtureProvider:
+		return p.ConformanceFixture(ctx)
+	case *local.Provider:
+		return localtest.Fixture(p.Config())
 	}
 	return cloudtest.Fixture{}, nil
 }

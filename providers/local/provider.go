@@ -39,6 +39,7 @@ func New(config io.Reader) (cloud.Provider, error) {
 type Provider struct {
 	client   *client.Client
 	pageSize int
+	cfg      Config
 }
 
 var (
@@ -78,8 +79,12 @@ func NewFromConfig(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local cloud provider: %w", err)
 	}
-	return &Provider{client: c, pageSize: cfg.ListPageSize}, nil
+	return &Provider{client: c, pageSize: cfg.ListPageSize, cfg: cfg}, nil
 }
+
+// Config returns the configuration the provider was built from, defaults applied: what
+// a conformance fixture needs to reach the same cloud.
+func (p *Provider) Config() Config { return p.cfg }
 
 // ProviderName implements cloud.Provider.
 func (p *Provider) ProviderName() string { return ProviderName }

@@ -23,19 +23,17 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx, err := Fixture(cfg, true)
+	// The fixture from the provider's own configuration, as the CLI takes it.
+	fx, err := Fixture(provider.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	rep := cloudtest.Run(t, cloudtest.Setup{
+	setup := cloudtest.Setup{
 		NewProvider:  func(context.Context) (cloud.Provider, error) { return provider, nil },
 		Capabilities: cloudtest.AllCapabilities(),
-		Instances:    fx.Instances,
-		Failing:      fx.Failing,
-		Throttling:   fx.Throttling,
-		Slow:         fx.Slow,
-	})
+	}
+	setup.Use(fx)
+	rep := cloudtest.Run(t, setup)
 	passed, failed, skipped := rep.Counts()
 	if failed != 0 || skipped != 0 {
 		var sb strings.Builder

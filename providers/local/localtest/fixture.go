@@ -16,10 +16,10 @@ import (
 )
 
 // Fixture makes test instances through the local cloud's API (the endpoint and token
-// of the provider's own cloud config) and, with faultInjection, induces throttling and
-// latency with its fault knobs, putting the rules back afterwards. The failing cloud is
-// a provider built against a closed port, which disturbs nothing.
-func Fixture(cfg local.Config, faultInjection bool) (cloudtest.Fixture, error) {
+// of the provider's own cloud config) and induces throttling and latency with its fault
+// knobs, putting the rules back afterwards. The failing cloud is a provider built
+// against a closed port, which disturbs nothing.
+func Fixture(cfg local.Config) (cloudtest.Fixture, error) {
 	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"))
 	if err != nil {
 		return cloudtest.Fixture{}, err
@@ -35,29 +35,27 @@ func Fixture(cfg local.Config, faultInjection bool) (cloudtest.Fixture, error) {
 			return p, nil, err
 		},
 	}
-	if faultInjection {
-		fx.Throttling = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			// One token that the drain takes: every call after it is throttled for
-			// the next thousand seconds, or until the fault ends.
-			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})
+	fx.Throttling = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+		// One token that the drain takes: every call after it is throttled for
+		// the next thousand seconds, or until the fault ends.
+		end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", RateLimit: &api.RateLimit{QPS: 0.001, Burst: 1}})
+		if err != nil {
+			return nil, end, err
+		}
+		for range 5 {
+			_, err := c.ListRoutes(ctx, "nephele-conformance-drain")
+			if cloud.IsThrottled(err) {
+				return p, end, nil
+			}
 			if err != nil {
 				return nil, end, err
 			}
-			for range 5 {
-				_, err := c.ListRoutes(ctx, "nephele-conformance-drain")
-				if cloud.IsThrottled(err) {
-					return p, end, nil
-				}
-				if err != nil {
-					return nil, end, err
-				}
-			}
-			return nil, end, errors.New("the local cloud's rate limit never throttled")
 		}
-		fx.Slow = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
-			end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}})
-			return p, end, err
-		}
+		return nil, end, errors.New("the local cloud's rate limit never throttled")
+	}
+	fx.Slow = func(ctx context.Context, p cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
+		end, err := withLocalFault(ctx, c, api.Fault{Operation: "*", Latency: &api.Latency{Fixed: api.Duration{Duration: time.Minute}}})
+		return p, end, err
 	}
 	return fx, nil
 }
