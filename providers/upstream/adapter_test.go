@@ -50,29 +50,12 @@ func node(name, providerID string) *corev1.Node {
 
 var addrs = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}}
 
-// kind is what the contract makes of an error.
-type kind string
-
-const (
-	kindNone           kind = "" // success: the zero value, so table cases omit it
-	kindNotFound       kind = "NotFound"
-	kindThrottled      kind = "Throttled"
-	kindNotImplemented kind = "NotImplemented"
-	kindTemporary      kind = "temporary"
-)
-
-func kindOf(err error) kind {
-	switch {
-	case err == nil:
-		return kindNone
-	case cloud.IsNotFound(err):
-		return kindNotFound
-	case cloud.IsThrottled(err):
-		return kindThrottled
-	case cloud.IsNotImplemented(err):
-		return kindNotImplemented
+// result is cloud.Classify with success as the zero value, so table cases omit it.
+func result(err error) cloud.Result {
+	if err == nil {
+		return ""
 	}
-	return kindTemporary
+	return cloud.Classify(err)
 }
 
 func TestNewChecksTheProvider(t *testing.T) {
@@ -105,7 +88,7 @@ func TestInstancesV2(t *testing.T) {
 		name      string
 		stub      v2Stub
 		node      *corev1.Node
-		want      kind
+		want      cloud.Result
 		wantState cloud.InstanceState
 		wantPID   string
 	}{
@@ -118,15 +101,15 @@ func TestInstancesV2(t *testing.T) {
 		{name: "provider ID kept from the node", stub: v2Stub{exists: answer[bool]{v: true}, metadata: answer[*cloudprovider.InstanceMetadata]{v: &cloudprovider.InstanceMetadata{InstanceType: "m5"}}},
 			node: node("n1", "acme://i-9"), wantState: cloud.InstanceRunning, wantPID: "acme://i-9"},
 		{name: "no provider ID anywhere", stub: v2Stub{exists: answer[bool]{v: true}, metadata: answer[*cloudprovider.InstanceMetadata]{v: &cloudprovider.InstanceMetadata{}}},
-			node: node("n1", ""), want: kindTemporary},
-		{name: "does not exist", stub: v2Stub{exists: answer[bool]{v: false}}, node: node("n1", "acme://i-1"), want: kindNotFound},
-		{name: "exists says InstanceNotFound", stub: v2Stub{exists: answer[bool]{err: fmt.Errorf("lookup: %w", cloudprovider.InstanceNotFound)}}, node: node("n1", ""), want: kindNotFound},
-		{name: "metadata says InstanceNotFound", stub: v2Stub{exists: answer[bool]{v: true}, metadata: answer[*cloudprovider.InstanceMetadata]{err: cloudprovider.InstanceNotFound}}, node: node("n1", ""), want: kindNotFound},
-		{name: "cloud unreachable", stub: v2Stub{exists: answer[bool]{err: errUnreachable}}, node: node("n1", ""), want: kindTemporary},
-		{name: "shutdown fails", stub: v2Stub{exists: answer[bool]{v: true}, shutdown: answer[bool]{err: errUnreachable}, metadata: answer[*cloudprovider.InstanceMetadata]{v: md}}, node: node("n1", ""), want: kindTemporary},
-		{name: "retry error", stub: v2Stub{exists: answer[bool]{err: api.NewRetryError("slow down", 4*time.Second)}}, node: node("n1", ""), want: kindThrottled},
-		{name: "metadata nil", stub: v2Stub{exists: answer[bool]{v: true}}, node: node("n1", ""), want: kindTemporary},
-		{name: "nil node", node: nil, want: kindTemporary},
+			node: node("n1", ""), want: cloud.ResultError},
+		{name: "does not exist", stub: v2Stub{exists: answer[bool]{v: false}}, node: node("n1", "acme://i-1"), want: cloud.ResultNotFound},
+		{name: "exists says InstanceNotFound", stub: v2Stub{exists: answer[bool]{err: fmt.Errorf("lookup: %w", cloudprovider.InstanceNotFound)}}, node: node("n1", ""), want: cloud.ResultNotFound},
+		{name: "metadata says InstanceNotFound", stub: v2Stub{exists: answer[bool]{v: true}, metadata: answer[*cloudprovider.InstanceMetadata]{err: cloudprovider.InstanceNotFound}}, node: node("n1", ""), want: cloud.ResultNotFound},
+		{name: "cloud unreachable", stub: v2Stub{exists: answer[bool]{err: errUnreachable}}, node: node("n1", ""), want: cloud.ResultError},
+		{name: "shutdown fails", stub: v2Stub{exists: answer[bool]{v: true}, shutdown: answer[bool]{err: errUnreachable}, metadata: answer[*cloudprovider.InstanceMetadata]{v: md}}, node: node("n1", ""), want: cloud.ResultError},
+		{name: "retry error", stub: v2Stub{exists: answer[bool]{err: api.NewRetryError("slow down", 4*time.Second)}}, node: node("n1", ""), want: cloud.ResultThrottled},
+		{name: "metadata nil", stub: v2Stub{exists: answer[bool]{v: true}}, node: node("n1", ""), want: cloud.ResultError},
+		{name: "nil node", node: nil, want: cloud.ResultError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,11 +122,11 @@ func TestInstancesV2(t *testing.T) {
 				}
 				return
 			}
-			if got := kindOf(err); got != tt.want {
+			if got := result(err); got != tt.want {
 				t.Fatalf("error %v is %s, want %s", err, got, tt.want)
 			}
 			if err != nil {
-				if tt.want == kindThrottled {
+				if tt.want == cloud.ResultThrottled {
 					if after, ok := cloud.RetryAfter(err); !ok || after != 4*time.Second {
 						t.Errorf("RetryAfter = %v, %v; want 4s", after, ok)
 					}
@@ -180,7 +163,7 @@ func TestInstancesV1(t *testing.T) {
 		mod     func(*v1Stub, *zonesStub)
 		noZones bool
 		node    *corev1.Node
-		want    kind
+		want    cloud.Result
 		check   func(t *testing.T, inst *cloud.Instance, s *v1Stub)
 	}{
 		{name: "by name", node: node("n1", ""), check: func(t *testing.T, inst *cloud.Instance, s *v1Stub) {
@@ -215,11 +198,11 @@ func TestInstancesV1(t *testing.T) {
 					t.Errorf("state %s, want stopped", inst.State)
 				}
 			}},
-		{name: "gone by provider ID", node: node("n1", "acme://i-7"), mod: func(s *v1Stub, _ *zonesStub) { s.existsByID.v = false }, want: kindNotFound},
-		{name: "gone by name", node: node("n1", ""), mod: func(s *v1Stub, _ *zonesStub) { s.id.err = cloudprovider.InstanceNotFound }, want: kindNotFound},
-		{name: "empty instance ID", node: node("n1", ""), mod: func(s *v1Stub, _ *zonesStub) { s.id.v = "" }, want: kindTemporary},
-		{name: "addresses fail", node: node("n1", "acme://i-7"), mod: func(s *v1Stub, _ *zonesStub) { s.addrsByID.err = errUnreachable }, want: kindTemporary},
-		{name: "zone fails", node: node("n1", ""), mod: func(_ *v1Stub, z *zonesStub) { z.byName.err = errUnreachable }, want: kindTemporary},
+		{name: "gone by provider ID", node: node("n1", "acme://i-7"), mod: func(s *v1Stub, _ *zonesStub) { s.existsByID.v = false }, want: cloud.ResultNotFound},
+		{name: "gone by name", node: node("n1", ""), mod: func(s *v1Stub, _ *zonesStub) { s.id.err = cloudprovider.InstanceNotFound }, want: cloud.ResultNotFound},
+		{name: "empty instance ID", node: node("n1", ""), mod: func(s *v1Stub, _ *zonesStub) { s.id.v = "" }, want: cloud.ResultError},
+		{name: "addresses fail", node: node("n1", "acme://i-7"), mod: func(s *v1Stub, _ *zonesStub) { s.addrsByID.err = errUnreachable }, want: cloud.ResultError},
+		{name: "zone fails", node: node("n1", ""), mod: func(_ *v1Stub, z *zonesStub) { z.byName.err = errUnreachable }, want: cloud.ResultError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,7 +215,7 @@ func TestInstancesV1(t *testing.T) {
 				st.zones = z
 			}
 			inst, err := instancesOf(t, newAdapter(t, st)).InstanceMetadata(t.Context(), tt.node)
-			if got := kindOf(err); got != tt.want {
+			if got := result(err); got != tt.want {
 				t.Fatalf("error %v is %s, want %s", err, got, tt.want)
 			}
 			if err == nil && tt.check != nil {
@@ -246,21 +229,21 @@ func TestErrorsKeepTheUpstreamError(t *testing.T) {
 	tests := []struct {
 		name     string
 		upstream error
-		want     kind
+		want     cloud.Result
 	}{
-		{"instance not found", cloudprovider.InstanceNotFound, kindNotFound},
-		{"wrapped instance not found", fmt.Errorf("describe: %w", cloudprovider.InstanceNotFound), kindNotFound},
-		{"not implemented", cloudprovider.NotImplemented, kindNotImplemented},
-		{"implemented elsewhere", cloudprovider.ImplementedElsewhere, kindNotImplemented},
-		{"retry error", fmt.Errorf("ensure: %w", api.NewRetryError("provisioning", time.Minute)), kindThrottled},
-		{"anything else", errUnreachable, kindTemporary},
-		{"deadline", context.DeadlineExceeded, kindTemporary},
+		{"instance not found", cloudprovider.InstanceNotFound, cloud.ResultNotFound},
+		{"wrapped instance not found", fmt.Errorf("describe: %w", cloudprovider.InstanceNotFound), cloud.ResultNotFound},
+		{"not implemented", cloudprovider.NotImplemented, cloud.ResultNotImplemented},
+		{"implemented elsewhere", cloudprovider.ImplementedElsewhere, cloud.ResultNotImplemented},
+		{"retry error", fmt.Errorf("ensure: %w", api.NewRetryError("provisioning", time.Minute)), cloud.ResultThrottled},
+		{"anything else", errUnreachable, cloud.ResultError},
+		{"deadline", context.DeadlineExceeded, cloud.ResultTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newAdapter(t, &stub{name: "acme", v2: &v2Stub{exists: answer[bool]{err: tt.upstream}}})
 			_, err := instancesOf(t, p).InstanceMetadata(t.Context(), node("n1", ""))
-			if got := kindOf(err); got != tt.want {
+			if got := result(err); got != tt.want {
 				t.Fatalf("error %v is %s, want %s", err, got, tt.want)
 			}
 			if !errors.Is(err, tt.upstream) {
@@ -280,7 +263,7 @@ func TestInstanceNotFoundOutsideInstances(t *testing.T) {
 	lb := &lbStub{err: fmt.Errorf("backend: %w", cloudprovider.InstanceNotFound)}
 	l, _ := newAdapter(t, &stub{name: "acme", lb: lb}).LoadBalancers()
 	err := l.UpdateLoadBalancerBackends(t.Context(), &cloud.LoadBalancerSpec{Name: "lb"}, nil)
-	if got := kindOf(err); got != kindTemporary {
+	if got := result(err); got != cloud.ResultError {
 		t.Fatalf("UpdateLoadBalancerBackends error %v is %s, want temporary", err, got)
 	}
 }
