@@ -36,15 +36,6 @@ var (
 	_ cloudprovider.Routes       = routes{}
 )
 
-// Register registers the provider with k8s.io/cloud-provider's global registry under
-// ProviderName, for an upstream cloud-controller-manager started with
-// --cloud-provider=local.
-func Register() {
-	cloudprovider.RegisterCloudProvider(ProviderName, func(config io.Reader) (cloudprovider.Interface, error) {
-		return New(config)
-	})
-}
-
 // New reads a providers/local cloud config and returns the provider.
 func New(config io.Reader) (*Cloud, error) {
 	cfg, err := local.LoadConfig(config)
@@ -258,8 +249,13 @@ func nodeAddress(n *corev1.Node) (string, bool) {
 	return "", false
 }
 
+// status is the Service status of lb. It sets the IP mode the apiserver would default,
+// as providers/local does: without it upstream's service controller finds every status it
+// reads back different from the one it computed and patches it again on every sync,
+// spending its apiserver budget on a difference that comes from the provider.
 func status(lb *api.LoadBalancer) *corev1.LoadBalancerStatus {
-	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: lb.Status.VIP}}}
+	mode := corev1.LoadBalancerIPModeVIP
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: lb.Status.VIP, IPMode: &mode}}}
 }
 
 type routes struct{ c *Cloud }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -24,7 +25,6 @@ import (
 // Run runs upstream's cloud-controller-manager command, as its sample main does, with
 // the default controllers and args as its flags, until ctx is done; it is a ccm.Func.
 func Run(ctx context.Context, args []string, stderr io.Writer) int {
-	upstreamcloud.Register()
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -38,15 +38,11 @@ func Run(ctx context.Context, args []string, stderr io.Writer) int {
 	var initErr error
 	initCloud := func(c *config.CompletedConfig) cloudprovider.Interface {
 		cp := c.ComponentConfig.KubeCloudShared.CloudProvider
-		cl, err := cloudprovider.InitCloudProvider(cp.Name, cp.CloudConfigFile)
-		switch {
-		case err != nil:
-			initErr = fmt.Errorf("initializing cloud provider %q: %w", cp.Name, err)
-		case cl == nil:
-			initErr = errors.New("no cloud provider: pass --cloud-provider")
-		default:
+		cl, err := openCloud(cp.Name, cp.CloudConfigFile)
+		if err == nil {
 			return cl
 		}
+		initErr = err
 		cancel()
 		return noCloud{}
 	}
@@ -54,7 +50,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) int {
 		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, ctx.Done())
 	cmd.SetArgs(args)
 	cmd.SetErr(stderr)
-	cmd.SilenceUsage = true
+	// The error is printed once, below.
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	err = cmd.ExecuteContext(ctx)
 	if err == nil {
 		err = initErr
@@ -64,6 +61,31 @@ func Run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// openCloud builds the local cloud for upstream's command. It does not go through
+// k8s.io/cloud-provider's process-wide registry, whose RegisterCloudProvider and
+// InitCloudProvider exit the process (klog.Fatal) on a second registration and on an
+// unreadable config file, where this returns an error.
+func openCloud(name, configPath string) (cloudprovider.Interface, error) {
+	switch {
+	case name == "":
+		return nil, fmt.Errorf("no cloud provider: pass --cloud-provider=%s", upstreamcloud.ProviderName)
+	case name != upstreamcloud.ProviderName:
+		return nil, fmt.Errorf("--cloud-provider=%s: this controller carries only %q", name, upstreamcloud.ProviderName)
+	case configPath == "":
+		return nil, errors.New("--cloud-config is required: the local cloud's endpoint and token")
+	}
+	f, err := os.Open(configPath)
+	if err != nil {
+		return nil, fmt.Errorf("--cloud-config: %w", err)
+	}
+	defer f.Close()
+	cl, err := upstreamcloud.New(f)
+	if err != nil {
+		return nil, fmt.Errorf("--cloud-config %s: %w", configPath, err)
+	}
+	return cl, nil
 }
 
 // noCloud is a cloud without capabilities, handed to upstream's command when the real

@@ -66,6 +66,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
+	// "bench run large" would otherwise stop parsing at "large" and run the default scale.
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "error: unexpected argument %q: the scale is -scale %s\n%s\n", fs.Arg(0), fs.Arg(0), usage)
+		return 2
+	}
+	if args[0] == "report" && (*rows != "" || *extra != "") {
+		fmt.Fprintln(stderr, "error: -rows and -extra-flags choose what bench run runs; bench report reports every row in the directory")
+		return 2
+	}
 	scale, err := harness.ScaleNamed(*scaleName)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

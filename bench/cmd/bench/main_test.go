@@ -114,7 +114,9 @@ func TestTinyScaleEndToEnd(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"run", "-scale", "huge"}, {"run", "-rows", "kcm", "-scale", "tiny"},
-		{"run", "-scale", "tiny", "-extra-flags", "--kube-api-qps=100"}} {
+		{"run", "-scale", "tiny", "-extra-flags", "--kube-api-qps=100"},
+		{"run", "large"}, {"report", "-scale", "tiny", "large"}, {"report", "-scale", "tiny", "-rows", "nephele"},
+		{"report", "-scale", "tiny", "-tag", "x", "-extra-flags", "--kube-api-qps=100"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 2 {
 			t.Errorf("run(%q) = %d, want 2; stderr: %s", args, code, stderr.String())
