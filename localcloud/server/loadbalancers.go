@@ -196,8 +196,13 @@ const maxVIPAttempts = 16
 // hand out an address it cannot serve. Called with lbMu held.
 func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSpec) (int, any, error) {
 	busy := map[netip.Addr]bool{}
+	var lastConflict error
 	for {
 		vip, err := s.store.FreeVIP(c.r.Context(), s.cfg.VIPPool, func(a netip.Addr) bool { return busy[a] })
+		if err != nil && lastConflict != nil {
+			// The pool is not full of load balancers: say what took the rest.
+			return 0, nil, fmt.Errorf("%w (%d addresses skipped because other programs hold their ports, the last: %v)", err, len(busy), lastConflict)
+		}
 		if err != nil {
 			return 0, nil, err
 		}
@@ -208,6 +213,7 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 		if errors.As(err, &conflict) && len(busy) < maxVIPAttempts-1 {
 			s.log.Info("VIP in use by another program, trying the next", "vip", vip, "loadBalancer", name, "conflict", conflict.Error())
 			busy[vip] = true
+			lastConflict = conflict
 			continue
 		}
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/internal/testnet"
+	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
 func tcpPort(port, nodePort uint16) api.Port {
@@ -292,6 +294,37 @@ func TestLoadBalancerPortConflict(t *testing.T) {
 	}
 	if answer, err := testnet.AskTCP(netip.AddrPortFrom(vip, free), netip.Addr{}, "still"); err != nil || answer != "a still" {
 		t.Fatalf("old listener after the failed update: %q, %v", answer, err)
+	}
+}
+
+// TestLoadBalancerPoolTakenByOthers checks that when other programs hold the port on
+// every free address of the pool, the 409 says so instead of calling the pool full.
+func TestLoadBalancerPoolTakenByOthers(t *testing.T) {
+	pool := netip.PrefixFrom(testPool().Addr(), 30) // two usable addresses: .1 and .2
+	c := startCloud(t, func(cfg *server.Config) { cfg.VIPPool = pool })
+	first := pool.Addr().Next()
+	addrs := []netip.Addr{first, first.Next()}
+	port := testnet.FreePort(t, "tcp", addrs...)
+	for _, a := range addrs {
+		squatter, err := net.Listen("tcp", netip.AddrPortFrom(a, port).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = squatter.Close() })
+	}
+	_, err := c.client.EnsureLoadBalancer(ctx(), "web", api.LoadBalancerSpec{
+		Ports:    []api.Port{tcpPort(port, 30080)},
+		Backends: []api.Backend{backend("node-a", nodeA)},
+	})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.StatusCode != http.StatusConflict {
+		t.Fatalf("ensure on a pool whose ports others hold: %v, want 409", err)
+	}
+	if !strings.Contains(ce.Message, "2 addresses skipped because other programs hold their ports") {
+		t.Errorf("409 message %q does not say other programs hold the pool's ports", ce.Message)
+	}
+	if _, err := c.client.GetLoadBalancer(ctx(), "web"); !cloud.IsNotFound(err) {
+		t.Errorf("load balancer stored despite the conflict: %v", err)
 	}
 }
 
