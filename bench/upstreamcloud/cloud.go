@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,15 +49,7 @@ func NewFromConfig(cfg local.Config) (*Cloud, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = local.DefaultRequestTimeout
 	}
-	hc := &http.Client{
-		Timeout: cfg.RequestTimeout,
-		Transport: &http.Transport{
-			Proxy:               nil,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithHTTPClient(hc), client.WithUserAgent("bench-upstream-provider"))
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent("bench-upstream-provider"))
 	if err != nil {
 		return nil, fmt.Errorf("upstream local cloud provider: %w", err)
 	}

@@ -34,6 +34,17 @@ type Option func(*Client)
 // WithHTTPClient makes the client send requests with hc instead of its own.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
+// WithTimeout bounds each request, its answer's body included, to d on the client's own
+// HTTP client; a request that takes longer fails as a temporary error. It has no effect
+// on a client given by WithHTTPClient after it.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		hc := *c.hc
+		hc.Timeout = d
+		c.hc = &hc
+	}
+}
+
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 

@@ -317,3 +317,32 @@ other_total 9
 		t.Fatalf("Since = %v", d)
 	}
 }
+
+// TestWithTimeout checks that WithTimeout bounds a request that hangs, that the failure
+// is temporary (never NotFound), and that the option leaves other clients alone.
+func TestWithTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	bounded, err := New(srv.URL, "secret", WithTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := New(srv.URL, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.hc.Timeout != 0 || bounded.hc.Timeout != 50*time.Millisecond {
+		t.Fatalf("timeouts: plain %s, bounded %s; want 0 and 50ms", plain.hc.Timeout, bounded.hc.Timeout)
+	}
+	_, err = bounded.GetInstance(context.Background(), "i-1")
+	if err == nil || cloud.IsNotFound(err) || cloud.IsInvalid(err) {
+		t.Fatalf("a request past WithTimeout = %v, want a temporary error", err)
+	}
+}

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
-	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/client"
@@ -65,17 +63,9 @@ func NewFromConfig(cfg Config) (*Provider, error) {
 	if cfg.ListPageSize > maxListPageSize {
 		return nil, fmt.Errorf("local cloud provider: list page size %d: at most %d", cfg.ListPageSize, maxListPageSize)
 	}
-	hc := &http.Client{
-		// The timeout bounds one request, body included; a timed-out request is a
-		// temporary error, never a sign that anything is gone.
-		Timeout: cfg.RequestTimeout,
-		Transport: &http.Transport{
-			Proxy:               nil, // the local cloud is never behind the environment's proxy
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithHTTPClient(hc), client.WithUserAgent(userAgent))
+	// The timeout bounds one request, body included; a timed-out request is a temporary
+	// error, never a sign that anything is gone.
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent(userAgent))
 	if err != nil {
 		return nil, fmt.Errorf("local cloud provider: %w", err)
 	}
