@@ -138,3 +138,145 @@ func TestReportWithoutAllRows(t *testing.T) {
 		t.Error("Write succeeded without results")
 	}
 }
+
+// crashed returns a run of row whose controller exited during initialization, as
+// results/large-tuned-unlimited/upstream-tuned.json: the harness filled in
+// initialization (timed out) and the steady state's node count, nothing else.
+func crashed(row string, f float64) *results.Run {
+	r := run(row, f)
+	r.Init.Initialized, r.Init.TimedOut, r.Init.Routes = 150, true, results.Routes{Complete: 100}
+	r.Services, r.FanOut, r.HeadOfLine, r.Memory = results.Services{}, results.FanOut{}, results.HeadOfLine{}, results.Memory{}
+	r.Steady = results.Steady{Nodes: 201, RoutesMissing: 100}
+	r.Problems = []string{"init: 150 of 200 nodes initialized: the controller process exited (exit status 1)"}
+	return r
+}
+
+func TestReportScenariosNepheleDidNotRun(t *testing.T) {
+	_, md := write(t, crashed("nephele", 1), run("upstream-tuned", 5), run("upstream-defaults", 20))
+	for _, want := range []string{
+		// Headers give the scale's numbers, not the first row's.
+		"20 nodes join in a burst while 50 load balancers exist.",
+		"50 LoadBalancer Services are created at once",
+		"Once that call is in flight, 10 other Services are created",
+		"| time until all initialized (s) | > 3.0 (timed out) | 15.0 | 60.0 | < 5.0x | < 20.0x |",
+		"| initialized / joined | 150 / 200 (timed out) | 200 / 200 | 200 / 200 | | |",
+		"| time until every LB has every node (s) | not run | 10.0 | 40.0 | | |",
+		"| LBs complete | not run | 50 / 50 | 50 / 50 | | |",
+		"| backend updates per LB, max | not run | 5 | 20 | | |",
+		"| cloud calls by operation | not run | lb.update 250 | lb.update 1000 | | |",
+		"| time until all others have an LB (s) | not run | 15.0 | 60.0 | | |",
+		"| **recurring cloud calls per node per hour** | not run |",
+		"| **peak RSS (MiB)** | not measured | 200.0 | 800.0 | | |",
+		"| every fan-out node's route in the cloud after (s) | not run | 20 of 20 never got one in the run | 20 of 20 never got one in the run | | |",
+		"| every initialized node's route in the cloud after (s) | 100 of 200 never got one in the run |",
+		"3x faster than upstream tuned. At this scale: **missed** (nephele did not finish)",
+		"Target (at most 0.1 cloud calls per node per hour): not judged, nephele did not run the steady state.",
+		"Target (at most 2 backend updates per load balancer per burst): not judged, nephele did not run the fan-out.",
+		"hung call times out, 30s)): not judged, nephele did not run the head-of-line scenario.",
+		"Target (at most half of upstream's peak RSS): not judged, nephele did not measure its peak RSS.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"\n0 nodes join", "while 0 load balancers", "flight, 0 other Services", "\n0 LoadBalancer Services", "| 0.0x |", "**met**"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("the report has %q", bad)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}
+
+func TestReportScenariosUpstreamDidNotRun(t *testing.T) {
+	_, md := write(t, run("nephele", 1), crashed("upstream-tuned", 5), run("upstream-defaults", 20))
+	for _, want := range []string{
+		"| time until all initialized (s) | 3.0 | > 15.0 (timed out) | 60.0 | > 5.0x | 20.0x |",
+		"| LBs complete | 50 / 50 | not run | 50 / 50 | | |",
+		"| **backend updates per LB**, mean | 1.0 | not run | 20.0 | | 20.0x |",
+		"| Services with an LB | 50 / 50 | not run | 50 / 50 | | |",
+		"| **peak RSS (MiB)** | 40.0 | not measured | 800.0 | | 20.0x |",
+		"(20.0x faster than defaults, at least 5.0x faster than tuned)",
+		"at most 2 backend updates per load balancer per burst. At this scale: **met**",
+		// Only the upstream row that measured its memory counts.
+		"at most half of upstream's peak RSS. At this scale: **met** (nephele's peak RSS is 5% of upstream's (upstream-defaults's; upstream-tuned did not measure it))",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "Inf") {
+		t.Error("the report divides by a peak RSS that was never measured")
+	}
+	// An upstream row that gave up sooner than the target's ratio cannot miss it for nephele.
+	early := crashed("upstream-tuned", 5)
+	early.Init.Seconds = 5
+	_, md = write(t, run("nephele", 1), early, run("upstream-defaults", 20))
+	if want := "3x faster than upstream tuned): not judged, an upstream row timed out too soon to tell: 20.0x faster than defaults, at least 1.7x faster than tuned."; !strings.Contains(md, want) {
+		t.Errorf("the report lacks %q", want)
+	}
+	// Neither upstream row measured memory: not judged.
+	tuned, defaults := crashed("upstream-tuned", 5), crashed("upstream-defaults", 20)
+	_, md = write(t, run("nephele", 1), tuned, defaults)
+	if want := "Target (at most half of upstream's peak RSS): not judged, neither upstream row measured its peak RSS."; !strings.Contains(md, want) {
+		t.Errorf("the report lacks %q", want)
+	}
+	if want := "Target (at most 2 backend updates per load balancer per burst): not judged"; strings.Contains(md, want) {
+		t.Error("the fan-out target, nephele's alone, was not judged although nephele ran it")
+	}
+}
+
+func TestReportDoneOfAndTimeouts(t *testing.T) {
+	tuned, defaults := run("upstream-tuned", 5), run("upstream-defaults", 20)
+	tuned.Services.Ready, tuned.Services.TimedOut, tuned.Services.Seconds = 40, true, 600
+	defaults.HeadOfLine.Ready, defaults.HeadOfLine.TimedOut, defaults.HeadOfLine.Seconds = 7, true, 600
+	defaults.FanOut.Complete, defaults.FanOut.TimedOut, defaults.FanOut.Seconds = 3, true, 600
+	_, md := write(t, run("nephele", 1), tuned, defaults)
+	for _, want := range []string{
+		"| Services with an LB | 50 / 50 | 40 / 50 (timed out) | 50 / 50 | | |",
+		"| time until all have an LB (s) | 1.0 | > 600.0 (timed out) | 20.0 | > 600.0x | 20.0x |",
+		"| others with an LB | 10 / 10 | 10 / 10 | 7 / 10 (timed out) | | |",
+		"| time until all others have an LB (s) | 3.0 | 15.0 | > 600.0 (timed out) | 5.0x | > 200.0x |",
+		"| LBs complete | 50 / 50 | 50 / 50 | 3 / 50 (timed out) | | |",
+		"| time until every LB has every node (s) | 2.0 | 10.0 | > 600.0 (timed out) | 5.0x | > 300.0x |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
+
+func TestReportRoutesOnlyInTheirSection(t *testing.T) {
+	_, md := write(t, run("nephele", 1), run("upstream-tuned", 5), run("upstream-defaults", 20))
+	routes := strings.Index(md, "## 6. Routes")
+	if n := strings.Count(md, "route in the cloud after"); n != 2 || strings.Index(md, "route in the cloud after") < routes {
+		t.Errorf("the report has %d lines of routes' times, not only the two of section 6", n)
+	}
+}
+
+func TestReportCharts(t *testing.T) {
+	r := newReport([]*results.Run{run("nephele", 1), crashed("upstream-tuned", 5), run("upstream-defaults", 20)})
+	_, charts := r.markdown(nil)
+	for name, step := range map[string]bool{"init.png": true, "fanout.png": true, "headofline.png": true, "memory.png": false} {
+		c := charts[name]
+		if c == nil || len(c.Series) != 3 {
+			t.Fatalf("chart %s: %+v, want 3 series", name, c)
+		}
+		for _, s := range c.Series {
+			if s.Step != step {
+				t.Errorf("chart %s: series %s has Step %v, want %v", name, s.Name, s.Step, step)
+			}
+		}
+	}
+	// A row keeps its color in every chart; the legend says which did not run.
+	if got := charts["fanout.png"].Series[1].Name; got != "upstream-tuned (not run)" {
+		t.Errorf("fan-out legend %q", got)
+	}
+	if got := charts["init.png"].Series[1].Name; got != "upstream-tuned" {
+		t.Errorf("init legend %q", got)
+	}
+	if got := charts["memory.png"].Series[1].Name; got != "upstream-tuned (not measured)" {
+		t.Errorf("memory legend %q", got)
+	}
+}

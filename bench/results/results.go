@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,11 +11,18 @@ import (
 	"time"
 )
 
+// Row names: the configurations the harness runs and the report compares.
+const (
+	RowNephele          = "nephele"
+	RowUpstreamTuned    = "upstream-tuned"
+	RowUpstreamDefaults = "upstream-defaults"
+)
+
 // Run is one configuration's pass through every scenario.
 type Run struct {
 	// Scale is the scale's name (tiny, small, large).
 	Scale string `json:"scale"`
-	// Row names the configuration: nephele, upstream-tuned or upstream-defaults.
+	// Row names the configuration: RowNephele, RowUpstreamTuned or RowUpstreamDefaults.
 	Row string `json:"row"`
 	// Impl is the controller implementation, nephele or upstream.
 	Impl string `json:"impl"`
@@ -301,7 +309,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // FileName is the name of a run's file in its scale's directory.
 func FileName(row string) string { return row + ".json" }
 
-// Save writes run to dir/<row>.json.
+// Save writes run to dir/<row>.json. It writes a temporary file in dir and renames it
+// over the old one, so the file is always either the old run or the new one, whole.
 func Save(dir string, run *Run) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("saving results: %w", err)
@@ -310,31 +319,81 @@ func Save(dir string, run *Run) error {
 	if err != nil {
 		return fmt.Errorf("saving results of %s: %w", run.Row, err)
 	}
-	path := filepath.Join(dir, FileName(run.Row))
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, FileName(run.Row)), append(b, '\n')); err != nil {
 		return fmt.Errorf("saving results of %s: %w", run.Row, err)
 	}
 	return nil
 }
 
-// LoadDir reads every run file in dir, ordered by row name.
+// writeFileAtomic writes b to a temporary file next to path (its name does not end in
+// .json, so LoadDir never reads it) and renames it to path.
+func writeFileAtomic(path string, b []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// LoadDir reads every run file in dir, ordered by row name. A file whose run is not
+// the row its name says (FileName(run.Row)), or that cannot be read, is skipped: LoadDir
+// returns the other runs with an error naming each skipped file. If the runs are of
+// different scales, it returns no runs and an error.
 func LoadDir(dir string) ([]*Run, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("loading results: %w", err)
 	}
 	var runs []*Run
+	var skipped []error
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		r, err := load(p)
 		if err != nil {
-			return nil, fmt.Errorf("loading results: %w", err)
+			skipped = append(skipped, fmt.Errorf("loading results: skipped %s: %w", p, err))
+			continue
 		}
-		var r Run
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("loading results from %s: %w", p, err)
-		}
-		runs = append(runs, &r)
+		runs = append(runs, r)
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Row < runs[j].Row })
-	return runs, nil
+	for _, r := range runs[min(1, len(runs)):] {
+		if r.Scale != runs[0].Scale {
+			return nil, fmt.Errorf("loading results from %s: row %s is of scale %q and row %s of scale %q",
+				dir, runs[0].Row, runs[0].Scale, r.Row, r.Scale)
+		}
+	}
+	return runs, errors.Join(skipped...)
+}
+
+// load reads one run file.
+func load(path string) (*Run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if want := FileName(r.Row); filepath.Base(path) != want {
+		return nil, fmt.Errorf("it holds row %q, whose file is %s", r.Row, want)
+	}
+	return &r, nil
 }

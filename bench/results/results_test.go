@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,6 +91,107 @@ func TestDurationJSON(t *testing.T) {
 	for _, bad := range []string{`5`, `"fast"`} {
 		if err := json.Unmarshal([]byte(bad), &d); err == nil {
 			t.Errorf("Unmarshal(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestSaveReplacesTheFileWhole(t *testing.T) {
+	dir := t.TempDir()
+	if err := Save(dir, &Run{Scale: "small", Row: "nephele", Description: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, FileName("nephele"))
+	// A link to the first file stands for a reader that has it open: a Save that
+	// truncates and rewrites the file in place (and, interrupted, leaves it cut short)
+	// changes what the link sees; one that renames a complete new file over it does not.
+	old := filepath.Join(t.TempDir(), "old.json")
+	if err := os.Link(path, old); err != nil {
+		t.Skipf("hard links: %v", err)
+	}
+	if err := Save(dir, &Run{Scale: "small", Row: "nephele", Description: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	var before, after Run
+	for p, r := range map[string]*Run{old: &before, path: &after} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, r); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	if before.Description != "first" || after.Description != "second" {
+		t.Fatalf("the old file reads %q and the new %q: Save rewrote the file in place", before.Description, after.Description)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("Save left %d files, want only %s", len(entries), FileName("nephele"))
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("the saved file: %v, %v; want mode 0644", fi, err)
+	}
+}
+
+func TestLoadDirSkipsMisnamedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range []*Run{{Scale: "large", Row: "nephele"}, {Scale: "large", Row: "upstream-tuned"}} {
+		if err := Save(dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A copy kept under another name would be a second nephele row.
+	b, err := os.ReadFile(filepath.Join(dir, FileName("nephele")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nephele-old.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := LoadDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "nephele-old.json") {
+		t.Fatalf("LoadDir = %v, want an error naming nephele-old.json", err)
+	}
+	if len(runs) != 2 || runs[0].Row != "nephele" || runs[1].Row != "upstream-tuned" {
+		t.Fatalf("LoadDir loaded %d runs, want the two whose file names match their rows", len(runs))
+	}
+}
+
+func TestLoadDirRefusesMixedScales(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range []*Run{{Scale: "large", Row: "nephele"}, {Scale: "small", Row: "upstream-tuned"}} {
+		if err := Save(dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs, err := LoadDir(dir); err == nil || !strings.Contains(err.Error(), "small") || !strings.Contains(err.Error(), "large") {
+		t.Fatalf("LoadDir = %d runs, %v; want an error naming both scales", len(runs), err)
+	}
+}
+
+func TestRowNames(t *testing.T) {
+	if RowNephele != "nephele" || RowUpstreamTuned != "upstream-tuned" || RowUpstreamDefaults != "upstream-defaults" {
+		t.Fatalf("row names %q %q %q changed: the committed results are named after them", RowNephele, RowUpstreamTuned, RowUpstreamDefaults)
+	}
+	// The committed results load, one run per row, named after these constants.
+	for dir, want := range map[string][]string{
+		"small":                 {RowNephele, RowUpstreamDefaults, RowUpstreamTuned},
+		"large":                 {RowNephele, RowUpstreamDefaults, RowUpstreamTuned},
+		"large-tuned-unlimited": {RowUpstreamTuned},
+	} {
+		runs, err := LoadDir(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		var rows []string
+		for _, r := range runs {
+			rows = append(rows, r.Row)
+		}
+		if !slices.Equal(rows, want) {
+			t.Errorf("%s holds rows %q, want %q", dir, rows, want)
 		}
 	}
 }
