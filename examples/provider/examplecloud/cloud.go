@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -127,6 +130,7 @@ type Cloud struct {
 	mu     sync.Mutex
 	st     state
 	faults Faults
+	calls  map[string]int
 }
 
 // Pools the cloud hands addresses out of: instances get 10.0.0.0/16, VIPs the
@@ -137,7 +141,8 @@ var (
 )
 
 // Open opens the region kept in the state file at path, creating it when missing.
-// An empty path keeps the state in memory only.
+// An empty path keeps the state in memory only. A state file the API could never have
+// written (see state.check) is an error naming the file, the entry and the fix.
 func Open(path, region string) (*Cloud, error) {
 	if region == "" {
 		return nil, errors.New("example cloud: the region is required")
@@ -165,13 +170,86 @@ func Open(path, region string) (*Cloud, error) {
 	if st.Region != region {
 		return nil, fmt.Errorf("example cloud: state file %s holds region %q, not %q", path, st.Region, region)
 	}
-	for _, m := range []bool{st.Instances == nil, st.LoadBalancers == nil, st.Routes == nil} {
-		if m {
-			return nil, fmt.Errorf("example cloud: state file %s is incomplete", path)
-		}
+	if err := st.check(); err != nil {
+		return nil, fmt.Errorf("example cloud: state file %s: %w", path, err)
 	}
 	c.st = st
 	return c, nil
+}
+
+// check returns an error for a state the API could never have written: a missing map,
+// a null entry, an entry under another key than its ID or name, an instance ID not of
+// the cloud's form, two instances with one name, or a nextID behind an instance ID
+// (CreateInstance would then replace that instance). The error names the entry and the
+// fix.
+func (st *state) check() error {
+	var missing string
+	switch {
+	case st.Instances == nil:
+		missing = "instances"
+	case st.LoadBalancers == nil:
+		missing = "loadBalancers"
+	case st.Routes == nil:
+		missing = "routes"
+	}
+	if missing != "" {
+		return fmt.Errorf("no %q object: add %q: {} for none", missing, missing)
+	}
+	if st.NextID < 0 {
+		return fmt.Errorf("nextID %d is negative: set nextID to at least 0", st.NextID)
+	}
+	names := map[string]string{} // instance name -> ID
+	for _, key := range slices.Sorted(maps.Keys(st.Instances)) {
+		inst := st.Instances[key]
+		switch {
+		case inst == nil:
+			return fmt.Errorf("instances[%q] is null: remove the entry or replace null with the instance", key)
+		case inst.ID != key:
+			return fmt.Errorf("instances[%q] has id %q: the key must equal the instance's id; fix the key or the id", key, inst.ID)
+		}
+		n, ok := instanceNumber(inst.ID)
+		if !ok {
+			return fmt.Errorf("instances[%q]: id %q is not \"vm-\" and digits (e.g. \"vm-000001\"): fix the id and the key", key, inst.ID)
+		}
+		if n > st.NextID {
+			return fmt.Errorf("nextID %d is below the number of instances[%q], so CreateInstance would reuse that ID and replace the instance: set nextID to at least %d", st.NextID, key, n)
+		}
+		if other, dup := names[inst.Name]; dup {
+			return fmt.Errorf("instances[%q] and instances[%q] have the same name %q: rename or remove one of them", other, key, inst.Name)
+		}
+		names[inst.Name] = key
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.LoadBalancers)) {
+		switch lb := st.LoadBalancers[key]; {
+		case lb == nil:
+			return fmt.Errorf("loadBalancers[%q] is null: remove the entry or replace null with the load balancer", key)
+		case lb.Name != key:
+			return fmt.Errorf("loadBalancers[%q] has name %q: the key must equal the load balancer's name; fix the key or the name", key, lb.Name)
+		case key == "":
+			return fmt.Errorf("loadBalancers[%q]: the name is empty: give the load balancer a name and use it as the key", key)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.Routes)) {
+		switch r := st.Routes[key]; {
+		case r == nil:
+			return fmt.Errorf("routes[%q] is null: remove the entry or replace null with the route", key)
+		case r.Name != key:
+			return fmt.Errorf("routes[%q] has name %q: the key must equal the route's name; fix the key or the name", key, r.Name)
+		case key == "":
+			return fmt.Errorf("routes[%q]: the name is empty: give the route a name and use it as the key", key)
+		}
+	}
+	return nil
+}
+
+// instanceNumber returns n of an instance ID "vm-<n>", and whether id has that form.
+func instanceNumber(id string) (int, bool) {
+	digits, ok := strings.CutPrefix(id, "vm-")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
 }
 
 // Region returns the cloud's region.
@@ -212,16 +290,28 @@ func (c *Cloud) save() error {
 	return nil
 }
 
-// do runs one API call: the fault knobs, then fn under the lock, then a save when fn
-// changed something. A failed save undoes nothing in memory but fails the call, as a
-// cloud that could not commit would.
-func (c *Cloud) do(ctx context.Context, write bool, fn func() error) error {
+// Calls returns how many times each API method (by its name, "CreateRoute") has been
+// called, failed calls included, for tests that count a provider's API calls.
+func (c *Cloud) Calls() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.calls)
+}
+
+// do runs the API call method: the fault knobs, then fn under the lock, then a save
+// when fn changed something. A failed save undoes nothing in memory but fails the call,
+// as a cloud that could not commit would.
+func (c *Cloud) do(ctx context.Context, method string, write bool, fn func() error) error {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[method]++
+	f := c.faults
+	c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	f := c.faults
-	c.mu.Unlock()
 	if f.Latency > 0 {
 		t := time.NewTimer(f.Latency)
 		select {
@@ -253,7 +343,7 @@ func (c *Cloud) do(ctx context.Context, write bool, fn func() error) error {
 // CreateInstance creates a running instance. A name in use is a 409.
 func (c *Cloud) CreateInstance(ctx context.Context, spec InstanceSpec) (*Instance, error) {
 	var out *Instance
-	err := c.do(ctx, true, func() error {
+	err := c.do(ctx, "CreateInstance", true, func() error {
 		if spec.Name == "" {
 			return apiErr(http.StatusBadRequest, "name is required")
 		}
@@ -284,7 +374,7 @@ func (c *Cloud) CreateInstance(ctx context.Context, spec InstanceSpec) (*Instanc
 // GetInstance returns the instance with id; 404 when there is none.
 func (c *Cloud) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	var out *Instance
-	err := c.do(ctx, false, func() error {
+	err := c.do(ctx, "GetInstance", false, func() error {
 		inst, ok := c.st.Instances[id]
 		if !ok {
 			return apiErr(http.StatusNotFound, "no instance %s", id)
@@ -298,7 +388,7 @@ func (c *Cloud) GetInstance(ctx context.Context, id string) (*Instance, error) {
 // FindInstance returns the instance with host name name; 404 when there is none.
 func (c *Cloud) FindInstance(ctx context.Context, name string) (*Instance, error) {
 	var out *Instance
-	err := c.do(ctx, false, func() error {
+	err := c.do(ctx, "FindInstance", false, func() error {
 		inst := c.byName(name)
 		if inst == nil {
 			return apiErr(http.StatusNotFound, "no instance named %s", name)
@@ -312,8 +402,8 @@ func (c *Cloud) FindInstance(ctx context.Context, name string) (*Instance, error
 // ListInstances returns every instance, by ID.
 func (c *Cloud) ListInstances(ctx context.Context) ([]Instance, error) {
 	var out []Instance
-	err := c.do(ctx, false, func() error {
-		for _, id := range sortedKeys(c.st.Instances) {
+	err := c.do(ctx, "ListInstances", false, func() error {
+		for _, id := range slices.Sorted(maps.Keys(c.st.Instances)) {
 			out = append(out, *copyInstance(c.st.Instances[id]))
 		}
 		return nil
@@ -323,7 +413,7 @@ func (c *Cloud) ListInstances(ctx context.Context) ([]Instance, error) {
 
 // StopInstance stops the instance with id; 404 when there is none.
 func (c *Cloud) StopInstance(ctx context.Context, id string) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "StopInstance", true, func() error {
 		inst, ok := c.st.Instances[id]
 		if !ok {
 			return apiErr(http.StatusNotFound, "no instance %s", id)
@@ -335,7 +425,7 @@ func (c *Cloud) StopInstance(ctx context.Context, id string) error {
 
 // DeleteInstance deletes the instance with id; 404 when there is none.
 func (c *Cloud) DeleteInstance(ctx context.Context, id string) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "DeleteInstance", true, func() error {
 		if _, ok := c.st.Instances[id]; !ok {
 			return apiErr(http.StatusNotFound, "no instance %s", id)
 		}
@@ -348,7 +438,7 @@ func (c *Cloud) DeleteInstance(ctx context.Context, id string) error {
 // targets. A new load balancer gets the lowest free VIP; an existing one keeps its own.
 func (c *Cloud) PutLoadBalancer(ctx context.Context, lb LoadBalancer) (*LoadBalancer, error) {
 	var out *LoadBalancer
-	err := c.do(ctx, true, func() error {
+	err := c.do(ctx, "PutLoadBalancer", true, func() error {
 		if lb.Name == "" || len(lb.Listeners) == 0 {
 			return apiErr(http.StatusBadRequest, "a load balancer needs a name and at least one listener")
 		}
@@ -378,7 +468,7 @@ func (c *Cloud) PutLoadBalancer(ctx context.Context, lb LoadBalancer) (*LoadBala
 // GetLoadBalancer returns the load balancer name; 404 when there is none.
 func (c *Cloud) GetLoadBalancer(ctx context.Context, name string) (*LoadBalancer, error) {
 	var out *LoadBalancer
-	err := c.do(ctx, false, func() error {
+	err := c.do(ctx, "GetLoadBalancer", false, func() error {
 		lb, ok := c.st.LoadBalancers[name]
 		if !ok {
 			return apiErr(http.StatusNotFound, "no load balancer %s", name)
@@ -391,7 +481,7 @@ func (c *Cloud) GetLoadBalancer(ctx context.Context, name string) (*LoadBalancer
 
 // SetTargets replaces the targets of load balancer name; 404 when there is none.
 func (c *Cloud) SetTargets(ctx context.Context, name string, targets []string) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "SetTargets", true, func() error {
 		lb, ok := c.st.LoadBalancers[name]
 		if !ok {
 			return apiErr(http.StatusNotFound, "no load balancer %s", name)
@@ -404,7 +494,7 @@ func (c *Cloud) SetTargets(ctx context.Context, name string, targets []string) e
 // DeleteLoadBalancer deletes load balancer name and frees its VIP; 404 when there is
 // none.
 func (c *Cloud) DeleteLoadBalancer(ctx context.Context, name string) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "DeleteLoadBalancer", true, func() error {
 		if _, ok := c.st.LoadBalancers[name]; !ok {
 			return apiErr(http.StatusNotFound, "no load balancer %s", name)
 		}
@@ -416,8 +506,8 @@ func (c *Cloud) DeleteLoadBalancer(ctx context.Context, name string) error {
 // ListRoutes returns the routes of cluster, by name.
 func (c *Cloud) ListRoutes(ctx context.Context, cluster string) ([]Route, error) {
 	var out []Route
-	err := c.do(ctx, false, func() error {
-		for _, name := range sortedKeys(c.st.Routes) {
+	err := c.do(ctx, "ListRoutes", false, func() error {
+		for _, name := range slices.Sorted(maps.Keys(c.st.Routes)) {
 			if r := c.st.Routes[name]; r.Cluster == cluster {
 				out = append(out, *r)
 			}
@@ -430,7 +520,7 @@ func (c *Cloud) ListRoutes(ctx context.Context, cluster string) ([]Route, error)
 // CreateRoute creates r. A name in use, or a destination of the cluster already
 // routed, is a 409; a next hop that is no instance is a 400.
 func (c *Cloud) CreateRoute(ctx context.Context, r Route) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "CreateRoute", true, func() error {
 		if _, err := netip.ParsePrefix(r.Destination); err != nil || r.Name == "" {
 			return apiErr(http.StatusBadRequest, "a route needs a name and a destination CIDR")
 		}
@@ -453,7 +543,7 @@ func (c *Cloud) CreateRoute(ctx context.Context, r Route) error {
 
 // DeleteRoute deletes route name; 404 when there is none.
 func (c *Cloud) DeleteRoute(ctx context.Context, name string) error {
-	return c.do(ctx, true, func() error {
+	return c.do(ctx, "DeleteRoute", true, func() error {
 		if _, ok := c.st.Routes[name]; !ok {
 			return apiErr(http.StatusNotFound, "no route %s", name)
 		}
@@ -495,23 +585,9 @@ func nthAddr(p netip.Prefix, n int) netip.Addr {
 	return a
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func copyInstance(in *Instance) *Instance {
 	out := *in
-	if in.Tags != nil {
-		out.Tags = make(map[string]string, len(in.Tags))
-		for k, v := range in.Tags {
-			out.Tags[k] = v
-		}
-	}
+	out.Tags = maps.Clone(in.Tags)
 	return &out
 }
 

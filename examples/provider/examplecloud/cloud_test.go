@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,176 @@ func TestPersistence(t *testing.T) {
 	}
 	if _, err := examplecloud.Open("", ""); err == nil {
 		t.Error("opening without a region succeeded")
+	}
+}
+
+// TestOpenRejectsInconsistentState checks that Open refuses a state file the API could
+// never have written, instead of panicking later or overwriting an instance. Every error
+// names the file, the entry and the fix.
+func TestOpenRejectsInconsistentState(t *testing.T) {
+	const (
+		inst1 = `{"id": "vm-000001", "name": "node-a", "state": "running"}`
+		lbWeb = `{"name": "web", "vip": "203.0.113.1", "listeners": [{"protocol": "TCP", "port": 80, "targetPort": 30080}]}`
+		route = `{"name": "r1", "cluster": "prod", "destination": "10.244.0.0/24", "nextHop": "node-a"}`
+	)
+	tests := []struct {
+		name  string
+		state string
+		// want are substrings of the error, besides the file's path; none means Open
+		// succeeds.
+		want []string
+	}{
+		{
+			name:  "consistent",
+			state: `{"region": "ex-1", "nextID": 1, "instances": {"vm-000001": ` + inst1 + `}, "loadBalancers": {"web": ` + lbWeb + `}, "routes": {"r1": ` + route + `}}`,
+		},
+		{
+			name:  "empty",
+			state: `{"region": "ex-1", "nextID": 0, "instances": {}, "loadBalancers": {}, "routes": {}}`,
+		},
+		{
+			name:  "null instance",
+			state: `{"region": "ex-1", "nextID": 1, "instances": {"vm-1": null}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`instances["vm-1"]`, "null", "remove the entry"},
+		},
+		{
+			name:  "null load balancer",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {"web": null}, "routes": {}}`,
+			want:  []string{`loadBalancers["web"]`, "null", "remove the entry"},
+		},
+		{
+			name:  "null route",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {}, "routes": {"r1": null}}`,
+			want:  []string{`routes["r1"]`, "null", "remove the entry"},
+		},
+		{
+			name:  "instance key is not its id",
+			state: `{"region": "ex-1", "nextID": 2, "instances": {"vm-000002": ` + inst1 + `}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`instances["vm-000002"]`, `id "vm-000001"`, "key must equal"},
+		},
+		{
+			name:  "load balancer key is not its name",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {"api": ` + lbWeb + `}, "routes": {}}`,
+			want:  []string{`loadBalancers["api"]`, `name "web"`, "key must equal"},
+		},
+		{
+			name:  "route key is not its name",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {}, "routes": {"r2": ` + route + `}}`,
+			want:  []string{`routes["r2"]`, `name "r1"`, "key must equal"},
+		},
+		{
+			name:  "load balancer without a name",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {"": {"name": ""}}, "routes": {}}`,
+			want:  []string{`loadBalancers[""]`, "name is empty"},
+		},
+		{
+			name:  "route without a name",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {}, "routes": {"": {"name": ""}}}`,
+			want:  []string{`routes[""]`, "name is empty"},
+		},
+		{
+			name:  "instance ID not of the cloud's form",
+			state: `{"region": "ex-1", "nextID": 1, "instances": {"i-abc": {"id": "i-abc", "name": "node-a"}}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`instances["i-abc"]`, `"vm-" and digits`},
+		},
+		{
+			name:  "empty instance ID",
+			state: `{"region": "ex-1", "nextID": 1, "instances": {"": {"id": "", "name": "node-a"}}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`instances[""]`, `"vm-" and digits`},
+		},
+		{
+			name:  "two instances with one name",
+			state: `{"region": "ex-1", "nextID": 2, "instances": {"vm-000001": ` + inst1 + `, "vm-000002": {"id": "vm-000002", "name": "node-a"}}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`instances["vm-000002"]`, `instances["vm-000001"]`, `name "node-a"`, "rename"},
+		},
+		{
+			name:  "nextID below an existing ID",
+			state: `{"region": "ex-1", "nextID": 3, "instances": {"vm-000007": {"id": "vm-000007", "name": "node-a"}}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{"nextID 3", `instances["vm-000007"]`, "set nextID to at least 7"},
+		},
+		{
+			name:  "nextID missing with instances",
+			state: `{"region": "ex-1", "instances": {"vm-000001": ` + inst1 + `}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{"nextID 0", "set nextID to at least 1"},
+		},
+		{
+			name:  "negative nextID",
+			state: `{"region": "ex-1", "nextID": -1, "instances": {}, "loadBalancers": {}, "routes": {}}`,
+			want:  []string{"nextID -1", "set nextID to at least 0"},
+		},
+		{
+			name:  "no instances",
+			state: `{"region": "ex-1", "loadBalancers": {}, "routes": {}}`,
+			want:  []string{`"instances"`, `add "instances": {}`},
+		},
+		{
+			name:  "null load balancers",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": null, "routes": {}}`,
+			want:  []string{`"loadBalancers"`, `add "loadBalancers": {}`},
+		},
+		{
+			name:  "no routes",
+			state: `{"region": "ex-1", "instances": {}, "loadBalancers": {}}`,
+			want:  []string{`"routes"`, `add "routes": {}`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			if err := os.WriteFile(path, []byte(tt.state), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := examplecloud.Open(path, "ex-1")
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				// Every call that reads the state works on what was opened.
+				ctx := t.Context()
+				if _, err := c.ListInstances(ctx); err != nil {
+					t.Error(err)
+				}
+				if _, err := c.FindInstance(ctx, "node-a"); err != nil && examplecloud.Code(err) != 404 {
+					t.Error(err)
+				}
+				if _, err := c.ListRoutes(ctx, "prod"); err != nil {
+					t.Error(err)
+				}
+				if _, err := c.PutLoadBalancer(ctx, examplecloud.LoadBalancer{Name: "new", Listeners: []examplecloud.Listener{{Protocol: "TCP", Port: 1, TargetPort: 30001}}}); err != nil {
+					t.Error(err)
+				}
+				if _, err := c.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-new"}); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Open succeeded; want an error containing %q", tt.want)
+			}
+			for _, w := range append([]string{path}, tt.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Open: %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCreateInstanceAfterReopenNeverOverwrites creates instances after reopening a
+// state file whose nextID is right, and checks that no instance is replaced.
+func TestCreateInstanceAfterReopenNeverOverwrites(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "state.json")
+	state := `{"region": "ex-1", "nextID": 7, "instances": {"vm-000007": {"id": "vm-000007", "name": "node-a", "state": "running"}}, "loadBalancers": {}, "routes": {}}`
+	if err := os.WriteFile(path, []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, path)
+	b, err := c.CreateInstance(ctx, examplecloud.InstanceSpec{Name: "node-b"})
+	if err != nil || b.ID != "vm-000008" {
+		t.Fatalf("CreateInstance = %+v, %v; want vm-000008", b, err)
+	}
+	if a, err := c.GetInstance(ctx, "vm-000007"); err != nil || a.Name != "node-a" {
+		t.Errorf("vm-000007 = %+v, %v; want node-a kept", a, err)
 	}
 }

@@ -28,8 +28,9 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	if node.Spec.ProviderID != "" {
 		id, perr := instanceID(node.Spec.ProviderID)
 		if perr != nil {
-			// Another provider's node: never "not found", which would delete it.
-			return nil, cloud.InvalidError("node %s: %v", node.Name, perr)
+			// Another provider's node or a malformed ID: Invalid, never "not found",
+			// which would delete the node.
+			return nil, fmt.Errorf("node %s: %w", node.Name, perr)
 		}
 		inst, err = in.c.GetInstance(ctx, id)
 		err = mapError(err, true, "instance %s of node %s", id, node.Name)
@@ -58,16 +59,27 @@ func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error)
 	return out, nil
 }
 
-// instanceID returns the instance ID in a provider ID of this provider.
+// instanceID returns the instance ID in a provider ID of this provider. Every error is
+// a cloud.InvalidError: an ID that cannot be read is never looked up, so it can never
+// come back as NotFound.
 func instanceID(providerID string) (string, error) {
 	pid, err := cloud.ParseProviderID(providerID)
 	if err != nil {
-		return "", err
+		return "", cloud.InvalidError("spec.providerID: %v: want %s://<instance ID>, e.g. %s://vm-000001", err, Name, Name)
 	}
 	if pid.Provider != Name {
-		return "", fmt.Errorf("provider ID %q belongs to provider %q, not %q", providerID, pid.Provider, Name)
+		return "", cloud.InvalidError("spec.providerID %q belongs to provider %q, not %q", providerID, pid.Provider, Name)
 	}
-	return strings.TrimLeft(pid.ID, "/"), nil
+	// The provider writes IDs as "example://vm-000001". Another form of the same ID
+	// ("example:///vm-000001") is not this provider's, and stripping its slashes could
+	// leave nothing to look up.
+	switch {
+	case pid.ID == "":
+		return "", cloud.InvalidError("spec.providerID %q has an empty instance ID: want %s://<instance ID>, e.g. %s://vm-000001", providerID, Name, Name)
+	case strings.HasPrefix(pid.ID, "/"):
+		return "", cloud.InvalidError("spec.providerID %q: the instance ID %q must not begin with \"/\": want %s://<instance ID>, e.g. %s://vm-000001", providerID, pid.ID, Name, Name)
+	}
+	return pid.ID, nil
 }
 
 // toInstance converts the cloud's instance to the contract's.

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,6 +23,24 @@ func checkSpec(spec *cloud.LoadBalancerSpec) error {
 	return nil
 }
 
+// checkSupported refuses the Service fields the example cloud cannot honour, naming
+// them, rather than creating a load balancer that silently ignores them. The cloud
+// picks every VIP itself and lets every client in, so it supports no requested IP, and
+// source ranges only when they allow every client anyway.
+func checkSupported(spec *cloud.LoadBalancerSpec) error {
+	if spec.RequestedIP != "" {
+		return cloud.InvalidError("Service %s: spec.loadBalancerIP %q is not supported by this provider (the example cloud assigns each load balancer's VIP itself): remove spec.loadBalancerIP", spec.Service, spec.RequestedIP)
+	}
+	if len(spec.SourceRanges) > 0 && !slices.ContainsFunc(spec.SourceRanges, allowsEveryClient) {
+		return cloud.InvalidError("Service %s: spec.loadBalancerSourceRanges (or annotation service.beta.kubernetes.io/load-balancer-source-ranges) %v is not supported by this provider (the example cloud cannot restrict clients): remove it, or allow every client with 0.0.0.0/0", spec.Service, spec.SourceRanges)
+	}
+	return nil
+}
+
+// allowsEveryClient reports whether source range p lets every client reach a VIP: it
+// is 0.0.0.0/0, as the example cloud's VIPs are IPv4 addresses.
+func allowsEveryClient(p netip.Prefix) bool { return p.Addr().Is4() && p.Bits() == 0 }
+
 // GetLoadBalancer implements cloud.LoadBalancers.
 func (l loadBalancers) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) (*corev1.LoadBalancerStatus, error) {
 	if err := checkSpec(spec); err != nil {
@@ -37,6 +56,9 @@ func (l loadBalancers) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBala
 // EnsureLoadBalancer implements cloud.LoadBalancers.
 func (l loadBalancers) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) (*corev1.LoadBalancerStatus, error) {
 	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	if err := checkSupported(spec); err != nil {
 		return nil, err
 	}
 	want := examplecloud.LoadBalancer{Name: spec.Name, Cluster: spec.ClusterName, Targets: targets(spec.Backends)}

@@ -130,18 +130,12 @@ func mapError(err error, notFound bool, format string, args ...any) error {
 	switch apiErr.Code {
 	case http.StatusNotFound:
 		if notFound {
-			return fmt.Errorf("%s: %w", what, classified{cloud.ErrNotFound, err})
+			return fmt.Errorf("%s: %w: %w", what, err, cloud.ErrNotFound)
 		}
 	case http.StatusTooManyRequests:
 		return cloud.Throttled(apiErr.RetryAfter, fmt.Errorf("%s: %w", what, err))
 	case http.StatusBadRequest:
-		return fmt.Errorf("%s: %w", what, classified{cloud.ErrInvalid, err})
+		return fmt.Errorf("%s: %w: %w", what, err, cloud.ErrInvalid)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
-
-// classified is an API error that also matches one of the contract's sentinels.
-type classified struct{ sentinel, err error }
-
-func (c classified) Error() string   { return c.err.Error() }
-func (c classified) Unwrap() []error { return []error{c.sentinel, c.err} }

@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -144,5 +145,85 @@ func TestErrorsKeepTheContract(t *testing.T) {
 	var apiErr *examplecloud.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != 503 {
 		t.Errorf("the cloud's answer is not kept in %v", err)
+	}
+}
+
+// TestNewRejectsInconsistentStateFile starts the provider on state files with null or
+// mismatched entries: New must fail naming the file and the entry, never panic.
+func TestNewRejectsInconsistentStateFile(t *testing.T) {
+	tests := []struct {
+		name, state, want string
+	}{
+		{name: "null instance", state: `{"region": "ex-1", "nextID": 1, "instances": {"vm-1": null}, "loadBalancers": {}, "routes": {}}`, want: `instances["vm-1"]`},
+		{name: "null load balancer", state: `{"region": "ex-1", "instances": {}, "loadBalancers": {"web": null}, "routes": {}}`, want: `loadBalancers["web"]`},
+		{name: "null route", state: `{"region": "ex-1", "instances": {}, "loadBalancers": {}, "routes": {"r1": null}}`, want: `routes["r1"]`},
+		{name: "nextID behind", state: `{"region": "ex-1", "nextID": 0, "instances": {"vm-000001": {"id": "vm-000001", "name": "node-0"}}, "loadBalancers": {}, "routes": {}}`, want: "set nextID to at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state.json")
+			if err := os.WriteFile(state, []byte(tt.state), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			config := `{"region": "ex-1", "stateFile": "` + state + `", "instances": [{"name": "node-1"}]}`
+			p, err := provider.New(strings.NewReader(config))
+			if err == nil || !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, %v; want an error naming %s and %q", p, err, state, tt.want)
+			}
+		})
+	}
+}
+
+// TestErrorClasses checks that every API answer keeps both the contract's class and
+// the cloud's own error, and that the message says the class.
+func TestErrorClasses(t *testing.T) {
+	instance := func(providerID string) func(context.Context, *provider.Provider) error {
+		return func(ctx context.Context, p *provider.Provider) error {
+			in, _ := p.Instances()
+			_, err := in.InstanceMetadata(ctx, node("n", providerID))
+			return err
+		}
+	}
+	tests := []struct {
+		name        string
+		faults      examplecloud.Faults
+		call        func(context.Context, *provider.Provider) error
+		wantClass   error
+		wantCode    int
+		wantMessage string
+	}{
+		{name: "404 about the instance", call: instance("example://vm-999999"), wantClass: cloud.ErrNotFound, wantCode: 404, wantMessage: "not found in the cloud"},
+		{
+			name: "400",
+			call: func(ctx context.Context, p *provider.Provider) error {
+				rs, _ := p.Routes()
+				return rs.CreateRoute(ctx, "prod", "", cloud.Route{TargetNode: "ghost", DestinationCIDR: netip.MustParsePrefix("10.244.0.0/24")})
+			},
+			wantClass: cloud.ErrInvalid, wantCode: 400, wantMessage: "invalid request for the provider",
+		},
+		{name: "429", faults: examplecloud.Faults{Throttle: time.Second}, call: instance("example://vm-999999"), wantClass: cloud.ErrThrottled, wantCode: 429, wantMessage: "retry after 1s"},
+		{name: "503", faults: examplecloud.Faults{Outage: true}, call: instance("example://vm-999999"), wantCode: 503, wantMessage: "503 Service Unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := examplecloud.Open("", "ex-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetFaults(tt.faults)
+			err = tt.call(t.Context(), provider.NewForCloud(c))
+			var apiErr *examplecloud.APIError
+			if !errors.As(err, &apiErr) || apiErr.Code != tt.wantCode {
+				t.Errorf("%v: the cloud's %d answer is not kept", err, tt.wantCode)
+			}
+			for _, class := range []error{cloud.ErrNotFound, cloud.ErrThrottled, cloud.ErrInvalid} {
+				if errors.Is(err, class) != (class == tt.wantClass) {
+					t.Errorf("%v: errors.Is(%v) = %v", err, class, errors.Is(err, class))
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantMessage) {
+				t.Errorf("%v: want the message to contain %q", err, tt.wantMessage)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 
@@ -39,26 +40,38 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 	return out, nil
 }
 
-// CreateRoute implements cloud.Routes. The cloud refuses a route that exists, so the
-// provider looks first: an identical route is success.
+// CreateRoute implements cloud.Routes with one API call. The cloud refuses a route
+// that exists (409), so only then does the provider look at the cluster's routes: the
+// same destination via the same node is success, via another node an error.
 func (r routes) CreateRoute(ctx context.Context, clusterName, _ string, route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() || route.TargetNode == "" {
 		return cloud.InvalidError("a route needs a destination CIDR and a target node (got %s to %q)", route.DestinationCIDR, route.TargetNode)
 	}
 	dst := route.DestinationCIDR.Masked()
-	existing, err := r.ListRoutes(ctx, clusterName)
-	if err != nil {
-		return err
+	name := routeName(clusterName, dst)
+	what := fmt.Sprintf("creating the route to %s via node %s in cluster %s", dst, route.TargetNode, clusterName)
+	err := r.c.CreateRoute(ctx, examplecloud.Route{Name: name, Cluster: clusterName, Destination: dst.String(), NextHop: route.TargetNode})
+	if examplecloud.Code(err) != http.StatusConflict {
+		return mapError(err, false, "%s", what)
 	}
-	for _, e := range existing {
-		if e.DestinationCIDR == dst && e.TargetNode == route.TargetNode {
+	list, lerr := r.c.ListRoutes(ctx, clusterName)
+	if lerr != nil {
+		return mapError(lerr, false, "%s: the route exists (409); listing the routes of cluster %s to compare", what, clusterName)
+	}
+	for _, rt := range list {
+		rdst, perr := netip.ParsePrefix(rt.Destination)
+		same := perr == nil && rdst.Masked() == dst
+		if rt.Name != name && !same {
+			continue
+		}
+		if same && rt.NextHop == route.TargetNode {
 			return nil
 		}
+		// A retry can succeed once the route controller has deleted the stale route.
+		return fmt.Errorf("%s: route %s to %s exists via node %s: delete that route first: %w", what, rt.Name, rt.Destination, rt.NextHop, err)
 	}
-	err = r.c.CreateRoute(ctx, examplecloud.Route{
-		Name: routeName(clusterName, dst), Cluster: clusterName, Destination: dst.String(), NextHop: route.TargetNode,
-	})
-	return mapError(err, false, "creating the route to %s via node %s in cluster %s", dst, route.TargetNode, clusterName)
+	// The conflict is about a route outside the cluster (route names are global).
+	return mapError(err, false, "%s", what)
 }
 
 // DeleteRoute implements cloud.Routes: a route the cloud says does not exist is deleted
