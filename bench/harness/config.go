@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/bench/results"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -94,11 +95,11 @@ type Row struct {
 	Flags []string
 }
 
-// Row names.
+// Row names, as the results and the report know them.
 const (
-	RowNephele          = "nephele"
-	RowUpstreamTuned    = "upstream-tuned"
-	RowUpstreamDefaults = "upstream-defaults"
+	RowNephele          = results.RowNephele
+	RowUpstreamTuned    = results.RowUpstreamTuned
+	RowUpstreamDefaults = results.RowUpstreamDefaults
 )
 
 // Rows returns the three configurations in the order they run. Upstream runs first, so

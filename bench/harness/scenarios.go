@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/results"
-	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
 // scenarioInit: N nodes join at once; time until all are initialized.
@@ -36,7 +35,7 @@ func (r *rowRun) scenarioInit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out.Calls = toCalls(after.Since(before))
+	out.Calls = results.Calls(after.Since(before))
 	out.Initialized = len(done)
 	out.Timeline = timeline(start, slices.Collect(maps.Values(done)))
 	out.P50, out.P99, _ = latencies(sent, done)
@@ -76,7 +75,7 @@ func (r *rowRun) scenarioServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out.Calls = toCalls(after.Since(before))
+	out.Calls = results.Calls(after.Since(before))
 	out.Ready = len(done)
 	out.P50, _, out.Max = latencies(sent, done)
 	if werr != nil {
@@ -167,7 +166,7 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out.Calls = toCalls(afterCalls.Since(beforeCalls))
+	out.Calls = results.Calls(afterCalls.Since(beforeCalls))
 	var sumU, sumE int
 	for _, name := range lbs {
 		u := afterSnap[name].Updates - before[name].Updates
@@ -285,7 +284,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 		return err
 	}
 	out.Seconds = time.Since(start).Seconds()
-	out.Calls = toCalls(after.Since(before))
+	out.Calls = results.Calls(after.Since(before))
 	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing at the start)",
 		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing)
 	return nil
@@ -336,15 +335,6 @@ func (r *rowRun) routeTimes() {
 	}
 	fill(&r.res.Init.Routes, r.initStart, r.cidrs)
 	fill(&r.res.FanOut.Routes, r.fanStart, r.fanCIDRs)
-}
-
-// toCalls converts the client's call counts.
-func toCalls(cc client.CallCounts) results.Calls {
-	out := results.Calls{}
-	for op, codes := range cc {
-		out[op] = maps.Clone(codes)
-	}
-	return out
 }
 
 // timeline is the cumulative count of events over time since start.
