@@ -1,0 +1,155 @@
+package images
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Annotations of the index entry that name the image. containerd's importer takes the
+// image name from the first; other OCI tools read the second.
+const (
+	annotationContainerdName = "io.containerd.image.name"
+	annotationRefName        = "org.opencontainers.image.ref.name"
+)
+
+// WriteArchive writes img as an OCI image layout in a tar archive (the format of `ctr
+// images import` and `docker load` alike) to path, naming it ref, a full reference such as
+// nephele.local/pause:v0.1.0. The file is written under a temporary name and renamed, so
+// a reader never sees half an archive. The same image and ref give the same bytes.
+func WriteArchive(path, ref string, img v1.Image) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write image archive %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := writeArchive(tmp, ref, img); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write image archive %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write image archive %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write image archive %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write image archive %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeArchive writes the layout: oci-layout, index.json and every blob, in sorted order.
+func writeArchive(w io.Writer, ref string, img v1.Image) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return fmt.Errorf("manifest digest: %w", err)
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return fmt.Errorf("manifest media type: %w", err)
+	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	configName, err := img.ConfigName()
+	if err != nil {
+		return fmt.Errorf("config digest: %w", err)
+	}
+	blobs := map[v1.Hash][]byte{digest: manifest, configName: config}
+	layers, err := img.Layers()
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return fmt.Errorf("layer digest: %w", err)
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", d, err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", d, err)
+		}
+		blobs[d] = data
+	}
+
+	index := v1.IndexManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIImageIndex,
+		Manifests: []v1.Descriptor{{
+			MediaType: mt,
+			Size:      int64(len(manifest)),
+			Digest:    digest,
+			Platform:  &v1.Platform{OS: OS, Architecture: Architecture},
+			Annotations: map[string]string{
+				annotationContainerdName: tag.Name(),
+				annotationRefName:        tag.Name(),
+			},
+		}},
+	}
+	indexJSON, err := json.Marshal(index)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+
+	tw := tar.NewWriter(w)
+	add := func(hdr *tar.Header, data []byte) error {
+		hdr.ModTime = epoch
+		hdr.Size = int64(len(data))
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("archive entry %s: %w", hdr.Name, err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			return fmt.Errorf("archive entry %s: %w", hdr.Name, err)
+		}
+		return nil
+	}
+	file := func(name string, data []byte) error {
+		return add(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644}, data)
+	}
+	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
+		if err := add(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755}, nil); err != nil {
+			return err
+		}
+	}
+	hashes := slices.SortedFunc(maps.Keys(blobs), func(a, b v1.Hash) int { return strings.Compare(a.String(), b.String()) })
+	for _, h := range hashes {
+		if h.Algorithm != "sha256" {
+			return fmt.Errorf("blob %s: only sha256 digests are written", h)
+		}
+		if err := file("blobs/sha256/"+h.Hex, blobs[h]); err != nil {
+			return err
+		}
+	}
+	if err := file("index.json", indexJSON); err != nil {
+		return err
+	}
+	if err := file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	return tw.Close()
+}
