@@ -1,0 +1,223 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bootLogName is the boot log's name in a host's directory.
+const bootLogName = "boot.log"
+
+// maxLogSize is the boot log size above which a boot starts a new log, keeping the
+// previous one as boot.log.1.
+const maxLogSize = 64 << 20
+
+// bootScript runs as the boot process before it becomes the boot command: it joins the
+// host's cgroups (so that nothing it starts can escape a stop), then enters the host's
+// namespaces with nsenter — never `ip netns exec`, which remounts /sys and hides the
+// cgroup file systems — and execs the command. The process keeps its PID throughout.
+const bootScript = `set -e
+net=$1 mnt=$2 uts=$3 wd=$4
+shift 4
+while [ "$1" != "--" ]; do echo $$ > "$1"; shift; done
+shift
+exec nsenter --net="$net" --mount="$mnt" --uts="$uts" --wd="$wd" -- "$@"`
+
+// bootProc is a running boot process, started by this process or adopted from an
+// earlier run.
+type bootProc struct {
+	pid   int
+	start uint64
+	began time.Time
+	done  chan struct{}
+	// exit says how it ended; set before done is closed.
+	exit string
+}
+
+func (p *bootProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits until the process exits, d passes or ctx ends.
+func (p *bootProc) wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// adoptProcess watches a boot process an earlier run started: not this process's child,
+// so its end is seen by polling /proc.
+func adoptProcess(pid int, start uint64) *bootProc {
+	p := &bootProc{pid: pid, start: start, began: time.Now(), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for sameProcess(pid, start) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		p.exit = "exited (adopted process; status unknown)"
+	}()
+	return p
+}
+
+// openLog opens the boot log for appending, starting a new one when it is too big.
+func openLog(path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogSize {
+		_ = os.Rename(path, path+".1")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening boot log: %w", err)
+	}
+	return f, nil
+}
+
+// note appends a line of the cloud's own to a host's boot log.
+func (m *Machine) note(id, format string, args ...any) {
+	f, err := os.OpenFile(m.LogPath(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(f, "--- nephele %s: %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+	_ = f.Close()
+}
+
+// boot starts the host's boot command and watches it. A failure to start it counts as
+// an exit: the host is booted again after the backoff. The caller holds mu; the host is
+// up and running.
+func (m *Machine) boot(h *host, rec *hostRecord) error {
+	p, err := m.startBoot(h, rec)
+	if err != nil {
+		h.lastErr = err.Error()
+		m.note(h.spec.ID, "boot failed: %v", err)
+		m.log.Error(err, "booting host", "id", h.spec.ID)
+		m.scheduleRestart(h, 0)
+		return err
+	}
+	h.proc, h.lastErr = p, ""
+	h.boots++
+	m.watch(h, h.gen, p)
+	return nil
+}
+
+// startBoot starts the boot process and records it.
+func (m *Machine) startBoot(h *host, rec *hostRecord) (*bootProc, error) {
+	up, spec := rec.Up, &h.spec
+	sh, err := lookPath("sh")
+	if err != nil {
+		return nil, err
+	}
+	logf, err := openLog(m.LogPath(spec.ID))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = logf.Close() }()
+	m.note(spec.ID, "boot %d: %s", h.boots+1, strings.Join(spec.BootCommand, " "))
+	args := []string{"-c", bootScript, "nephele-boot", netnsPath(up.NetNS), up.MountNS, up.UTSNS, rec.Dir}
+	args = append(args, m.cg.procsFiles(up.Cgroup)...)
+	args = append(args, "--")
+	args = append(args, spec.BootCommand...)
+	cmd := exec.Command(sh, args...)
+	cmd.Env = bootEnv(spec, rec.Dir, up.Cgroup)
+	cmd.Dir = rec.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: no signal meant for the cloud reaches it, and it outlives a
+	// cloud killed with SIGKILL, to be adopted by the next one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the boot command of host %s: %w", spec.ID, err)
+	}
+	p := &bootProc{pid: cmd.Process.Pid, began: time.Now(), done: make(chan struct{})}
+	p.start, _ = procStart(p.pid)
+	go func() {
+		err := cmd.Wait()
+		p.exit = describeExit(err)
+		close(p.done)
+	}()
+	up.BootPID, up.BootStart = p.pid, p.start
+	if err := m.save(); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "exit status 0"
+	case errors.As(err, &ee):
+		return ee.ProcessState.String()
+	}
+	return err.Error()
+}
+
+// watch restarts the host when p exits while the host should run. The caller holds mu.
+func (m *Machine) watch(h *host, gen uint64, p *bootProc) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		<-p.done
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if h.gen != gen || h.phase != PhaseRunning || m.closed {
+			return
+		}
+		ran := time.Since(p.began)
+		h.lastExit, h.proc = p.exit, nil
+		rec := m.j.Hosts[h.spec.ID]
+		if rec == nil || rec.Up == nil {
+			return
+		}
+		// The boot process is the host's init: what it leaves behind goes with it, so
+		// the next boot does not find a second copy of everything.
+		if err := m.cg.kill(rec.Up.Cgroup, killTimeout); err != nil {
+			m.log.Error(err, "killing what a host's boot process left", "id", h.spec.ID)
+		}
+		rec.Up.BootPID, rec.Up.BootStart = 0, 0
+		if err := m.save(); err != nil {
+			m.log.Error(err, "recording a boot process's exit", "id", h.spec.ID)
+		}
+		m.scheduleRestart(h, ran)
+	}()
+}
+
+// scheduleRestart boots the host again after the backoff: it doubles after each boot
+// that lasted less than MaxRestartBackoff and starts over after one that lasted longer.
+// The caller holds mu.
+func (m *Machine) scheduleRestart(h *host, ran time.Duration) {
+	switch {
+	case h.backoff == 0 || ran >= m.cfg.MaxRestartBackoff:
+		h.backoff = m.cfg.RestartBackoff
+	default:
+		h.backoff = min(2*h.backoff, m.cfg.MaxRestartBackoff)
+	}
+	m.note(h.spec.ID, "boot process ended (%s) after %s; next boot in %s", h.lastExit, ran.Round(time.Millisecond), h.backoff)
+	m.log.Info("host boot process exited; restarting", "id", h.spec.ID, "exit", h.lastExit, "ran", ran, "backoff", h.backoff)
+	gen := h.gen
+	h.timer = time.AfterFunc(h.backoff, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if h.gen != gen || h.phase != PhaseRunning || m.closed {
+			return
+		}
+		h.timer = nil
+		if rec := m.j.Hosts[h.spec.ID]; rec != nil && rec.Up != nil {
+			_ = m.boot(h, rec)
+		}
+	})
+}

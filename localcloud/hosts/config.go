@@ -1,0 +1,164 @@
+package hosts
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Defaults of Config's optional fields.
+const (
+	DefaultBridge            = "nephele0"
+	DefaultStopTimeout       = 10 * time.Second
+	DefaultRestartBackoff    = time.Second
+	DefaultMaxRestartBackoff = 30 * time.Second
+)
+
+// DefaultRange is a usual instance range for hosts: the bridge gets 10.88.0.1/16.
+var DefaultRange = netip.MustParsePrefix("10.88.0.0/16")
+
+// loopback is where host addresses cannot be: Linux routes all of it to lo.
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
+// Config configures a Machine.
+type Config struct {
+	// Dir holds the journal, the hosts' namespace files and each host's state directory.
+	// Required; created if missing.
+	Dir string
+	// Bridge is the name of the bridge the machine creates and attaches hosts to; it must
+	// not exist unless an earlier run of the same Dir made it. Default DefaultBridge.
+	Bridge string
+	// Range is the instance range: the bridge gets its first address, the gateway of
+	// every host; hosts get the others. IPv4, outside 127.0.0.0/8, at most a /30, and
+	// overlapping no route of the machine's. Required.
+	Range netip.Prefix
+	// Guards are CIDRs that must not leave the machine, such as a cluster's pod and
+	// Service ranges: each gets an unreachable route on the machine, so a missing route
+	// fails here instead of following the default route out. Routes (SetRoutes) may
+	// only send destinations inside them.
+	Guards []netip.Prefix
+	// StopTimeout is how long a stopping host's boot process has after SIGTERM before
+	// every process of the host is killed. Default DefaultStopTimeout.
+	StopTimeout time.Duration
+	// RestartBackoff is the first wait before a boot command that exited is started
+	// again; the wait doubles up to MaxRestartBackoff and starts over after a boot that
+	// lasted MaxRestartBackoff. Defaults DefaultRestartBackoff, DefaultMaxRestartBackoff.
+	RestartBackoff, MaxRestartBackoff time.Duration
+	// Logger receives the machine's logs.
+	Logger logr.Logger
+}
+
+// complete checks the configuration and fills in the defaults.
+func (c *Config) complete() error {
+	if c.Dir == "" {
+		return errors.New("the host directory is required")
+	}
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return fmt.Errorf("host directory %s: %w", c.Dir, err)
+	}
+	c.Dir = dir
+	if c.Bridge == "" {
+		c.Bridge = DefaultBridge
+	}
+	if err := ValidateBridgeName(c.Bridge); err != nil {
+		return err
+	}
+	if err := ValidateRange(c.Range); err != nil {
+		return err
+	}
+	c.Range = c.Range.Masked()
+	guards := map[netip.Prefix]bool{}
+	for _, g := range c.Guards {
+		if !g.IsValid() || !g.Addr().Is4() {
+			return fmt.Errorf("guard CIDR %s: want an IPv4 CIDR", g)
+		}
+		if g.Bits() == 0 {
+			return fmt.Errorf("guard CIDR %s would make the whole IPv4 space unreachable", g)
+		}
+		guards[g.Masked()] = true
+	}
+	c.Guards = slices.SortedFunc(maps.Keys(guards), comparePrefix)
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.RestartBackoff <= 0 {
+		c.RestartBackoff = DefaultRestartBackoff
+	}
+	if c.MaxRestartBackoff <= 0 {
+		c.MaxRestartBackoff = DefaultMaxRestartBackoff
+	}
+	if c.MaxRestartBackoff < c.RestartBackoff {
+		c.MaxRestartBackoff = c.RestartBackoff
+	}
+	return nil
+}
+
+// ValidateBridgeName checks a bridge name: an interface name of letters, digits, '-',
+// '_' and '.', at most 15 characters.
+func ValidateBridgeName(name string) error {
+	if name == "" || len(name) > 15 {
+		return fmt.Errorf("bridge name %q: want 1-15 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("bridge name %q: want letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	return nil
+}
+
+// ValidateRange checks an instance range for hosts.
+func ValidateRange(p netip.Prefix) error {
+	switch {
+	case !p.IsValid() || !p.Addr().Is4():
+		return fmt.Errorf("instance range %s: host instances need an IPv4 range such as %s", p, DefaultRange)
+	case p.Bits() > 30:
+		return fmt.Errorf("instance range %s: too small for a gateway and a host; want at most a /30", p)
+	case p.Bits() == 0:
+		return fmt.Errorf("instance range %s: want a range of the project's own such as %s", p, DefaultRange)
+	case loopback.Overlaps(p):
+		return fmt.Errorf("instance range %s: host instances need a range outside 127.0.0.0/8 (Linux routes it all to lo), such as %s", p, DefaultRange)
+	}
+	return nil
+}
+
+// Gateway returns the bridge's address in the instance range: its first address.
+func Gateway(r netip.Prefix) netip.Addr { return r.Masked().Addr().Next() }
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// Names of what a machine makes. Instance IDs are unique per cloud and bridges per
+// machine, so the pair is unique per machine; veths are named after the host's address,
+// which is unique because instance ranges may not overlap.
+
+func netnsName(bridge, id string) string { return bridge + "-" + id }
+
+func vethName(addr netip.Addr) string {
+	a := addr.As4()
+	return fmt.Sprintf("nv%02x%02x%02x%02x", a[0], a[1], a[2], a[3])
+}
+
+func chainName(bridge string) string { return "NEPHELE-FWD-" + bridge }
+
+func cgroupPath(bridge, id string) string { return cgroupRoot + "/" + bridge + "/" + id }
+
+// ValidateID checks that an instance ID can name a namespace, a cgroup and a directory.
+func ValidateID(id string) error {
+	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || id[0] == '-' {
+		return fmt.Errorf("instance ID %q: want lower-case letters, digits and '-'", id)
+	}
+	return nil
+}

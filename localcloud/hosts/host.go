@@ -1,0 +1,341 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// validateSpec checks a host spec against the machine.
+func (m *Machine) validateSpec(spec *HostSpec) error {
+	if err := ValidateID(spec.ID); err != nil {
+		return err
+	}
+	if !spec.Address.Is4() || !m.cfg.Range.Contains(spec.Address) || spec.Address == m.Gateway() ||
+		spec.Address == m.cfg.Range.Addr() || !m.cfg.Range.Contains(spec.Address.Next()) {
+		return fmt.Errorf("host %s: address %s is not a host address of %s (the gateway is %s)", spec.ID, spec.Address, m.cfg.Range, m.Gateway())
+	}
+	if len(spec.BootCommand) == 0 || spec.BootCommand[0] == "" {
+		return fmt.Errorf("host %s: a boot command is required", spec.ID)
+	}
+	for _, p := range spec.PrivatePaths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return fmt.Errorf("host %s: private path %q: want a clean absolute path other than /", spec.ID, p)
+		}
+	}
+	return nil
+}
+
+// Start makes host spec.ID run: it builds the host (namespaces, veth, address, routes,
+// cgroup, private mounts, directory) if it is not up, and boots it. Starting a running
+// host does nothing.
+func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
+	if err := m.validateSpec(&spec); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return errors.New("the host machine is closed")
+	}
+	h := m.hostFor(spec)
+	m.mu.Unlock()
+
+	h.op.Lock()
+	defer h.op.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("the host machine is closed")
+	}
+	if h.phase == PhaseRunning {
+		return nil
+	}
+	rec := m.j.Hosts[spec.ID]
+	if rec == nil {
+		rec = &hostRecord{ID: spec.ID, Name: spec.Name, Dir: m.HostDir(spec.ID)}
+		m.j.Hosts[spec.ID] = rec
+		if err := m.save(); err != nil {
+			return err
+		}
+	}
+	// Left over from a boot that did not finish, or a crash: start from nothing, as a
+	// machine powered on again does.
+	if err := m.teardownHost(context.WithoutCancel(ctx), rec); err != nil {
+		h.lastErr = err.Error()
+		return err
+	}
+	if err := m.buildHost(ctx, spec, rec); err != nil {
+		if terr := m.teardownHost(context.WithoutCancel(ctx), rec); terr != nil {
+			err = errors.Join(err, terr)
+		}
+		h.lastErr = err.Error()
+		return fmt.Errorf("building host %s: %w", spec.ID, err)
+	}
+	h.phase, h.backoff, h.lastErr = PhaseRunning, 0, ""
+	h.gen++
+	if err := m.boot(h, rec); err != nil {
+		return err
+	}
+	m.log.Info("host started", "id", spec.ID, "name", spec.Name, "address", spec.Address, "netns", rec.Up.NetNS)
+	return nil
+}
+
+// Stop takes host id down: SIGTERM to its boot process, up to StopTimeout (or until ctx
+// ends) for it to exit, then SIGKILL to every process left in the host's cgroup, and the
+// host's namespaces, veth, mounts and cgroups are removed. Its directory stays. Stopping
+// a stopped or unknown host does nothing.
+func (m *Machine) Stop(ctx context.Context, id string) error { return m.stop(ctx, id) }
+
+func (m *Machine) stop(ctx context.Context, id string) error {
+	m.mu.Lock()
+	h := m.hosts[id]
+	if h == nil {
+		// Known only to the journal (an earlier run): nothing runs that this process
+		// watches, but its namespaces may exist.
+		h = &host{phase: PhaseStopped}
+		m.hosts[id] = h
+	}
+	m.mu.Unlock()
+
+	h.op.Lock()
+	defer h.op.Unlock()
+	m.mu.Lock()
+	rec := m.j.Hosts[id]
+	if h.phase != PhaseRunning && (rec == nil || rec.Up == nil) {
+		m.mu.Unlock()
+		return nil
+	}
+	h.phase = PhaseStopping
+	h.gen++
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	p := h.proc
+	m.mu.Unlock()
+
+	if p != nil && !p.exited() {
+		if sameProcess(p.pid, p.start) {
+			_ = signal(p.pid, syscall.SIGTERM)
+		}
+		p.wait(ctx, m.cfg.StopTimeout)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h.phase, h.proc = PhaseStopped, nil
+	if rec == nil {
+		return nil
+	}
+	if err := m.teardownHost(context.WithoutCancel(ctx), rec); err != nil {
+		return err
+	}
+	m.log.Info("host stopped", "id", id)
+	return nil
+}
+
+// Remove stops host id and removes its directory and every record of it. Removing an
+// unknown host does nothing.
+func (m *Machine) Remove(ctx context.Context, id string) error {
+	if err := m.stop(ctx, id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.j.Hosts[id]; rec != nil {
+		if err := os.RemoveAll(rec.Dir); err != nil {
+			return fmt.Errorf("removing host directory %s: %w", rec.Dir, err)
+		}
+		delete(m.j.Hosts, id)
+		if err := m.save(); err != nil {
+			return err
+		}
+	}
+	delete(m.hosts, id)
+	return nil
+}
+
+// buildHost makes everything of a host but its boot process, recording it first. The
+// caller holds mu.
+func (m *Machine) buildHost(ctx context.Context, spec HostSpec, rec *hostRecord) error {
+	nsDir := m.j.Network.NSDir
+	up := &upRecord{
+		NetNS:   netnsName(m.cfg.Bridge, spec.ID),
+		Veth:    vethName(spec.Address),
+		Address: netip.PrefixFrom(spec.Address, m.cfg.Range.Bits()).String(),
+		MountNS: filepath.Join(nsDir, spec.ID+".mnt"),
+		UTSNS:   filepath.Join(nsDir, spec.ID+".uts"),
+		Cgroup:  cgroupPath(m.cfg.Bridge, spec.ID),
+	}
+	if netnsExists(up.NetNS) {
+		return fmt.Errorf("network namespace %s exists and this local cloud did not make it", up.NetNS)
+	}
+	if linkExists(up.Veth) {
+		return fmt.Errorf("network interface %s exists and this local cloud did not make it", up.Veth)
+	}
+	rec.Up = up
+	if err := m.save(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(rec.Dir, 0o755); err != nil {
+		return fmt.Errorf("creating host directory: %w", err)
+	}
+	for _, p := range spec.PrivatePaths {
+		if err := os.MkdirAll(privateSource(rec.Dir, p), 0o755); err != nil {
+			return fmt.Errorf("creating private directory for %s: %w", p, err)
+		}
+	}
+	if err := m.ensureMountPoints(&spec); err != nil {
+		return err
+	}
+	if err := m.cg.create(up.Cgroup); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "", "ip", "netns", "add", up.NetNS); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "", "ip", "link", "add", up.Veth, "type", "veth", "peer", "name", "eth0", "netns", up.NetNS); err != nil {
+		return err
+	}
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+up.Veth+"/disable_ipv6", []byte("1"), 0o644)
+	if _, err := run(ctx, "", "ip", "link", "set", up.Veth, "master", m.cfg.Bridge, "up"); err != nil {
+		return err
+	}
+	inside := []string{
+		"link set lo up",
+		"addr add " + up.Address + " dev eth0",
+		"link set eth0 up",
+		"route add default via " + m.Gateway().String() + " dev eth0",
+	}
+	routes := m.hostRoutes(spec.Address)
+	for _, r := range routes {
+		inside = append(inside, routeLine("replace", r, "eth0"))
+	}
+	if _, err := run(ctx, strings.Join(inside, "\n")+"\n", "ip", "-n", up.NetNS, "-batch", "-"); err != nil {
+		return fmt.Errorf("configuring the network of host %s: %w", spec.ID, err)
+	}
+	up.Routes = routes
+	if err := m.save(); err != nil {
+		return err
+	}
+	return m.makeMountNS(ctx, up, &spec, rec.Dir)
+}
+
+// teardownHost kills a host's processes and removes its mounts, namespaces, veth and
+// cgroups (not its directory). It goes on after a failure; the record keeps naming the
+// host until everything is gone. The caller holds mu.
+func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
+	up := rec.Up
+	if up == nil {
+		return nil
+	}
+	var errs []error
+	if err := m.cg.kill(up.Cgroup, killTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	for _, f := range []string{up.MountNS, up.UTSNS} {
+		if err := unmount(f); err != nil {
+			errs = append(errs, err)
+		} else if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if netnsExists(up.NetNS) {
+		if _, err := run(ctx, "", "ip", "netns", "del", up.NetNS); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if linkExists(up.Veth) {
+		if _, err := run(ctx, "", "ip", "link", "del", up.Veth); err != nil && !said(err, "Cannot find device") {
+			errs = append(errs, err)
+		}
+	}
+	if err := m.cg.remove(up.Cgroup, killTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("taking host %s down: %w", rec.ID, errors.Join(errs...))
+	}
+	rec.Up = nil
+	return m.save()
+}
+
+// adopt takes over host spec.ID from an earlier run when its boot process still runs in
+// intact namespaces, reporting whether it did.
+func (m *Machine) adopt(spec HostSpec) bool {
+	if m.validateSpec(&spec) != nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.j.Hosts[spec.ID]
+	if m.closed || rec == nil || rec.Up == nil {
+		return false
+	}
+	up := rec.Up
+	if !sameProcess(up.BootPID, up.BootStart) || !netnsExists(up.NetNS) || !linkExists(up.Veth) ||
+		!m.cg.exists(up.Cgroup) || up.Address != netip.PrefixFrom(spec.Address, m.cfg.Range.Bits()).String() {
+		return false
+	}
+	for _, f := range []string{up.MountNS, up.UTSNS} {
+		if ok, err := isMountPoint(f); err != nil || !ok {
+			return false
+		}
+	}
+	h := m.hostFor(spec)
+	if h.phase == PhaseRunning {
+		return true
+	}
+	h.phase = PhaseRunning
+	h.gen++
+	p := adoptProcess(up.BootPID, up.BootStart)
+	h.proc = p
+	m.watch(h, h.gen, p)
+	m.log.Info("host adopted", "id", spec.ID, "bootPID", up.BootPID)
+	return true
+}
+
+// routeLine is an `ip route` batch line for r through dev.
+func routeLine(op string, r Route, dev string) string {
+	return "route " + op + " " + r.Destination.String() + " via " + r.Via.String() + " dev " + dev
+}
+
+// hostRoutes returns the routes a host with address self gets: every route but its own.
+// The caller holds mu.
+func (m *Machine) hostRoutes(self netip.Addr) []Route {
+	var out []Route
+	for _, r := range m.routes {
+		if r.Via != self {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// bootEnv returns the boot command's environment.
+func bootEnv(spec *HostSpec, dir, cgroup string) []string {
+	env := map[string]string{
+		"PATH": defaultPath,
+		"HOME": "/root",
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	env["NEPHELE_INSTANCE_ID"] = spec.ID
+	env["NEPHELE_INSTANCE_NAME"] = spec.Name
+	env["NEPHELE_INSTANCE_ADDRESS"] = spec.Address.String()
+	env["NEPHELE_HOST_DIR"] = dir
+	env["NEPHELE_HOST_CGROUP"] = cgroup
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+

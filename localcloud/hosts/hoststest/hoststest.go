@@ -1,0 +1,172 @@
+// Package hoststest helps tests of host instances: it requires root the way the project's
+// integration tests require their binaries (a failure under CI=true, a skip with the reason
+// elsewhere), runs code inside a host's network namespace, and takes the part of the
+// machine's state a test's hosts could leave behind, to compare before and after.
+package hoststest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// tools are the programs host instances need.
+var tools = []string{"ip", "iptables", "iptables-save", "nsenter", "unshare", "mount"}
+
+// RequireRoot stops a test that cannot make hosts: without root, or without the tools
+// hosts need. Under CI=true that is a failure naming what is missing; elsewhere the test
+// is skipped with the reason.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (namespaces, a bridge, routes, iptables, mounts and cgroups)")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "host instance tests need " + strings.Join(missing, ", ") + "; run them as root on Linux with iproute2, iptables and util-linux installed"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: not skipped)")
+	}
+	t.Skip(msg)
+}
+
+// InNetNS runs fn with the calling thread in the network namespace at path (such as
+// /run/netns/<name>): sockets fn opens belong to that namespace. The thread is never
+// handed back to other goroutines; it ends with fn's goroutine.
+func InNetNS(path string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// No UnlockOSThread: the runtime then ends the thread with the goroutine,
+		// so the namespace never leaks into another goroutine.
+		runtime.LockOSThread()
+		f, err := os.Open(path)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer func() { _ = f.Close() }()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering network namespace %s: %w", path, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Snapshot returns the lines of the machine's state that contain one of markers (a
+// bridge name, a directory, a CIDR, a veth prefix): network namespaces, links, routes of
+// every table, mounts, iptables rules of every table, and cgroup directories. Two
+// snapshots with the same markers, before and after a test, must be equal.
+func Snapshot(t testing.TB, markers ...string) string {
+	t.Helper()
+	var lines []string
+	add := func(what string, text string) {
+		sc := bufio.NewScanner(strings.NewReader(text))
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			l := sc.Text()
+			for _, m := range markers {
+				if m != "" && strings.Contains(l, m) {
+					lines = append(lines, what+": "+strings.TrimSpace(l))
+					break
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		what string
+		args []string
+	}{
+		{"netns", []string{"ip", "netns", "list"}},
+		{"link", []string{"ip", "-o", "link", "show"}},
+		{"route", []string{"ip", "-4", "route", "show", "table", "all"}},
+		{"iptables", []string{"iptables-save"}},
+	} {
+		out, err := exec.Command(c.args[0], c.args[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", strings.Join(c.args, " "), err)
+		}
+		// iptables-save's counters and comments change on their own.
+		if c.what == "iptables" {
+			out = stripCounters(out)
+		}
+		add(c.what, string(out))
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("mount", string(mounts))
+	var cgroups []string
+	for _, root := range cgroupRoots(t) {
+		_ = filepath.WalkDir(filepath.Join(root, "nephele"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				cgroups = append(cgroups, p)
+			}
+			return nil
+		})
+	}
+	add("cgroup", strings.Join(cgroups, "\n"))
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func stripCounters(out []byte) []byte {
+	var b bytes.Buffer
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		if len(l) > 0 && (l[0] == '#' || l[0] == ':') {
+			continue
+		}
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func cgroupRoots(t testing.TB) []string {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) > 4 && len(qf) > 0 && (qf[0] == "cgroup" || qf[0] == "cgroup2") {
+			roots = append(roots, pf[4])
+		}
+	}
+	return roots
+}
+
+// Sysctl reads a sysctl such as "net/ipv4/ip_forward".
+func Sysctl(t testing.TB, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
+}

@@ -1,0 +1,162 @@
+package hosts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// journalVersion is written into new journals; a newer one is refused rather than misread.
+const journalVersion = 1
+
+// journalName and lockName are files in the machine's directory.
+const (
+	journalName = "journal.json"
+	lockName    = "lock"
+)
+
+// journal is the durable record of every change a Machine made to the machine. Each
+// change is written here before it is made, so after a crash the journal names a superset
+// of what exists, and undoing it is idempotent.
+type journal struct {
+	Version int                    `json:"version"`
+	Network *networkRecord         `json:"network,omitempty"`
+	Hosts   map[string]*hostRecord `json:"hosts,omitempty"`
+	// CreatedDirs are directories created on the machine's file system as mount points
+	// of private paths; they are removed, if empty, once no host is up.
+	CreatedDirs []string `json:"createdDirs,omitempty"`
+}
+
+// networkRecord is the shared network: the bridge, its guards and the routes on the
+// machine.
+type networkRecord struct {
+	Bridge string `json:"bridge"`
+	// Gateway is the bridge's address with the instance range's length, "10.88.0.1/16".
+	Gateway string `json:"gateway"`
+	// Guards are the CIDRs with an unreachable route of GuardMetric on the machine.
+	Guards      []string `json:"guards,omitempty"`
+	GuardMetric int      `json:"guardMetric"`
+	// Chain is the iptables chain jumped to from FORWARD.
+	Chain string `json:"chain,omitempty"`
+	// NSDir is the directory holding the hosts' mount and UTS namespace files,
+	// bind-mounted on itself and made private (a namespace file cannot live on a shared
+	// mount).
+	NSDir string `json:"nsDir,omitempty"`
+	// Routes are the routes installed on the machine (SetRoutes).
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// hostRecord is one host. Up is set while its namespaces exist.
+type hostRecord struct {
+	ID   string    `json:"id"`
+	Name string    `json:"name"`
+	Dir  string    `json:"dir"`
+	Up   *upRecord `json:"up,omitempty"`
+}
+
+// upRecord names everything of a host that is up.
+type upRecord struct {
+	NetNS   string `json:"netns"`
+	Veth    string `json:"veth"`
+	Address string `json:"address"`
+	MountNS string `json:"mountns"`
+	UTSNS   string `json:"utsns"`
+	// Cgroup is the host's cgroup path relative to each hierarchy's root.
+	Cgroup string `json:"cgroup"`
+	// BootPID and BootStart identify the running boot process (0 when none).
+	BootPID   int    `json:"bootPID,omitempty"`
+	BootStart uint64 `json:"bootStart,omitempty"`
+	// Routes are the routes installed in the host's network namespace.
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// empty reports whether the journal records nothing left on the machine but host
+// directories.
+func (j *journal) empty() bool {
+	if j.Network != nil || len(j.CreatedDirs) > 0 {
+		return false
+	}
+	for _, h := range j.Hosts {
+		if h.Up != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// loadJournal reads the journal in dir; a missing file is an empty journal.
+func loadJournal(dir string) (*journal, error) {
+	path := filepath.Join(dir, journalName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &journal{Version: journalVersion, Hosts: map[string]*hostRecord{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the host journal: %w", err)
+	}
+	var j journal
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("decoding the host journal %s: %w", path, err)
+	}
+	if j.Version > journalVersion {
+		return nil, fmt.Errorf("host journal %s has version %d; this localcloud understands version %d or older", path, j.Version, journalVersion)
+	}
+	if j.Hosts == nil {
+		j.Hosts = map[string]*hostRecord{}
+	}
+	return &j, nil
+}
+
+// save writes the journal atomically and durably: a crash leaves the old or the new one.
+func (j *journal) save(dir string) error {
+	j.Version = journalVersion
+	raw, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the host journal: %w", err)
+	}
+	path := filepath.Join(dir, journalName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing the host journal: %w", err)
+	}
+	_, err = f.Write(append(raw, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing the host journal %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// lockDir takes the exclusive lock of a machine directory, so that one process at a time
+// changes what its journal records.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking host directory %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("host directory %s is in use by another local cloud", dir)
+		}
+		return nil, fmt.Errorf("locking host directory %s: %w", dir, err)
+	}
+	return f, nil
+}

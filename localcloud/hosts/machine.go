@@ -1,0 +1,400 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// ErrNotRoot is returned by Open when the process is not root: hosts need namespaces,
+// a bridge, routes, iptables, mounts and cgroups.
+var ErrNotRoot = errors.New("host instances need root (namespaces, a bridge, routes, iptables, mounts and cgroups)")
+
+// killTimeout bounds killing a host's processes and removing its cgroups.
+const killTimeout = 10 * time.Second
+
+// HostSpec is what a host is made from: the instance it is, its address and what it boots.
+type HostSpec struct {
+	// ID is the instance ID; it names the host's namespaces, cgroup and directory.
+	ID string
+	// Name is the instance name; it is the host's host name when it fits (64 bytes).
+	Name string
+	// Address is the host's address, inside the range and not the gateway.
+	Address netip.Addr
+	// BootCommand is the argv the host runs, its init: started when the host boots,
+	// started again (after the host's other processes are killed) when it exits.
+	BootCommand []string
+	// Env is added to the boot command's environment.
+	Env map[string]string
+	// PrivatePaths are absolute directories that get a private directory of the host's
+	// bind-mounted over them in the host's mount namespace.
+	PrivatePaths []string
+}
+
+// Desired is a host and the state it should be in; see Reconcile.
+type Desired struct {
+	Spec    HostSpec
+	Running bool
+}
+
+// Route sends a destination to a host's address, like a VPC route table entry.
+type Route struct {
+	Destination netip.Prefix `json:"destination"`
+	Via         netip.Addr   `json:"via"`
+}
+
+// Phase is where a host is in its life.
+type Phase string
+
+// Phases.
+const (
+	// PhaseRunning: the host is up and its boot command runs, or waits to run again
+	// after it exited.
+	PhaseRunning Phase = "running"
+	// PhaseStopping: the boot command got SIGTERM; the host goes down.
+	PhaseStopping Phase = "stopping"
+	// PhaseStopped: the host is down; its directory is kept.
+	PhaseStopped Phase = "stopped"
+)
+
+// Status is what a Machine reports about a host.
+type Status struct {
+	Phase Phase
+	// Dir is the host's state directory (NEPHELE_HOST_DIR); Log its boot log.
+	Dir, Log string
+	// NetNS, MountNS and UTSNS are the namespace files to nsenter, while up.
+	NetNS, MountNS, UTSNS string
+	// Cgroup is the host's cgroup path relative to each hierarchy's root.
+	Cgroup string
+	// BootPID is the running boot process, 0 when none runs.
+	BootPID int
+	// Boots counts the boot command's starts since the cloud started.
+	Boots int
+	// LastExit says how the boot command last ended.
+	LastExit string
+	// Error is the last failure to boot the host, cleared by a successful boot.
+	Error string
+}
+
+// Machine makes and supervises the hosts of one local cloud. Its methods are safe for
+// concurrent use.
+type Machine struct {
+	cfg  Config
+	log  logr.Logger
+	cg   *cgroups
+	lock *os.File
+
+	// mu guards everything below and serializes every change to the machine; waiting
+	// for a stopping boot process happens outside it.
+	mu     sync.Mutex
+	j      *journal
+	hosts  map[string]*host
+	routes []Route
+	closed bool
+
+	// wg counts the goroutines watching boot processes.
+	wg sync.WaitGroup
+}
+
+// host is one host's runtime state, guarded by Machine.mu except op.
+type host struct {
+	// op serializes the host's lifecycle operations (start, stop, remove), including
+	// their waits.
+	op sync.Mutex
+
+	spec  HostSpec
+	phase Phase
+	// gen changes whenever the host is started or stopped; a watcher or a restart
+	// timer of an older generation does nothing.
+	gen      uint64
+	proc     *bootProc
+	timer    *time.Timer
+	backoff  time.Duration
+	boots    int
+	lastExit string
+	lastErr  string
+}
+
+// Open prepares the machine for hosts: it takes the directory's lock, reads its journal,
+// creates (or takes back from an earlier run of the same directory) the bridge, the guard
+// routes and the forward chain. Hosts an earlier run left are adopted or removed by
+// Reconcile, which the caller runs next.
+func Open(ctx context.Context, cfg Config) (*Machine, error) {
+	if err := cfg.complete(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if err := lookTools(); err != nil {
+		return nil, err
+	}
+	cg, err := discoverCgroups()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating host directory %s: %w", cfg.Dir, err)
+	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	j, err := loadJournal(cfg.Dir)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	m := &Machine{cfg: cfg, log: cfg.Logger, cg: cg, lock: lock, j: j, hosts: map[string]*host{}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.setupNetwork(ctx); err != nil {
+		return nil, m.failOpen(err)
+	}
+	if err := m.setupNSDir(); err != nil {
+		return nil, m.failOpen(err)
+	}
+	m.log.Info("host network ready", "bridge", cfg.Bridge, "gateway", Gateway(cfg.Range), "range", cfg.Range, "guards", cfg.Guards, "dir", cfg.Dir)
+	return m, nil
+}
+
+// failOpen undoes a half-made machine (what the journal records) and releases the lock.
+func (m *Machine) failOpen(err error) error {
+	if m.j.Network != nil {
+		if terr := m.teardownAll(context.Background(), false); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}
+	_ = m.lock.Close()
+	return err
+}
+
+// Dir returns the machine's directory.
+func (m *Machine) Dir() string { return m.cfg.Dir }
+
+// Gateway returns the bridge's address, every host's default gateway.
+func (m *Machine) Gateway() netip.Addr { return Gateway(m.cfg.Range) }
+
+// Range returns the instance range.
+func (m *Machine) Range() netip.Prefix { return m.cfg.Range }
+
+// Guards returns the guard CIDRs.
+func (m *Machine) Guards() []netip.Prefix { return slices.Clone(m.cfg.Guards) }
+
+// Bridge returns the bridge's name.
+func (m *Machine) Bridge() string { return m.cfg.Bridge }
+
+// HostDir returns the state directory of host id.
+func (m *Machine) HostDir(id string) string { return filepath.Join(m.cfg.Dir, id) }
+
+// LogPath returns the boot log of host id: the boot command's standard output and
+// error, and a line from the cloud for each start and exit.
+func (m *Machine) LogPath(id string) string { return filepath.Join(m.HostDir(id), bootLogName) }
+
+// save writes the journal; the caller holds mu.
+func (m *Machine) save() error { return m.j.save(m.cfg.Dir) }
+
+// hostFor returns the runtime state of spec's host, creating it; the caller holds mu.
+func (m *Machine) hostFor(spec HostSpec) *host {
+	h := m.hosts[spec.ID]
+	if h == nil {
+		h = &host{phase: PhaseStopped}
+		m.hosts[spec.ID] = h
+	}
+	h.spec = spec
+	return h
+}
+
+// Status returns what the machine knows about host id; false when it knows nothing.
+func (m *Machine) Status(id string) (Status, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, rec := m.hosts[id], m.j.Hosts[id]
+	if h == nil && rec == nil {
+		return Status{}, false
+	}
+	st := Status{Phase: PhaseStopped, Dir: m.HostDir(id), Log: m.LogPath(id)}
+	if h != nil {
+		st.Phase, st.Boots, st.LastExit, st.Error = h.phase, h.boots, h.lastExit, h.lastErr
+		if h.proc != nil && !h.proc.exited() {
+			st.BootPID = h.proc.pid
+		}
+	}
+	if rec != nil && rec.Up != nil {
+		st.NetNS, st.MountNS, st.UTSNS, st.Cgroup = netnsPath(rec.Up.NetNS), rec.Up.MountNS, rec.Up.UTSNS, rec.Up.Cgroup
+	}
+	return st, true
+}
+
+// Reconcile brings the machine to the desired hosts, after Open: a host that should run
+// and whose boot process from an earlier run still lives in intact namespaces is adopted;
+// one that should run otherwise is (re)built and booted; one that should be stopped is
+// taken down; hosts the journal knows and desired does not name are removed with their
+// directories. It goes on after a failure and returns every error; a host that failed
+// shows the error in its Status.
+func (m *Machine) Reconcile(ctx context.Context, desired []Desired) error {
+	want := map[string]bool{}
+	for _, d := range desired {
+		want[d.Spec.ID] = true
+	}
+	m.mu.Lock()
+	var gone []string
+	for id := range m.j.Hosts {
+		if !want[id] {
+			gone = append(gone, id)
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, id := range gone {
+		if err := m.Remove(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range desired {
+		var err error
+		switch {
+		case !d.Running:
+			err = m.Stop(ctx, d.Spec.ID)
+			m.mu.Lock()
+			m.hostFor(d.Spec)
+			m.mu.Unlock()
+		case m.adopt(d.Spec):
+		default:
+			err = m.Start(ctx, d.Spec)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every host (SIGTERM, StopTimeout, then SIGKILL of all that is left) and
+// removes everything the machine made but the hosts' directories and the journal, which
+// then records only those directories. It goes on after failures and returns them all.
+// When ctx ends, hosts still stopping are killed without waiting any longer.
+func (m *Machine) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	ids := make([]string, 0, len(m.hosts))
+	for id := range m.hosts {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+
+	errc := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { errc <- m.stop(ctx, id) }()
+	}
+	var errs []error
+	for range ids {
+		if err := <-errc; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	if err := m.teardownAll(context.WithoutCancel(ctx), false); err != nil {
+		errs = append(errs, err)
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	_ = m.lock.Close()
+	if len(errs) == 0 {
+		m.log.Info("host network removed", "bridge", m.cfg.Bridge)
+	}
+	return errors.Join(errs...)
+}
+
+// teardownAll takes every host down (removing its directory too when removeDirs) and
+// removes the shared network, the namespace directory, the shared cgroups and the mount
+// points the machine created. The caller holds mu.
+func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
+	var errs []error
+	for id, rec := range m.j.Hosts {
+		if err := m.teardownHost(ctx, rec); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if removeDirs {
+			if err := os.RemoveAll(rec.Dir); err != nil {
+				errs = append(errs, fmt.Errorf("removing host directory %s: %w", rec.Dir, err))
+				continue
+			}
+			delete(m.j.Hosts, id)
+		}
+	}
+	if n := m.j.Network; n != nil {
+		errs = append(errs, teardownNetwork(ctx, n)...)
+		if n.NSDir != "" {
+			errs = append(errs, teardownNSDir(n.NSDir)...)
+		}
+		m.cg.removeIfEmpty(cgroupRoot + "/" + n.Bridge)
+		m.cg.removeIfEmpty(cgroupRoot)
+	}
+	for i := len(m.j.CreatedDirs) - 1; i >= 0; i-- {
+		if err := removeEmptyTree(m.j.CreatedDirs[i]); err != nil {
+			m.log.Info("leaving a mount point directory the local cloud created: it is not empty", "dir", m.j.CreatedDirs[i], "err", err.Error())
+		}
+	}
+	if len(errs) == 0 {
+		m.j.Network, m.j.CreatedDirs = nil, nil
+	}
+	if err := m.save(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes everything the journal in dir records: the hosts' processes,
+// namespaces, mounts, veths and cgroups, the bridge, the routes, the guard routes and the
+// forward chain, the hosts' directories and the journal. It is what a caller runs for a
+// directory whose local cloud was killed and will not be started again; it fails when a
+// running local cloud holds the directory. A missing directory is not an error.
+func Cleanup(ctx context.Context, dir string, log logr.Logger) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.Close() }()
+	j, err := loadJournal(dir)
+	if err != nil {
+		return err
+	}
+	if !j.empty() && os.Geteuid() != 0 {
+		return fmt.Errorf("cleaning up host directory %s: %w", dir, ErrNotRoot)
+	}
+	m := &Machine{cfg: Config{Dir: dir}, log: log, j: j, hosts: map[string]*host{}}
+	if !j.empty() {
+		if m.cg, err = discoverCgroups(); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	err = m.teardownAll(ctx, true)
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cleaning up host directory %s: %w", dir, err)
+	}
+	for _, name := range []string{journalName, lockName, nsDirName} {
+		_ = os.Remove(filepath.Join(dir, name))
+	}
+	_ = os.Remove(dir) // only when nothing else is left in it
+	log.Info("host directory cleaned up", "dir", dir)
+	return nil
+}

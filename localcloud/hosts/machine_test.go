@@ -1,0 +1,164 @@
+package hosts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+)
+
+// TestHostLifecycle boots a host and checks that its boot command runs inside it (its
+// network, mount and UTS namespaces, its cgroup, its private directory, its environment),
+// that an exit boots it again, that stop, start and remove do what they say, and that
+// closing the machine leaves nothing of it behind.
+func TestHostLifecycle(t *testing.T) {
+	tn := newTestNet(t, 1)
+	before := hoststest.Snapshot(t, tn.markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	private := "/var/lib/nephele-hosts-test/" + filepath.Base(tn.cfg.Dir)
+	tn.markers = append(tn.markers, "/var/lib/nephele-hosts-test")
+	if _, err := os.Stat("/var/lib/nephele-hosts-test"); err == nil {
+		t.Fatalf("/var/lib/nephele-hosts-test exists before the test; remove it")
+	}
+	ctx := context.Background()
+	func() {
+		m := tn.open(t)
+		defer closeMachine(t, m)
+		spec := hosts.HostSpec{
+			ID:      "i-000000000001",
+			Name:    "node-1",
+			Address: tn.addr(2),
+			BootCommand: []string{"sh", "-c", `ip -4 -o addr show dev eth0; echo "hostname=$(hostname)"; ` +
+				`echo "env=$NEPHELE_INSTANCE_ID,$NEPHELE_INSTANCE_NAME,$NEPHELE_INSTANCE_ADDRESS,$NEPHELE_HOST_CGROUP,$GREETING"; ` +
+				`echo "dir=$NEPHELE_HOST_DIR pwd=$(pwd)"; echo "route=$(ip -4 route show default)"; ` +
+				`touch "$PRIVATE/inside"; echo "ready-$NEPHELE_INSTANCE_NAME"; exec sleep 1000`},
+			Env:          map[string]string{"GREETING": "hi", "PRIVATE": private},
+			PrivatePaths: []string{private},
+		}
+		if err := m.Start(ctx, spec); err != nil {
+			t.Fatalf("starting the host: %v", err)
+		}
+		waitLog(t, m, spec.ID, "\nready-node-1")
+		log := readLog(m, spec.ID)
+		for _, want := range []string{
+			"inet " + tn.addr(2).String() + "/24",
+			"hostname=node-1",
+			fmt.Sprintf("env=i-000000000001,node-1,%s,/nephele/%s/i-000000000001,hi", tn.addr(2), tn.cfg.Bridge),
+			"dir=" + m.HostDir(spec.ID) + " pwd=" + m.HostDir(spec.ID),
+			"route=default via " + m.Gateway().String() + " dev eth0",
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("boot log lacks %q:\n%s", want, log)
+			}
+		}
+		pid := running(t, m, spec.ID)
+		st, _ := m.Status(spec.ID)
+		if !sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), st.NetNS) || !sameFile(fmt.Sprintf("/proc/%d/ns/mnt", pid), st.MountNS) {
+			t.Errorf("the boot process %d is not in the host's network and mount namespaces", pid)
+		}
+		if sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), "/proc/self/ns/net") {
+			t.Errorf("the boot process runs in the machine's network namespace")
+		}
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if want := st.Cgroup; strings.Count(string(cg), want) < strings.Count(string(cg), "\n") {
+			t.Errorf("the boot process is not in %s in every hierarchy:\n%s", want, cg)
+		}
+		if _, err := os.Stat(filepath.Join(m.HostDir(spec.ID), "private", private, "inside")); err != nil {
+			t.Errorf("the file written to the private path is not in the host's directory: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(private, "inside")); err == nil {
+			t.Errorf("the file written to the private path shows on the machine")
+		}
+
+		// An exit boots the host again, and the old boot's processes are gone.
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a second boot", func() bool {
+			st, _ := m.Status(spec.ID)
+			return st.Boots == 2 && st.BootPID > 0 && st.BootPID != pid && strings.Count(readLog(m, spec.ID), "\nready-node-1") == 2
+		})
+		if pids := cgroupProcs(t, st.Cgroup); len(pids) != 1 {
+			t.Errorf("after a restart the host's cgroup holds %v, want only the new boot process", pids)
+		}
+		if !strings.Contains(readLog(m, spec.ID), "next boot in") {
+			t.Errorf("the boot log does not tell of the restart:\n%s", readLog(m, spec.ID))
+		}
+
+		// Stop ends every process and takes the namespaces down; the directory stays.
+		pid = running(t, m, spec.ID)
+		if err := m.Stop(ctx, spec.ID); err != nil {
+			t.Fatalf("stopping: %v", err)
+		}
+		st, _ = m.Status(spec.ID)
+		if st.Phase != hosts.PhaseStopped || st.BootPID != 0 || st.NetNS != "" {
+			t.Errorf("status after stop: %+v", st)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			if s, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(s), ") Z") {
+				t.Errorf("the boot process %d outlived stop", pid)
+			}
+		}
+		if _, err := os.Stat("/run/netns/" + tn.cfg.Bridge + "-" + spec.ID); err == nil {
+			t.Errorf("the network namespace outlived stop")
+		}
+		if _, err := os.Stat(filepath.Join(m.HostDir(spec.ID), "private", private, "inside")); err != nil {
+			t.Errorf("the host's directory did not survive stop: %v", err)
+		}
+
+		// Start boots it again, in fresh namespaces.
+		if err := m.Start(ctx, spec); err != nil {
+			t.Fatalf("starting again: %v", err)
+		}
+		running(t, m, spec.ID)
+		if err := m.Stop(ctx, spec.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		running(t, m, spec.ID)
+
+		// Remove takes the directory too.
+		if err := m.Remove(ctx, spec.ID); err != nil {
+			t.Fatalf("removing: %v", err)
+		}
+		if _, err := os.Stat(m.HostDir(spec.ID)); !os.IsNotExist(err) {
+			t.Errorf("the host's directory outlived remove: %v", err)
+		}
+		if _, ok := m.Status(spec.ID); ok {
+			t.Errorf("a removed host still has a status")
+		}
+		// A second host is running when the machine closes.
+		spec.ID, spec.Name, spec.Address = "i-000000000002", "node-2", tn.addr(3)
+		if err := m.Start(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		running(t, m, spec.ID)
+	}()
+	tn.checkClean(t, before, forward)
+}
+
+func cgroupProcs(t *testing.T, rel string) []int {
+	t.Helper()
+	var out []int
+	raw, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", rel, "cgroup.procs"))
+	if err != nil {
+		raw, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", rel, "cgroup.procs"))
+	}
+	if err != nil {
+		t.Fatalf("reading the host's cgroup: %v", err)
+	}
+	for _, f := range strings.Fields(string(raw)) {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out
+}

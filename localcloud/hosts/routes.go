@@ -1,0 +1,165 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// SetRoutes makes the route table exactly routes, like a VPC route table: each
+// destination is sent to its host's address on the machine and inside every host that
+// is up (but the target itself); hosts booted later get the table too. Every destination
+// must lie inside a guard CIDR, so a route can never send traffic meant for somewhere
+// else to a host; a destination given twice keeps its first route. Routes that already
+// exist are written again, which repairs any that were removed behind the cloud's back.
+func (m *Machine) SetRoutes(ctx context.Context, routes []Route) error {
+	var want []Route
+	seen := map[string]bool{}
+	for _, r := range routes {
+		r.Destination = r.Destination.Masked()
+		if !m.guarded(r) {
+			return fmt.Errorf("route %s via %s: the destination must lie inside a guard CIDR (%v) and the target inside %s", r.Destination, r.Via, m.cfg.Guards, m.cfg.Range)
+		}
+		if seen[r.Destination.String()] {
+			continue
+		}
+		seen[r.Destination.String()] = true
+		want = append(want, r)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("the host machine is closed")
+	}
+	m.routes = want
+	var errs []error
+	if err := m.syncMachineRoutes(ctx, want); err != nil {
+		errs = append(errs, err)
+	}
+	for _, rec := range m.j.Hosts {
+		if rec.Up == nil {
+			continue
+		}
+		if err := m.syncHostRoutes(ctx, rec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Routes returns the route table last set.
+func (m *Machine) Routes() []Route {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.routes)
+}
+
+// guarded reports whether a route may be programmed: its destination inside a guard,
+// its target a host address of the range.
+func (m *Machine) guarded(r Route) bool {
+	if !r.Destination.IsValid() || !r.Via.Is4() || !m.cfg.Range.Contains(r.Via) || r.Via == m.Gateway() {
+		return false
+	}
+	for _, g := range m.cfg.Guards {
+		if g.Bits() <= r.Destination.Bits() && g.Contains(r.Destination.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// stale returns the routes of have that want does not hold.
+func stale(have, want []Route) []Route {
+	var out []Route
+	for _, r := range have {
+		if !slices.Contains(want, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// union returns a's routes and those of b not in a.
+func union(a, b []Route) []Route {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// syncMachineRoutes programs the machine's table. The caller holds mu.
+func (m *Machine) syncMachineRoutes(ctx context.Context, want []Route) error {
+	n := m.j.Network
+	// Record what is about to exist before it does.
+	n.Routes = union(n.Routes, want)
+	if err := m.save(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range stale(n.Routes, want) {
+		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
+			errs = append(errs, fmt.Errorf("removing route %s: %w", r.Destination, err))
+		}
+	}
+	if len(want) > 0 {
+		var lines []string
+		for _, r := range want {
+			lines = append(lines, routeLine("replace", r, m.cfg.Bridge))
+		}
+		if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
+			errs = append(errs, fmt.Errorf("programming routes on the machine: %w", err))
+		}
+	}
+	if len(errs) == 0 {
+		n.Routes = want
+	}
+	return errors.Join(append(errs, m.save())...)
+}
+
+// syncHostRoutes programs one host's table. The caller holds mu.
+func (m *Machine) syncHostRoutes(ctx context.Context, rec *hostRecord) error {
+	up := rec.Up
+	self, err := addrOf(up.Address)
+	if err != nil {
+		return err
+	}
+	want := m.hostRoutes(self)
+	up.Routes = union(up.Routes, want)
+	if err := m.save(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range stale(up.Routes, want) {
+		if err := delRoute(ctx, up.NetNS, r.Destination.String()+" via "+r.Via.String()); err != nil {
+			errs = append(errs, fmt.Errorf("removing route %s in host %s: %w", r.Destination, rec.ID, err))
+		}
+	}
+	if len(want) > 0 {
+		var lines []string
+		for _, r := range want {
+			lines = append(lines, routeLine("replace", r, "eth0"))
+		}
+		if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-n", up.NetNS, "-batch", "-"); err != nil {
+			errs = append(errs, fmt.Errorf("programming routes in host %s: %w", rec.ID, err))
+		}
+	}
+	if len(errs) == 0 {
+		up.Routes = want
+	}
+	return errors.Join(append(errs, m.save())...)
+}
+
+// addrOf returns the address of a recorded "address/bits".
+func addrOf(prefix string) (netip.Addr, error) {
+	p, err := netip.ParsePrefix(prefix)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("recorded host address %q: %w", prefix, err)
+	}
+	return p.Addr(), nil
+}
