@@ -338,4 +338,3 @@ func bootEnv(spec *HostSpec, dir, cgroup string) []string {
 	}
 	return out
 }
-
