@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
-// waitFor polls cond until it holds, failing the test after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// inFlight is a condition for poll: n calls are in flight.
+func inFlight(c *Cloud, n int) func() error {
+	return func() error {
+		if got := c.InFlight(); got != n {
+			return fmt.Errorf("%d calls in flight, want %d", got, n)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
 	}
 }
 
@@ -222,7 +221,7 @@ func TestHangOneLoadBalancer(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- ensure(ctx, c, "slow") }()
-	waitFor(t, "the slow call to start", func() bool { return c.InFlight() == 1 })
+	poll.Eventually(t, "the slow call to start", inFlight(c, 1))
 
 	// Other load balancers are not held up by the hung one.
 	if err := ensure(context.Background(), c, "fast"); err != nil {
@@ -246,7 +245,7 @@ func TestHangOneLoadBalancer(t *testing.T) {
 
 	// Unhang releases a waiting call, which then goes on and succeeds.
 	go func() { done <- ensure(context.Background(), c, "slow") }()
-	waitFor(t, "the second slow call to start", func() bool { return c.InFlight() == 1 })
+	poll.Eventually(t, "the second slow call to start", inFlight(c, 1))
 	c.Unhang(OpEnsureLoadBalancer, "slow")
 	if err := <-done; err != nil {
 		t.Fatalf("released call: %v", err)
@@ -264,7 +263,7 @@ func TestHangEverySubjectAndClear(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		wg.Go(func() { errs <- ensure(context.Background(), c, name) })
 	}
-	waitFor(t, "three hung calls", func() bool { return c.InFlight() == 3 })
+	poll.Eventually(t, "three hung calls", inFlight(c, 3))
 	c.ClearFaults()
 	wg.Wait()
 	close(errs)

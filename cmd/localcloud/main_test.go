@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
@@ -32,25 +34,19 @@ func TestMain(m *testing.M) {
 // pollTimeout is how long the tests wait for the cloud; generous for loaded machines.
 const pollTimeout = 30 * time.Second
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // readAddress waits for the address file and returns a client for the cloud in it.
 func readAddress(t *testing.T, file, token string) *client.Client {
 	t.Helper()
 	var addr string
-	eventually(t, "the address file", func() bool {
+	poll.Eventually(t, "the address file", func() error {
 		raw, err := os.ReadFile(file)
-		addr = strings.TrimSpace(string(raw))
-		return err == nil && addr != ""
+		if err != nil {
+			return err
+		}
+		if addr = strings.TrimSpace(string(raw)); addr == "" {
+			return fmt.Errorf("%s is empty", file)
+		}
+		return nil
 	})
 	c, err := client.New("http://"+addr, token)
 	if err != nil {

@@ -18,15 +18,10 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-)
 
-// Generous bounds: a busy machine must not make these tests flake.
-const (
-	pollInterval = 50 * time.Millisecond
-	pollTimeout  = 30 * time.Second
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 var testNodes = []Node{
@@ -125,22 +120,10 @@ func startAgent(t *testing.T, client kubernetes.Interface) *Agent {
 	})
 	select {
 	case <-a.Ready():
-	case <-time.After(pollTimeout):
+	case <-time.After(poll.Timeout):
 		t.Fatal("agent not ready")
 	}
 	return a
-}
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
-	}
 }
 
 var httpClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -198,7 +181,7 @@ func TestServesLoadBalancerNodePorts(t *testing.T) {
 	}
 
 	for _, n := range testNodes {
-		eventually(t, "HTTP on "+n.Name, func() error {
+		poll.Eventually(t, "HTTP on "+n.Name, func() error {
 			code, body, err := get(at(n, tcp), "/anything")
 			if err != nil {
 				return err
@@ -236,11 +219,11 @@ func TestServesLoadBalancerNodePorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range testNodes {
-		eventually(t, "node ports closed on "+n.Name, func() error {
+		poll.Eventually(t, "node ports closed on "+n.Name, func() error {
 			return errors.Join(refused(at(n, tcp)), refused(at(n, health)))
 		})
 	}
-	eventually(t, "nothing listed", func() error {
+	poll.Eventually(t, "nothing listed", func() error {
 		if l := a.Listening(); len(l) > 0 {
 			return errors.New(strings.Join(l, "; "))
 		}
@@ -283,21 +266,21 @@ func TestFollowsNodePortChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := testNodes[0]
-	eventually(t, "first node port", func() error { _, _, err := get(at(n, ports[0]), "/"); return err })
+	poll.Eventually(t, "first node port", func() error { _, _, err := get(at(n, ports[0]), "/"); return err })
 
 	svc.Spec.Ports[0].NodePort = ports[1]
 	svc.Spec.Ports[0].Name = "web"
 	if _, err := client.CoreV1().Services("default").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "second node port", func() error {
+	poll.Eventually(t, "second node port", func() error {
 		_, body, err := get(at(n, ports[1]), "/")
 		if err == nil && !strings.Contains(body, "port web (80)") {
 			return errors.New("answer " + strconv.Quote(body) + " does not name the renamed port")
 		}
 		return err
 	})
-	eventually(t, "first node port closed", func() error { return refused(at(n, ports[0])) })
+	poll.Eventually(t, "first node port closed", func() error { return refused(at(n, ports[0])) })
 }
 
 // TestRetriesPortInUse checks a node port someone else holds is served once it is free.
@@ -315,9 +298,9 @@ func TestRetriesPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The other node's port opens although this one cannot.
-	eventually(t, "node-a served", func() error { _, _, err := get(at(testNodes[0], port), "/"); return err })
+	poll.Eventually(t, "node-a served", func() error { _, _, err := get(at(testNodes[0], port), "/"); return err })
 	squatter.Close()
-	eventually(t, "node-b served after the port was freed", func() error {
+	poll.Eventually(t, "node-b served after the port was freed", func() error {
 		_, body, err := get(at(n, port), "/")
 		if err == nil && !strings.HasPrefix(body, "hello from node-b ") {
 			return errors.New("unexpected answer " + strconv.Quote(body))
@@ -337,14 +320,14 @@ func TestRunClosesListenersOnStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	eventually(t, "existing Service served", func() error { _, _, err := get(at(testNodes[0], port), "/"); return err })
+	poll.Eventually(t, "existing Service served", func() error { _, _, err := get(at(testNodes[0], port), "/"); return err })
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("Run() = %v", err)
 		}
-	case <-time.After(pollTimeout):
+	case <-time.After(poll.Timeout):
 		t.Fatal("Run() did not return after its context ended")
 	}
 	for _, n := range testNodes {
