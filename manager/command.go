@@ -50,7 +50,8 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(specs); err != nil {
+			cfg, err := o.Complete(specs)
+			if err != nil {
 				return err
 			}
 			log, err := NewLogger(cmd.ErrOrStderr(), o.LoggingFormat, o.Verbosity)
@@ -65,7 +66,7 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 			_ = klogFlags.Set("v", strconv.Itoa(o.Verbosity))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return Run(logr.NewContext(ctx, log), o, registry, specs)
+			return Run(logr.NewContext(ctx, log), cfg, registry)
 		},
 	}
 	o.AddFlags(cmd.Flags())
@@ -82,19 +83,26 @@ func Execute(cmd *cobra.Command) int {
 	return 0
 }
 
-// Run runs the manager with options o, which Validate has accepted, until ctx is done.
-// It returns nil after a graceful stop: controllers stopped, work drained, leases
-// released. The logger is taken from ctx.
-func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []ControllerSpec) error {
+// Run runs the manager with cfg, from Options.Complete, until ctx is done. It returns
+// nil after a graceful stop: controllers stopped, work drained, leases released. The
+// logger is taken from ctx.
+func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) error {
+	if cfg.completedConfig == nil {
+		return errors.New("manager.Run: the configuration was not completed: build it with Options.Complete")
+	}
+	if registry == nil {
+		return errors.New("manager.Run: no provider registry")
+	}
 	log := logr.FromContextOrDiscard(ctx)
+	o := &cfg.options
 	restConfig, err := apiserverConfig(o)
 	if err != nil {
 		return err
 	}
 
 	var cloudConfig io.Reader
-	if o.CloudConfig != nil {
-		cloudConfig = bytes.NewReader(o.CloudConfig)
+	if cfg.cloudConfig != nil {
+		cloudConfig = bytes.NewReader(cfg.cloudConfig)
 	}
 	provider, err := registry.New(o.CloudProvider, cloudConfig)
 	if err != nil {
@@ -118,13 +126,13 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 	if err != nil {
 		return err
 	}
-	p := &plan{
+	p := &runPlan{
 		component:   Component,
 		restConfig:  restConfig,
 		provider:    provider,
-		specs:       specs,
-		owned:       o.ControllerPlan.Owned,
-		migrated:    o.ControllerPlan.Migrated,
+		specs:       cfg.specs,
+		owned:       cfg.controllerPlan.Owned,
+		migrated:    cfg.controllerPlan.Migrated,
 		leaderElect: o.LeaderElect,
 		mainLease: LeaseConfig{
 			Namespace:     o.LeaderElectResourceNamespace,
@@ -134,8 +142,8 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
-		controllers:        o.ControllerConfig(),
-		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst},
+		controllers:        cfg.controllers,
+		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,
 		useServiceAccounts: o.UseServiceAccountCredentials,
@@ -143,12 +151,12 @@ func Run(ctx context.Context, o *Options, registry *cloud.Registry, specs []Cont
 		registry:           reg,
 		server:             server,
 	}
-	if o.LeaderMigration != nil {
+	if cfg.leaderMigration != nil {
 		ml := p.mainLease
-		ml.Name = o.LeaderMigration.LeaderName
+		ml.Name = cfg.leaderMigration.LeaderName
 		p.migrationLease = &ml
 	}
-	for _, name := range o.ControllerPlan.Unowned {
+	for _, name := range cfg.controllerPlan.Unowned {
 		log.Info("Controller left to another component by the leader migration configuration", "controller", name)
 	}
 

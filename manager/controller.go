@@ -77,7 +77,7 @@ type ControllerContext struct {
 	// Recorder records Events as this controller.
 	Recorder record.EventRecorder
 	// Cloud is the provider behind the manager's instrumented call path: every call is
-	// counted, timed, rate limited and subject to Retry-After.
+	// counted, timed out, rate limited and held for the cloud's (capped) Retry-After.
 	Cloud cloud.Provider
 	// Inventory is the shared instance inventory, or nil when the provider has no
 	// batch listing.
@@ -110,7 +110,9 @@ type Inventory interface {
 }
 
 // ControllerConfig is the part of the manager's configuration the controllers read.
-// Durations are validated positive by the manager before any controller is built.
+// Durations are validated positive by the manager before any controller is built;
+// DefaultControllerConfig holds the defaults. The cloud call timeout, rate limit and
+// Retry-After cap are not here: the cloud call path applies them to every call.
 type ControllerConfig struct {
 	// ClusterName is --cluster-name.
 	ClusterName string
@@ -139,6 +141,4 @@ type ControllerConfig struct {
 	// NodeBatchWindow is --node-batch-window: node changes within it share one
 	// backend update per load balancer.
 	NodeBatchWindow time.Duration
-	// CloudCallTimeout is --cloud-call-timeout, the limit on one cloud call.
-	CloudCallTimeout time.Duration
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"slices"
 	"fmt"
 	"math"
 	"net"
@@ -31,8 +32,8 @@ const (
 // meanings and defaults are upstream's; settings nephele adds or whose defaults it
 // changes say so in their help text.
 //
-// Validate checks the settings, reads the files they name and fills in the fields
-// under "Results of Validate"; the manager reads those, never the files again.
+// Complete checks the settings, reads the files they name and returns the resolved
+// configuration, the only value Run accepts; the manager never reads the files again.
 type Options struct {
 	// CloudProvider is --cloud-provider, the provider's registered name.
 	CloudProvider string
@@ -99,6 +100,8 @@ type Options struct {
 	CloudQPS float64
 	// CloudBurst is --cloud-burst, used when CloudQPS > 0.
 	CloudBurst int
+	// CloudMaxRetryAfter is --cloud-max-retry-after, the longest Retry-After honoured.
+	CloudMaxRetryAfter time.Duration
 
 	// LeaderElect is --leader-elect.
 	LeaderElect bool
@@ -145,47 +148,34 @@ type Options struct {
 	LoggingFormat string
 	// Verbosity is -v/--v.
 	Verbosity int
-
-	// Results of Validate.
-
-	// CloudConfig is the content of CloudConfigFile, nil when none was given. The
-	// provider factory reads it; the file is read exactly once.
-	CloudConfig []byte
-	// EnabledControllers are the canonical names of the controllers --controllers
-	// enables, in registration order.
-	EnabledControllers []string
-	// LeaderMigration is the leader migration configuration, nil unless leader
-	// migration is enabled.
-	LeaderMigration *migration.Config
-	// ControllerPlan says which enabled controllers run under the main lease (Owned),
-	// under the migration lease (Migrated) and not at all (Unowned). Without leader
-	// migration every enabled controller is Owned.
-	ControllerPlan migration.Plan
 }
 
-// NewOptions returns Options holding the defaults.
+// NewOptions returns Options holding the defaults. The controllers' defaults come
+// from DefaultControllerConfig, the one place they are defined.
 func NewOptions() *Options {
+	d := DefaultControllerConfig()
 	return &Options{
 		KubeAPIQPS:                    -1,
 		KubeAPIBurst:                  30,
 		KubeAPIContentType:            contentTypeProtobuf,
 		MinResyncPeriod:               12 * time.Hour,
 		Controllers:                   []string{"*"},
-		ClusterName:                   "kubernetes",
-		ConfigureCloudRoutes:          true,
-		NodeMonitorPeriod:             5 * time.Second,
-		NodeStatusUpdateFrequency:     5 * time.Minute,
-		RouteReconciliationPeriod:     5 * time.Minute,
-		ConcurrentServiceSyncs:        10,
-		ConcurrentNodeSyncs:           1,
-		ConcurrentRouteSyncs:          10,
-		NodeDeletionGracePeriod:       40 * time.Second,
-		NodeDeletionSafeModeThreshold: 0.1,
-		NodeBatchWindow:               time.Second,
+		ClusterName:                   d.ClusterName,
+		ConfigureCloudRoutes:          d.ConfigureCloudRoutes,
+		NodeMonitorPeriod:             d.NodeMonitorPeriod,
+		NodeStatusUpdateFrequency:     d.NodeStatusUpdateFrequency,
+		RouteReconciliationPeriod:     d.RouteReconciliationPeriod,
+		ConcurrentServiceSyncs:        d.ConcurrentServiceSyncs,
+		ConcurrentNodeSyncs:           d.ConcurrentNodeSyncs,
+		ConcurrentRouteSyncs:          d.ConcurrentRouteSyncs,
+		NodeDeletionGracePeriod:       d.NodeDeletionGracePeriod,
+		NodeDeletionSafeModeThreshold: d.NodeDeletionSafeModeThreshold,
+		NodeBatchWindow:               d.NodeBatchWindow,
 		HealthzStallTimeout:           2 * time.Minute,
 		CloudCallTimeout:              30 * time.Second,
 		CloudQPS:                      20,
 		CloudBurst:                    40,
+		CloudMaxRetryAfter:            DefaultCloudMaxRetryAfter,
 		LeaderElect:                   true,
 		LeaderElectLeaseDuration:      15 * time.Second,
 		LeaderElectRenewDeadline:      10 * time.Second,
@@ -216,6 +206,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst,
 		"Calls to the cloud allowed in a burst above --cloud-qps; used only when --cloud-qps is above 0. "+
 			"(nephele: not an upstream flag.)")
+	fs.DurationVar(&o.CloudMaxRetryAfter, "cloud-max-retry-after", o.CloudMaxRetryAfter,
+		"The longest Retry-After from the cloud that is honoured: a throttled answer holds every controller's cloud calls "+
+			"and retries for what the cloud asks, at most this long, so one absurd answer cannot stop the controllers for "+
+			"hours. (nephele: not an upstream flag.)")
 
 	// Apiserver connection.
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
@@ -349,9 +343,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// ControllerConfig returns the settings controllers read. It is meaningful once
-// Validate has succeeded.
-func (o *Options) ControllerConfig() ControllerConfig {
+// controllerConfig returns the settings controllers read, from options Complete has
+// checked.
+func (o *Options) controllerConfig() ControllerConfig {
 	cidrs, _ := parseClusterCIDRs(o.ClusterCIDR)
 	return ControllerConfig{
 		ClusterName:                   o.ClusterName,
@@ -367,18 +361,19 @@ func (o *Options) ControllerConfig() ControllerConfig {
 		NodeDeletionSafeModeThreshold: o.NodeDeletionSafeModeThreshold,
 		LoadBalancerClass:             o.LoadBalancerClass,
 		NodeBatchWindow:               o.NodeBatchWindow,
-		CloudCallTimeout:              o.CloudCallTimeout,
 	}
 }
 
-// Validate checks every option against specs, the controllers the binary carries,
-// reads --cloud-config and --leader-migration-config, and fills in the results:
-// CloudConfig, EnabledControllers, LeaderMigration and ControllerPlan.
+// Complete checks every option against specs, the controllers the binary carries,
+// reads --cloud-config and --leader-migration-config, and returns the resolved
+// configuration Run accepts. o is not changed; the result holds its own copy.
 //
 // It reports at most one problem per flag, each on its own self-contained line of the
 // form "invalid value for --flag: <value>: <what is allowed>", joined with errors.Join.
-func (o *Options) Validate(specs []ControllerSpec) error {
-	o.CloudConfig, o.EnabledControllers, o.LeaderMigration, o.ControllerPlan = nil, nil, nil, migration.Plan{}
+func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
+	r := &completedConfig{options: *o, specs: slices.Clone(specs)}
+	r.options.Controllers = slices.Clone(o.Controllers)
+	r.options.AuthorizationAlwaysAllowPaths = slices.Clone(o.AuthorizationAlwaysAllowPaths)
 	v := &validator{bad: make(map[string]bool)}
 
 	if err := checkSpecs(specs); err != nil {
@@ -394,7 +389,7 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 		if err != nil {
 			v.add("cloud-config", "%s", err)
 		} else {
-			o.CloudConfig = data
+			r.cloudConfig = data
 		}
 	}
 	v.positive("cloud-call-timeout", o.CloudCallTimeout)
@@ -404,6 +399,7 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 	if o.CloudQPS > 0 && o.CloudBurst < 1 {
 		v.add("cloud-burst", "%d: must be at least 1 when --cloud-qps is above 0", o.CloudBurst)
 	}
+	v.positive("cloud-max-retry-after", o.CloudMaxRetryAfter)
 
 	// Apiserver connection.
 	v.readable("kubeconfig", o.Kubeconfig)
@@ -428,8 +424,8 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 	if err != nil {
 		v.add("controllers", "%s", err)
 	} else {
-		o.EnabledControllers = enabled
-		o.ControllerPlan = migration.Plan{Owned: enabled}
+		r.enabledControllers = enabled
+		r.controllerPlan = migration.Plan{Owned: enabled}
 	}
 	if o.ControllerStartInterval < 0 {
 		v.add("controller-start-interval", "%q: must be 0 or a positive duration", o.ControllerStartInterval.String())
@@ -460,7 +456,7 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 
 	// Leader election.
 	o.validateLeaderElection(v)
-	o.validateLeaderMigration(v, specs)
+	o.validateLeaderMigration(v, specs, r)
 
 	// Serving.
 	if o.SecurePort < 0 || o.SecurePort > 65535 {
@@ -498,10 +494,10 @@ func (o *Options) Validate(specs []ControllerSpec) error {
 	}
 
 	if len(v.errs) > 0 {
-		o.CloudConfig, o.EnabledControllers, o.LeaderMigration, o.ControllerPlan = nil, nil, nil, migration.Plan{}
-		return errors.Join(v.errs...)
+		return CompletedConfig{}, errors.Join(v.errs...)
 	}
-	return nil
+	r.controllers = o.controllerConfig()
+	return CompletedConfig{r}, nil
 }
 
 // validateLeaderElection checks the main lease's settings. The timing rules are the
@@ -533,10 +529,10 @@ func (o *Options) validateLeaderElection(v *validator) {
 	}
 }
 
-// validateLeaderMigration loads the migration config and plans which enabled
-// controller runs under which lease. It needs EnabledControllers, so it runs after
+// validateLeaderMigration loads the migration config and plans, into r, which enabled
+// controller runs under which lease. It needs r's enabled controllers, so it runs after
 // --controllers is checked.
-func (o *Options) validateLeaderMigration(v *validator, specs []ControllerSpec) {
+func (o *Options) validateLeaderMigration(v *validator, specs []ControllerSpec, r *completedConfig) {
 	const flag = "leader-migration-config"
 	if o.LeaderMigrationConfigFile != "" && !o.EnableLeaderMigration {
 		v.add(flag, "%q: requires --enable-leader-migration", o.LeaderMigrationConfigFile)
@@ -570,10 +566,10 @@ func (o *Options) validateLeaderMigration(v *validator, specs []ControllerSpec) 
 		}
 		return
 	}
-	if o.EnabledControllers == nil {
+	if r.enabledControllers == nil {
 		return // --controllers is wrong and already reported
 	}
-	plan, err := cfg.Classify(leaderMigrationComponent, o.EnabledControllers, func(name string) (string, bool) {
+	plan, err := cfg.Classify(leaderMigrationComponent, r.enabledControllers, func(name string) (string, bool) {
 		return CanonicalName(specs, name)
 	})
 	if err != nil {
@@ -584,8 +580,8 @@ func (o *Options) validateLeaderMigration(v *validator, specs []ControllerSpec) 
 		v.add(flag, "%s: %s", source, msg)
 		return
 	}
-	o.LeaderMigration = cfg
-	o.ControllerPlan = plan
+	r.leaderMigration = cfg
+	r.controllerPlan = plan
 }
 
 // validator collects the first problem per flag.

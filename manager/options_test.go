@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager/migration"
 )
 
@@ -66,22 +67,46 @@ func validOptions() *Options {
 
 func TestDefaultsAreValid(t *testing.T) {
 	o := validOptions()
-	if err := o.Validate(testSpecs()); err != nil {
-		t.Fatalf("Validate(defaults): %v", err)
+	cfg, err := o.Complete(testSpecs())
+	if err != nil {
+		t.Fatalf("Complete(defaults): %v", err)
 	}
 	all := []string{CloudNodeController, CloudNodeLifecycleController, ServiceLBController, NodeRouteController}
-	if !reflect.DeepEqual(o.EnabledControllers, all) {
-		t.Errorf("EnabledControllers = %q, want %q", o.EnabledControllers, all)
+	if !reflect.DeepEqual(cfg.EnabledControllers(), all) {
+		t.Errorf("EnabledControllers = %q, want %q", cfg.EnabledControllers(), all)
 	}
-	if !reflect.DeepEqual(o.ControllerPlan, migration.Plan{Owned: all}) {
-		t.Errorf("ControllerPlan = %+v, want all owned", o.ControllerPlan)
+	if !reflect.DeepEqual(cfg.ControllerPlan(), migration.Plan{Owned: all}) {
+		t.Errorf("ControllerPlan = %+v, want all owned", cfg.ControllerPlan())
 	}
-	if o.LeaderMigration != nil || o.CloudConfig != nil {
-		t.Errorf("LeaderMigration = %+v, CloudConfig = %q; want nil without the flags", o.LeaderMigration, o.CloudConfig)
+	if cfg.LeaderMigration() != nil || cfg.CloudConfig() != nil {
+		t.Errorf("LeaderMigration = %+v, CloudConfig = %q; want nil without the flags", cfg.LeaderMigration(), cfg.CloudConfig())
+	}
+	// The flags' defaults are the controllers' defaults: one definition for both.
+	if got, want := cfg.Controllers(), DefaultControllerConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("controller settings from default flags = %+v, want DefaultControllerConfig() %+v", got, want)
 	}
 }
 
-func TestValidateErrors(t *testing.T) {
+func TestRunRefusesAnIncompleteConfig(t *testing.T) {
+	err := Run(t.Context(), CompletedConfig{}, cloud.NewRegistry())
+	if err == nil || !strings.Contains(err.Error(), "Options.Complete") {
+		t.Errorf("Run(zero CompletedConfig) = %v, want an error naming Options.Complete", err)
+	}
+}
+
+func TestCompleteCopiesOptions(t *testing.T) {
+	o := validOptions()
+	cfg, err := o.Complete(testSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ClusterName, o.Controllers[0] = "changed", "-route"
+	if got := cfg.Options(); got.ClusterName != "kubernetes" || got.Controllers[0] != "*" {
+		t.Errorf("changing Options after Complete changed the completed config: %+v", got)
+	}
+}
+
+func TestCompleteErrors(t *testing.T) {
 	f := newTestFiles(t)
 	missing := filepath.Join(f.dir, "missing")
 	badMigration := writeFile(t, f.dir, "bad-migration.yaml", "apiVersion: controllermanager.config.k8s.io/v1\nkind: LeaderMigrationConfiguration\n")
@@ -113,6 +138,8 @@ controllerLeaders: []
 			"invalid value for --cloud-config: read " + f.dir + ": is a directory"},
 		{"cloud-call-timeout zero", func(o *Options) { o.CloudCallTimeout = 0 },
 			`invalid value for --cloud-call-timeout: "0s": must be a positive duration`},
+		{"cloud-max-retry-after zero", func(o *Options) { o.CloudMaxRetryAfter = 0 },
+			`invalid value for --cloud-max-retry-after: "0s": must be a positive duration`},
 		{"cloud-qps negative", func(o *Options) { o.CloudQPS = -1 },
 			"invalid value for --cloud-qps: -1: must be 0 (no limit) or a positive number"},
 		{"cloud-qps NaN", func(o *Options) { o.CloudQPS = math.NaN() },
@@ -255,38 +282,38 @@ controllerLeaders: []
 		t.Run(tt.name, func(t *testing.T) {
 			o := validOptions()
 			tt.set(o)
-			err := o.Validate(testSpecs())
+			cfg, err := o.Complete(testSpecs())
 			if err == nil {
-				t.Fatalf("Validate succeeded, want %q", tt.want)
+				t.Fatalf("Complete succeeded, want %q", tt.want)
 			}
 			lines := strings.Split(err.Error(), "\n")
 			if len(lines) != 1 {
-				t.Fatalf("Validate gave %d lines, want 1:\n%s", len(lines), err)
+				t.Fatalf("Complete gave %d lines, want 1:\n%s", len(lines), err)
 			}
 			if prefix, ok := strings.CutSuffix(tt.want, "..."); ok {
 				if !strings.HasPrefix(lines[0], prefix) {
-					t.Errorf("Validate =\n  %s\nwant a line starting\n  %s", lines[0], prefix)
+					t.Errorf("Complete =\n  %s\nwant a line starting\n  %s", lines[0], prefix)
 				}
 			} else if lines[0] != tt.want {
-				t.Errorf("Validate =\n  %s\nwant\n  %s", lines[0], tt.want)
+				t.Errorf("Complete =\n  %s\nwant\n  %s", lines[0], tt.want)
 			}
-			if o.EnabledControllers != nil || o.LeaderMigration != nil || o.CloudConfig != nil {
-				t.Errorf("results set despite the error: %q %+v %q", o.EnabledControllers, o.LeaderMigration, o.CloudConfig)
+			if cfg.completedConfig != nil {
+				t.Errorf("a configuration was returned despite the error: %+v", cfg.completedConfig)
 			}
 		})
 	}
 }
 
-func TestValidateOneLinePerFlag(t *testing.T) {
+func TestCompleteOneLinePerFlag(t *testing.T) {
 	o := validOptions()
 	o.CloudProvider = ""
 	o.NodeMonitorPeriod = -time.Second
 	o.SecurePort = 70000
 	// Two problems with one flag: only the first is reported.
 	o.LeaderElectRenewDeadline = -time.Second
-	err := o.Validate(testSpecs())
+	_, err := o.Complete(testSpecs())
 	if err == nil {
-		t.Fatal("Validate succeeded")
+		t.Fatal("Complete succeeded")
 	}
 	want := []string{
 		`invalid value for --cloud-provider: "": required: the name of the cloud provider`,
@@ -295,19 +322,19 @@ func TestValidateOneLinePerFlag(t *testing.T) {
 		"invalid value for --secure-port: 70000: must be 0 (disabled) or between 1 and 65535",
 	}
 	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
-		t.Errorf("Validate =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("Complete =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
-func TestValidateBadSpecs(t *testing.T) {
+func TestCompleteBadSpecs(t *testing.T) {
 	o := validOptions()
-	err := o.Validate(testSpecs(ControllerSpec{Name: "x", Aliases: []string{"route"}}))
+	_, err := o.Complete(testSpecs(ControllerSpec{Name: "x", Aliases: []string{"route"}}))
 	if err == nil || !strings.Contains(err.Error(), `controller registration: controller "x": name or alias "route" is already used`) {
-		t.Errorf("Validate = %v, want a controller registration error", err)
+		t.Errorf("Complete = %v, want a controller registration error", err)
 	}
 }
 
-func TestValidateResults(t *testing.T) {
+func TestCompleteResults(t *testing.T) {
 	f := newTestFiles(t)
 	specs := testSpecs(optIn)
 
@@ -317,75 +344,79 @@ func TestValidateResults(t *testing.T) {
 		o.Kubeconfig = f.kubeconfig
 		o.TLSCertFile, o.TLSPrivateKeyFile = f.cert, f.key
 		o.Controllers = []string{"*", "-service", "opt-in"}
-		if err := o.Validate(specs); err != nil {
-			t.Fatalf("Validate: %v", err)
+		cfg, err := o.Complete(specs)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
-		if string(o.CloudConfig) != "[Global]\nzone = a\n" {
-			t.Errorf("CloudConfig = %q", o.CloudConfig)
+		if string(cfg.CloudConfig()) != "[Global]\nzone = a\n" {
+			t.Errorf("CloudConfig = %q", cfg.CloudConfig())
 		}
 		want := []string{CloudNodeController, CloudNodeLifecycleController, NodeRouteController, "opt-in-controller"}
-		if !reflect.DeepEqual(o.EnabledControllers, want) {
-			t.Errorf("EnabledControllers = %q, want %q", o.EnabledControllers, want)
+		if !reflect.DeepEqual(cfg.EnabledControllers(), want) {
+			t.Errorf("EnabledControllers = %q, want %q", cfg.EnabledControllers(), want)
 		}
 	})
 
 	t.Run("no client-side apiserver limit ignores the burst", func(t *testing.T) {
 		o := validOptions()
 		o.KubeAPIQPS, o.KubeAPIBurst = -1, 0
-		if err := o.Validate(specs); err != nil {
-			t.Fatalf("Validate: %v", err)
+		if _, err := o.Complete(specs); err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
 	})
 
 	t.Run("default migration config", func(t *testing.T) {
 		o := validOptions()
 		o.EnableLeaderMigration = true
-		if err := o.Validate(specs); err != nil {
-			t.Fatalf("Validate: %v", err)
+		cfg, err := o.Complete(specs)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
-		if !reflect.DeepEqual(o.LeaderMigration, migration.Default()) {
-			t.Errorf("LeaderMigration = %+v, want upstream's default", o.LeaderMigration)
+		if !reflect.DeepEqual(cfg.LeaderMigration(), migration.Default()) {
+			t.Errorf("LeaderMigration = %+v, want upstream's default", cfg.LeaderMigration())
 		}
 		want := migration.Plan{
 			Owned:    []string{CloudNodeController},
 			Migrated: []string{CloudNodeLifecycleController, ServiceLBController, NodeRouteController},
 		}
-		if !reflect.DeepEqual(o.ControllerPlan, want) {
-			t.Errorf("ControllerPlan = %+v, want %+v", o.ControllerPlan, want)
+		if !reflect.DeepEqual(cfg.ControllerPlan(), want) {
+			t.Errorf("ControllerPlan = %+v, want %+v", cfg.ControllerPlan(), want)
 		}
 	})
 
 	t.Run("migration config file", func(t *testing.T) {
 		o := validOptions()
 		o.EnableLeaderMigration, o.LeaderMigrationConfigFile = true, f.migration
-		if err := o.Validate(specs); err != nil {
-			t.Fatalf("Validate: %v", err)
+		cfg, err := o.Complete(specs)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
-		if o.LeaderMigration == nil || o.LeaderMigration.LeaderName != "cloud-provider-extraction-migration" {
-			t.Fatalf("LeaderMigration = %+v", o.LeaderMigration)
+		if cfg.LeaderMigration() == nil || cfg.LeaderMigration().LeaderName != "cloud-provider-extraction-migration" {
+			t.Fatalf("LeaderMigration = %+v", cfg.LeaderMigration())
 		}
 		want := migration.Plan{
 			Owned:    []string{CloudNodeController},
 			Migrated: []string{CloudNodeLifecycleController, ServiceLBController},
 			Unowned:  []string{NodeRouteController},
 		}
-		if !reflect.DeepEqual(o.ControllerPlan, want) {
-			t.Errorf("ControllerPlan = %+v, want %+v", o.ControllerPlan, want)
+		if !reflect.DeepEqual(cfg.ControllerPlan(), want) {
+			t.Errorf("ControllerPlan = %+v, want %+v", cfg.ControllerPlan(), want)
 		}
 	})
 
-	t.Run("results are reset by a later failure", func(t *testing.T) {
+	t.Run("a later failure leaves an earlier result alone", func(t *testing.T) {
 		o := validOptions()
 		o.CloudConfigFile = f.cloudConf
-		if err := o.Validate(specs); err != nil {
-			t.Fatalf("Validate: %v", err)
+		cfg, err := o.Complete(specs)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
 		}
 		o.SecurePort = -1
-		if err := o.Validate(specs); err == nil {
-			t.Fatal("Validate succeeded with a bad port")
+		if bad, err := o.Complete(specs); err == nil || bad.completedConfig != nil {
+			t.Fatalf("Complete with a bad port = %+v, %v; want no configuration and an error", bad, err)
 		}
-		if o.CloudConfig != nil || o.EnabledControllers != nil {
-			t.Errorf("results kept after a failed Validate: %q %q", o.CloudConfig, o.EnabledControllers)
+		if cfg.CloudConfig() == nil || cfg.Options().SecurePort == -1 {
+			t.Errorf("the earlier configuration changed after a failed Complete: %q port %d", cfg.CloudConfig(), cfg.Options().SecurePort)
 		}
 	})
 }
@@ -416,8 +447,9 @@ func TestAddFlagsParse(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if err := o.Validate(testSpecs()); err != nil {
-		t.Fatalf("Validate: %v", err)
+	cfg, err := o.Complete(testSpecs())
+	if err != nil {
+		t.Fatalf("Complete: %v", err)
 	}
 	if o.CloudProvider != "local" || o.Kubeconfig != f.kubeconfig || o.Verbosity != 4 || o.LoggingFormat != "json" ||
 		o.SecurePort != 0 || !o.AllocateNodeCIDRs || o.LeaderElectResourceName != "my-ccm" {
@@ -427,11 +459,11 @@ func TestAddFlagsParse(t *testing.T) {
 		t.Errorf("AuthorizationAlwaysAllowPaths = %q", o.AuthorizationAlwaysAllowPaths)
 	}
 	wantEnabled := []string{CloudNodeController, CloudNodeLifecycleController, ServiceLBController}
-	if !reflect.DeepEqual(o.EnabledControllers, wantEnabled) {
-		t.Errorf("EnabledControllers = %q, want %q", o.EnabledControllers, wantEnabled)
+	if !reflect.DeepEqual(cfg.EnabledControllers(), wantEnabled) {
+		t.Errorf("EnabledControllers = %q, want %q", cfg.EnabledControllers(), wantEnabled)
 	}
 
-	cc := o.ControllerConfig()
+	cc := cfg.Controllers()
 	want := ControllerConfig{
 		ClusterName:                   "kubernetes",
 		ClusterCIDRs:                  []string{"10.244.0.0/16", "fd00:10:244::/56"},
@@ -446,7 +478,6 @@ func TestAddFlagsParse(t *testing.T) {
 		NodeDeletionSafeModeThreshold: 0.5,
 		LoadBalancerClass:             "example.com/lb",
 		NodeBatchWindow:               time.Second,
-		CloudCallTimeout:              30 * time.Second,
 	}
 	if !reflect.DeepEqual(cc, want) {
 		t.Errorf("ControllerConfig =\n%+v\nwant\n%+v", cc, want)

@@ -11,6 +11,9 @@ import (
 // report how much work is waiting with SetPending. A controller with waiting work that
 // has finished nothing for the stall timeout is reported unhealthy, as is a controller
 // whose Run has returned.
+//
+// A nil *Progress is valid and reports nothing, so a controller built outside a manager
+// (in a test, say) needs no health tracking of its own.
 type Progress struct {
 	name  string
 	stall time.Duration
@@ -32,6 +35,9 @@ func NewProgress(name string, stall time.Duration) *Progress {
 
 // Progressed records that the controller finished a unit of work.
 func (p *Progress) Progressed() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.last = p.now()
 	p.mu.Unlock()
@@ -40,6 +46,9 @@ func (p *Progress) Progressed() {
 // SetPending sets the function that reports how many units of work are waiting,
 // typically a work queue's Len.
 func (p *Progress) SetPending(f func() int) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.pending = f
 	p.mu.Unlock()
@@ -47,6 +56,9 @@ func (p *Progress) SetPending(f func() int) {
 
 // Started marks the controller running; the manager calls it.
 func (p *Progress) Started() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.started, p.last = true, p.now()
 	p.mu.Unlock()
@@ -54,6 +66,9 @@ func (p *Progress) Started() {
 
 // Stopped marks the controller's Run as returned with err; the manager calls it.
 func (p *Progress) Stopped(err error) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.stopped, p.stopErr = true, err
 	p.mu.Unlock()
@@ -64,6 +79,9 @@ func (p *Progress) Name() string { return p.name }
 
 // Check returns nil when the controller is healthy and an error saying why not.
 func (p *Progress) Check() error {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {

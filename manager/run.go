@@ -28,8 +28,9 @@ import (
 	"github.com/nephele-dev/nephele/manager/serving"
 )
 
-// plan is everything Run needs, resolved and validated from Options.
-type plan struct {
+// runPlan is everything the runtime needs, built by Run from a CompletedConfig and
+// the objects Run makes (the provider, the server, the lease identity).
+type runPlan struct {
 	component  string
 	restConfig *rest.Config
 	provider   cloud.Provider
@@ -54,7 +55,7 @@ type plan struct {
 // runtime is one running manager: the shared clients, informers, events and cloud path
 // that every controller gets a view of.
 type runtime struct {
-	plan      *plan
+	plan      *runPlan
 	log       logr.Logger
 	client    kubernetes.Interface
 	informers informers.SharedInformerFactory
@@ -67,16 +68,17 @@ type runtime struct {
 	progress map[string]*Progress
 }
 
-func newRuntime(p *plan, log logr.Logger) (*runtime, error) {
+func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(p.restConfig), p.component+"/shared-informers"))
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
 	ic, err := instrumented.New(p.provider, instrumented.Options{
-		Timeout:    p.cloudCall.timeout,
-		QPS:        p.cloudCall.qps,
-		Burst:      p.cloudCall.burst,
-		Registerer: p.registry,
+		Timeout:       p.cloudCall.timeout,
+		QPS:           p.cloudCall.qps,
+		Burst:         p.cloudCall.burst,
+		MaxRetryAfter: p.cloudCall.maxRetryAfter,
+		Registerer:    p.registry,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up the cloud call path: %w", err)
@@ -323,9 +325,10 @@ func (r *runtime) inventoryOrNil() Inventory {
 
 // cloudCallConfig configures the instrumented cloud call path.
 type cloudCallConfig struct {
-	timeout time.Duration
-	qps     float64
-	burst   int
+	timeout       time.Duration
+	qps           float64
+	burst         int
+	maxRetryAfter time.Duration
 }
 
 // addReadyz publishes a readiness check when serving is on.

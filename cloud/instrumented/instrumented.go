@@ -125,16 +125,26 @@ func (c *Cloud) ThrottledUntil() time.Time {
 	return c.throttledUntil
 }
 
-// noteRetryAfter holds every controller's calls back for d (capped), keeping a later
-// deadline already recorded.
-func (c *Cloud) noteRetryAfter(d time.Duration) {
-	d = min(d, c.maxRetryAfter)
+// noteRetryAfter holds every controller's calls back for d, capped at MaxRetryAfter,
+// keeping a later deadline already recorded. It returns err as the caller must see it:
+// when d was over the cap, a *cloud.ThrottledError carrying the capped wait wraps err,
+// so that a controller scheduling its retry from cloud.RetryAfter waits no longer than
+// the calls do. This is the one place a Retry-After is capped.
+func (c *Cloud) noteRetryAfter(d time.Duration, err error) error {
+	if d > c.maxRetryAfter {
+		err = &cloud.ThrottledError{
+			RetryAfter: c.maxRetryAfter,
+			Err:        fmt.Errorf("the cloud's Retry-After of %s is capped at %s: %w", d, c.maxRetryAfter, err),
+		}
+		d = c.maxRetryAfter
+	}
 	until := time.Now().Add(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if until.After(c.throttledUntil) {
 		c.throttledUntil = until
 	}
+	return err
 }
 
 // waitRetryAfter waits until the cloud's Retry-After has passed. The deadline is read
@@ -228,7 +238,7 @@ func call[T any](ctx context.Context, p *provider, op, subject string, fn func(c
 	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
 	if err != nil {
 		if d, ok := cloud.RetryAfter(err); ok {
-			c.noteRetryAfter(d)
+			err = c.noteRetryAfter(d, err)
 		}
 		return v, wrap(op, subject, err)
 	}

@@ -322,15 +322,23 @@ func TestRetryAfterCapAndMaximum(t *testing.T) {
 	fake, c, _ := setup(t, fakecloud.Options{}, Options{MaxRetryAfter: 30 * time.Millisecond})
 	fake.ThrottleNext(fakecloud.OpListRoutes, 1, time.Hour)
 	routes, _ := c.For("node-route-controller").Routes()
-	_, _ = routes.ListRoutes(context.Background(), "c1")
+	_, err := routes.ListRoutes(context.Background(), "c1")
 	if until := c.ThrottledUntil(); until.After(time.Now().Add(30 * time.Millisecond)) {
 		t.Errorf("an hour's Retry-After was not capped at 30ms: deadline in %v", time.Until(until))
 	}
+	// The caller sees the capped wait too, so a controller's requeue cannot outwait the cap.
+	if d, ok := cloud.RetryAfter(err); !ok || d != 30*time.Millisecond || !cloud.IsThrottled(err) {
+		t.Errorf("ListRoutes error %v carries Retry-After %v (%v), want the capped 30ms", err, d, ok)
+	}
+	if !strings.Contains(fmt.Sprint(err), "1h0m0s is capped at 30ms") {
+		t.Errorf("ListRoutes error %q does not say the Retry-After was capped", err)
+	}
 
 	// A shorter Retry-After never brings a recorded deadline forward.
-	c.noteRetryAfter(time.Hour)
+	errThrottled := cloud.Throttled(time.Hour, nil)
+	_ = c.noteRetryAfter(time.Hour, errThrottled)
 	long := c.ThrottledUntil()
-	c.noteRetryAfter(time.Millisecond)
+	_ = c.noteRetryAfter(time.Millisecond, errThrottled)
 	if got := c.ThrottledUntil(); !got.Equal(long) {
 		t.Errorf("deadline moved from %v to %v on a shorter Retry-After", long, got)
 	}

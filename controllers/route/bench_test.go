@@ -44,7 +44,7 @@ func benchController(b *testing.B, n, missingEvery int) *Controller {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(c.queue.ShutDown)
+	b.Cleanup(c.worker.ShutDown)
 	indexer := factory.Core().V1().Nodes().Informer().GetIndexer()
 	for i := range n {
 		cidr := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
@@ -74,8 +74,8 @@ func BenchmarkDriftCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if c.queue.Len() != 0 {
-		b.Fatalf("queued %d nodes, want none", c.queue.Len())
+	if c.worker.Len() != 0 {
+		b.Fatalf("queued %d nodes, want none", c.worker.Len())
 	}
 }
 
@@ -89,8 +89,8 @@ func BenchmarkDriftCheckWithDrift(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if c.queue.Len() != 500 {
-		b.Fatalf("queued %d nodes, want 500", c.queue.Len())
+	if c.worker.Len() != 500 {
+		b.Fatalf("queued %d nodes, want 500", c.worker.Len())
 	}
 }
 
@@ -124,7 +124,7 @@ func BenchmarkSyncNodeInPlace(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := c.syncNode(b.Context(), "node-02500"); err != nil {
+		if _, err := c.syncNode(b.Context(), "node-02500"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -86,16 +86,14 @@ type Controller struct {
 	metrics      *metrics
 	clusterName  string
 	clusterCIDRs []netip.Prefix
-	workers      int
 	period       time.Duration
 	retryBase    time.Duration
 	errorRelist  time.Duration
 	now          func() time.Time
 
-	queue   workqueue.TypedRateLimitingInterface[string]
+	worker  *worker.Worker
 	table   *table
 	planner *planner
-	gate    retryGate
 	locks   cidrLocks
 }
 
@@ -120,6 +118,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaults := manager.DefaultControllerConfig()
 	c := &Controller{
 		client:       cfg.Client,
 		routes:       cfg.Routes,
@@ -129,21 +128,12 @@ func New(cfg Config) (*Controller, error) {
 		metrics:      m,
 		clusterName:  cfg.ClusterName,
 		clusterCIDRs: cidrs,
-		workers:      orDefault(cfg.ConcurrentRouteSyncs, DefaultConcurrentRouteSyncs),
-		period:       orDefault(cfg.ReconcilePeriod, DefaultReconcilePeriod),
-		retryBase:    orDefault(cfg.RetryBaseDelay, DefaultRetryBaseDelay),
-		errorRelist:  orDefault(cfg.ErrorRelistInterval, DefaultErrorRelistInterval),
+		period:       manager.OrDefault(cfg.ReconcilePeriod, defaults.RouteReconciliationPeriod),
+		retryBase:    manager.OrDefault(cfg.RetryBaseDelay, DefaultRetryBaseDelay),
+		errorRelist:  manager.OrDefault(cfg.ErrorRelistInterval, DefaultErrorRelistInterval),
 		now:          time.Now,
 	}
-	retryMax := max(orDefault(cfg.RetryMaxDelay, DefaultRetryMaxDelay), c.retryBase)
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.retryBase, retryMax),
-			// An overall bound keeps a cloud-wide failure from turning into a retry storm.
-			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 200)},
-		),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: manager.NodeRouteController},
-	)
+	retryMax := max(manager.OrDefault(cfg.RetryMaxDelay, DefaultRetryMaxDelay), c.retryBase)
 	c.table = newTable(cidrs, c.listRoutes, c.now, func(n int) { m.managed.Set(float64(n)) })
 
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
@@ -155,10 +145,25 @@ func New(cfg Config) (*Controller, error) {
 		DeleteFunc: c.onDelete,
 	})
 	if err != nil {
-		c.queue.ShutDown()
 		return nil, fmt.Errorf("route controller: registering node event handlers: %w", err)
 	}
-	c.nodesSynced = reg.HasSynced
+	c.worker, err = worker.New(worker.Config{
+		Name:    manager.NodeRouteController,
+		Sync:    c.syncNode,
+		Workers: manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs),
+		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.retryBase, retryMax),
+			// An overall bound keeps a cloud-wide failure from turning into a retry storm.
+			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 200)},
+		),
+		Synced: []cache.InformerSynced{reg.HasSynced},
+		Loops:  []worker.Loop{c.driftLoop},
+		Health: cfg.Health,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("route controller: %w", err)
+	}
 	return c, nil
 }
 
@@ -177,16 +182,9 @@ func parseClusterCIDRs(in []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 func (c *Controller) onAdd(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
-		c.queue.Add(node.Name)
+		c.worker.Add(node.Name)
 	}
 }
 
@@ -200,74 +198,29 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 	}
 	if oldNode.UID != newNode.UID || oldNode.Spec.PodCIDR != newNode.Spec.PodCIDR ||
 		!slices.Equal(oldNode.Spec.PodCIDRs, newNode.Spec.PodCIDRs) {
-		c.queue.Add(newNode.Name)
+		c.worker.Add(newNode.Name)
 	}
 }
 
 func (c *Controller) onDelete(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Node:
-		c.queue.Add(o.Name)
+		c.worker.Add(o.Name)
 	case cache.DeletedFinalStateUnknown:
 		if node, ok := o.Obj.(*corev1.Node); ok {
-			c.queue.Add(node.Name)
+			c.worker.Add(node.Name)
 		} else if _, name, err := cache.SplitMetaNamespaceKey(o.Key); err == nil && name != "" {
-			c.queue.Add(name)
+			c.worker.Add(name)
 		}
 	}
 }
 
 // Run runs the controller until ctx is done. It must be called once.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
 	log := c.log.WithValues("clusterCIDRs", c.clusterCIDRs)
-	log.Info("Starting route controller", "workers", c.workers, "reconcilePeriod", c.period)
+	log.Info("Starting route controller", "reconcilePeriod", c.period)
 	defer log.Info("Stopped route controller")
-	if c.health != nil {
-		c.health.SetPending(c.queue.Len)
-	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced) {
-		return nil // ctx ended before the cache synced: a clean stop
-	}
-
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.processNextItem(ctx) {
-			}
-		})
-	}
-	start := c.now()
-	wg.Go(func() { c.driftLoop(ctx, start) })
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.syncNode(ctx, key)
-	if c.health != nil {
-		c.health.Progressed()
-	}
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case ctx.Err() != nil:
-		// Stopping: the next leader picks the node up.
-	case isPermanent(err):
-		c.log.Error(err, "Not retrying node routes until the node changes", "node", key)
-		c.queue.Forget(key)
-	default:
-		c.log.Error(err, "Syncing node routes failed, will retry", "node", key)
-		c.queue.AddRateLimited(key)
-	}
-	return true
+	return c.worker.Run(ctx)
 }
 
 // isPermanent reports whether every error in err cannot go away by retrying: only
@@ -286,8 +239,8 @@ func isPermanent(err error) bool {
 
 // driftLoop checks every node against a fresh listing now and then every period,
 // retrying a failed check with backoff (bounded by the period).
-func (c *Controller) driftLoop(ctx context.Context, start time.Time) {
-	after, failures := start, 0
+func (c *Controller) driftLoop(ctx context.Context) {
+	after, failures := c.now(), 0
 	for {
 		next := c.period
 		if err := c.reconcileAll(ctx, after); err != nil {
@@ -326,7 +279,7 @@ func (c *Controller) reconcileAll(ctx context.Context, after time.Time) error {
 	}
 	keys := c.driftKeys(nodes)
 	for _, k := range keys {
-		c.queue.Add(k)
+		c.worker.Add(k)
 	}
 	c.metrics.drift.WithLabelValues("success").Inc()
 	c.log.V(2).Info("Route drift check done", "nodes", len(nodes), "queued", len(keys))
@@ -372,7 +325,17 @@ func (c *Controller) lookupNode(name string) *corev1.Node {
 
 // syncNode brings the routes of the node named key (or the orphan routes) in line with
 // the node, then sets its NetworkUnavailable condition.
-func (c *Controller) syncNode(ctx context.Context, key string) error {
+func (c *Controller) syncNode(ctx context.Context, key string) (worker.Result, error) {
+	err := c.syncRoutes(ctx, key)
+	if err != nil && isPermanent(err) {
+		// Only a change to the node (its next event) can help.
+		return worker.Result{}, worker.Terminal(err)
+	}
+	return worker.Result{}, err
+}
+
+// syncRoutes does syncNode's work and returns every error it met, joined.
+func (c *Controller) syncRoutes(ctx context.Context, key string) error {
 	if after, need := c.table.needsListing(c.errorRelist); need {
 		if err := c.table.refresh(ctx, after); err != nil {
 			return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)
@@ -484,10 +447,8 @@ func (c *Controller) deleteRoute(ctx context.Context, r cloud.Route) (done bool,
 		return true, nil
 	}
 	c.log.Info("Deleting route", "node", r.TargetNode, "cidr", r.DestinationCIDR, "name", r.Name, "blackhole", r.Blackhole)
-	err = c.cloudCall(ctx, opDelete, func(ctx context.Context) error {
-		return c.routes.DeleteRoute(ctx, c.clusterName, r)
-	})
-	if err != nil {
+	if err := c.routes.DeleteRoute(ctx, c.clusterName, r); err != nil {
+		c.changeFailed(ctx)
 		return false, err
 	}
 	c.table.deleted(r)
@@ -506,74 +467,24 @@ func (c *Controller) createRoute(ctx context.Context, cr create) error {
 		return nil
 	}
 	c.log.Info("Creating route", "node", cr.route.TargetNode, "cidr", cidr, "nameHint", cr.hint)
-	err = c.cloudCall(ctx, opCreate, func(ctx context.Context) error {
-		return c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route)
-	})
-	if err != nil {
+	if err := c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route); err != nil {
+		c.changeFailed(ctx)
 		return err
 	}
 	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr})
 	return nil
 }
 
-// cloudCall runs one cloud call: it waits out a Retry-After the cloud asked for, counts
-// the result, marks the route table for relisting after an error, and keeps the
-// Retry-After of a throttled answer for every later call.
-func (c *Controller) cloudCall(ctx context.Context, op string, call func(context.Context) error) error {
-	if err := c.gate.wait(ctx, c.now); err != nil {
-		return err
-	}
-	err := call(ctx)
-	c.metrics.observe(op, err)
-	if err == nil {
-		return nil
-	}
-	if d, ok := cloud.RetryAfter(err); ok {
-		c.gate.hold(c.now().Add(d))
-	}
-	if op != opList && ctx.Err() == nil {
+// changeFailed marks the route table for relisting after a create or delete failed
+// for a reason other than stopping: the cloud may have done it anyway. Waiting out a
+// throttled answer's Retry-After, counting and timing calls are the manager's cloud
+// call path's job, shared by every controller.
+func (c *Controller) changeFailed(ctx context.Context) {
+	if ctx.Err() == nil {
 		c.table.markDirty()
 	}
-	return err
 }
 
 func (c *Controller) listRoutes(ctx context.Context) ([]cloud.Route, error) {
-	var routes []cloud.Route
-	err := c.cloudCall(ctx, opList, func(ctx context.Context) error {
-		var err error
-		routes, err = c.routes.ListRoutes(ctx, c.clusterName)
-		return err
-	})
-	return routes, err
-}
-
-// retryGate holds every cloud call until the time a throttled answer asked for.
-type retryGate struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-func (g *retryGate) hold(until time.Time) {
-	g.mu.Lock()
-	if until.After(g.until) {
-		g.until = until
-	}
-	g.mu.Unlock()
-}
-
-func (g *retryGate) wait(ctx context.Context, now func() time.Time) error {
-	g.mu.Lock()
-	d := g.until.Sub(now())
-	g.mu.Unlock()
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return c.routes.ListRoutes(ctx, c.clusterName)
 }

@@ -92,7 +92,7 @@ func TestSpec(t *testing.T) {
 				if err != nil || ctrl == nil {
 					t.Fatalf("New() = %v, %v; want a controller", ctrl, err)
 				}
-				ctrl.(*Controller).queue.ShutDown()
+				ctrl.(*Controller).worker.ShutDown()
 			}
 		})
 	}
@@ -145,7 +145,7 @@ func TestNewRequiresDependencies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New() with a shared registry: %v", err)
 		}
-		c.queue.ShutDown()
+		c.worker.ShutDown()
 	}
 }
 
@@ -168,11 +168,11 @@ func TestConditionIsAStatusPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.queue.ShutDown()
+	defer c.worker.ShutDown()
 	factory.Start(t.Context().Done())
 	factory.WaitForCacheSync(t.Context().Done())
 
-	if err := c.syncNode(t.Context(), "a"); err != nil {
+	if _, err := c.syncNode(t.Context(), "a"); err != nil {
 		t.Fatalf("syncNode: %v", err)
 	}
 	if got := fc.AllRoutes("c"); len(got) != 1 || got[0].DestinationCIDR != mustPrefix("10.244.1.0/24") || got[0].TargetNode != "a" {
@@ -213,7 +213,7 @@ func TestConditionIsAStatusPatch(t *testing.T) {
 	// A second sync with the route in place makes no cloud call: the listing is cached
 	// and the route the first sync created was recorded in it.
 	wantCalls := fc.TotalCalls()
-	if err := c.syncNode(t.Context(), "a"); err != nil {
+	if _, err := c.syncNode(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	if fc.TotalCalls() != wantCalls {
@@ -256,7 +256,7 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.queue.ShutDown()
+	defer c.worker.ShutDown()
 	factory.Start(t.Context().Done())
 	factory.WaitForCacheSync(t.Context().Done())
 	if err := c.table.refresh(t.Context(), time.Time{}); err != nil {
@@ -267,7 +267,7 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	if len(lateA.deletes) != 1 {
 		t.Fatalf("a's plan deletes = %v, want the stale route", lateA.deletes)
 	}
-	if err := c.syncNode(t.Context(), "b"); err != nil {
+	if _, err := c.syncNode(t.Context(), "b"); err != nil {
 		t.Fatal(err)
 	}
 	deletes := fc.Calls(fakecloud.OpDeleteRoute)

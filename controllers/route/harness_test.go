@@ -21,6 +21,9 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 )
 
@@ -31,7 +34,7 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane, starting it on first use. A missing
 // binary fails the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
+func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 const (
 	testLabel    = "nephele.dev/route-test"
@@ -57,6 +60,8 @@ type harness struct {
 type harnessOptions struct {
 	period  time.Duration
 	workers int
+	// maxRetryAfter caps the cloud's Retry-After; zero is the call path's default.
+	maxRetryAfter time.Duration
 	// seed prepares the cloud before the controller starts.
 	seed func(c *fakecloud.Cloud)
 }
@@ -75,10 +80,17 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 	recorder := scope.Recorder("node-route-controller")
 
 	h := &harness{t: t, id: scope.ID, client: client, cloud: fc, registry: prometheus.NewRegistry()}
+	// The controller calls the cloud through the manager's call path, as in production:
+	// it alone waits out Retry-After (capped), counts and times the calls.
+	ic, err := instrumented.New(fc, instrumented.Options{MaxRetryAfter: opts.maxRetryAfter, Registerer: h.registry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, _ := ic.For(manager.NodeRouteController).Routes()
 	h.ctrl, err = New(Config{
 		Client:               client,
 		Informers:            factory,
-		Routes:               fc,
+		Routes:               routes,
 		Recorder:             recorder,
 		Logger:               testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
 		Metrics:              h.registry,

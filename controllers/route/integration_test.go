@@ -12,6 +12,8 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // These tests run the controller against a real kube-apiserver (internal/testenv) and
@@ -51,7 +53,7 @@ func TestIntegrationRoutesCreatedForNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if got := h.counter("nephele_route_operations_total", map[string]string{"operation": opCreate, "result": "success"}); got != 3 {
+	if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": instrumented.OpCreateRoute, "result": "success"}); got != 3 {
 		t.Errorf("successful creates counted = %v, want 3", got)
 	}
 }
@@ -214,7 +216,7 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 		if d := createdAt.Sub(throttledAt); d < retryAfter {
 			t.Errorf("retried after %v, before the Retry-After of %v", d, retryAfter)
 		}
-		if got := h.counter("nephele_route_operations_total", map[string]string{"operation": opCreate, "result": "throttled"}); got != 1 {
+		if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": instrumented.OpCreateRoute, "result": "throttled"}); got != 1 {
 			t.Errorf("throttled creates counted = %v, want 1", got)
 		}
 	})
@@ -231,6 +233,34 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 			t.Errorf("failed ListRoutes calls = %d, want 2", got)
 		}
 	})
+}
+
+// A cloud asking to wait a day holds route work only for the call path's cap: the one
+// Retry-After mechanism every controller shares.
+func TestIntegrationRetryAfterIsCapped(t *testing.T) {
+	const limit = 500 * time.Millisecond
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{maxRetryAfter: limit})
+	h.cloud.ThrottleNext(fakecloud.OpCreateRoute, 1, 24*time.Hour)
+	n := h.createNode("a", "10.244.1.0/24")
+	h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
+	var throttledAt, createdAt time.Time
+	for _, c := range h.cloud.CallLog() {
+		if c.Op != fakecloud.OpCreateRoute {
+			continue
+		}
+		switch c.Result() {
+		case cloud.ResultThrottled:
+			throttledAt = c.Start
+		case cloud.ResultSuccess:
+			createdAt = c.Start
+		}
+	}
+	if throttledAt.IsZero() || createdAt.IsZero() {
+		t.Fatalf("call log lacks the throttled or the successful create: %v", h.cloud.CallLog())
+	}
+	if d := createdAt.Sub(throttledAt); d < limit {
+		t.Errorf("retried %v after a day's Retry-After, before the %v cap", d, limit)
+	}
 }
 
 func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {

@@ -4,30 +4,16 @@ import (
 	"github.com/nephele-dev/nephele/internal/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/nephele-dev/nephele/cloud"
-)
-
-// Cloud operations counted by nephele_route_operations_total.
-const (
-	opList   = "list"
-	opCreate = "create"
-	opDelete = "delete"
 )
 
 // metrics are the controller's Prometheus metrics.
 type metrics struct {
-	operations *prometheus.CounterVec
-	managed    prometheus.Gauge
-	drift      *prometheus.CounterVec
+	managed prometheus.Gauge
+	drift   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nephele_route_operations_total",
-			Help: "Cloud route operations by operation (list, create, delete) and result.",
-		}, []string{"operation", "result"}),
 		managed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nephele_routes_managed",
 			Help: "Routes inside the cluster CIDRs, as of the last listing updated by the controller's own changes.",
@@ -41,9 +27,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	if m.operations, err = promreg.Register(reg, m.operations); err != nil {
-		return nil, err
-	}
 	if m.managed, err = promreg.Register(reg, m.managed); err != nil {
 		return nil, err
 	}
@@ -51,8 +34,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-func (m *metrics) observe(op string, err error) {
-	m.operations.WithLabelValues(op, string(cloud.Classify(err))).Inc()
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/upstream"
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane starts the package's control plane on first use. A missing binary fails
 // the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
+func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 // initializing is upstream's fake cloud with an Initialize that uses the client
 // builder as real providers do: it lists Nodes with a client from ClientOrDie.
@@ -77,12 +78,13 @@ func TestManagerInitializesNodes(t *testing.T) {
 		"--leader-elect=false", "--controllers=cloud-node-controller"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Validate(specs); err != nil {
+	cfg, err := o.Complete(specs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), testr.NewWithOptions(t, testr.Options{Verbosity: 2})))
 	done := make(chan error, 1)
-	go func() { done <- manager.Run(ctx, o, reg, specs) }()
+	go func() { done <- manager.Run(ctx, cfg, reg) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

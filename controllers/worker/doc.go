@@ -1,0 +1,19 @@
+// Package worker is the one loop every queue-driven cloud controller runs: wait for the
+// informer caches, run N workers over a typed rate-limited queue, run the controller's
+// extra loops beside them (a node batcher, a drift check), report progress to /readyz,
+// and stop cleanly, waiting for every goroutine it started.
+//
+// A controller's sync returns a Result and an error in one small vocabulary, as
+// controller-runtime's reconcile.Result and TerminalError do:
+//
+//   - nil error: done; Result.RequeueAfter > 0 asks to be synced again after that wait,
+//     which is not a failure and resets the key's backoff.
+//   - Terminal(err): retrying cannot help until the object changes (its next event
+//     queues it again); logged, not retried.
+//   - an error the cloud throttled with a Retry-After: synced again after that wait.
+//     The manager's cloud call path has already capped the wait (it is the one
+//     Retry-After mechanism, shared by every controller); the worker only schedules.
+//   - any other error: retried with the queue's per-key exponential backoff.
+//
+// Keys are strings (namespace/name or a name), as client-go's queues use.
+package worker

@@ -1,0 +1,197 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// Result says what a successful sync wants next.
+type Result struct {
+	// RequeueAfter, when positive, syncs the key again after this long. It is not a
+	// failure: the key's backoff is reset.
+	RequeueAfter time.Duration
+}
+
+// SyncFunc brings the object named by key in line with what it asks for.
+type SyncFunc func(ctx context.Context, key string) (Result, error)
+
+// Loop is work a controller runs beside its workers until ctx is done, such as a
+// periodic drift check. It starts after the caches have synced.
+type Loop func(ctx context.Context)
+
+// Config describes one controller's worker.
+type Config struct {
+	// Name names the queue (its metrics) and the controller in errors. Required.
+	Name string
+	// Sync handles one key. Nil means the controller has no queue and runs only Loops.
+	Sync SyncFunc
+	// Workers is how many keys are synced at once; at least 1 when Sync is set.
+	Workers int
+	// RateLimiter sets the per-key retry backoff; nil means client-go's default
+	// controller rate limiter (5ms doubling to 1000s per key, 10 qps overall).
+	RateLimiter workqueue.TypedRateLimiter[string]
+	// Synced are the informer registrations to wait for before any work starts.
+	Synced []cache.InformerSynced
+	// Loops run beside the workers.
+	Loops []Loop
+	// Health receives a progress report after each key for /readyz, and the queue's
+	// length as the pending work; nil reports nothing. A controller without Sync
+	// reports its own progress.
+	Health *manager.Progress
+	// Logger logs retries and terminal errors; the zero value discards.
+	Logger logr.Logger
+}
+
+// Worker runs a controller's queue. Create it with New before registering event
+// handlers (they call Add), and run it once with Run.
+type Worker struct {
+	cfg   Config
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// New checks cfg and builds the worker with its queue.
+func New(cfg Config) (*Worker, error) {
+	switch {
+	case cfg.Name == "":
+		return nil, errors.New("worker: Config.Name is empty")
+	case cfg.Sync != nil && cfg.Workers < 1:
+		return nil, fmt.Errorf("worker %s: %d workers: want at least 1", cfg.Name, cfg.Workers)
+	case cfg.Sync == nil && len(cfg.Loops) == 0:
+		return nil, fmt.Errorf("worker %s: neither Sync nor Loops: nothing to run", cfg.Name)
+	}
+	rl := cfg.RateLimiter
+	if rl == nil {
+		rl = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
+	return &Worker{
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}),
+	}, nil
+}
+
+// Add queues key for a sync. Keys already queued are synced once.
+func (w *Worker) Add(key string) { w.queue.Add(key) }
+
+// AddAfter queues key after d.
+func (w *Worker) AddAfter(key string, d time.Duration) { w.queue.AddAfter(key, d) }
+
+// ShutDown releases the queue of a worker that will never Run (its controller was built
+// but not started). Run shuts the queue down itself.
+func (w *Worker) ShutDown() { w.queue.ShutDown() }
+
+// Len returns how many keys wait for a worker.
+func (w *Worker) Len() int { return w.queue.Len() }
+
+// Run waits for the caches, then runs the workers and loops until ctx is done, and
+// returns once all of them have returned. It returns nil after a clean stop, including
+// a stop before the caches synced.
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.queue.ShutDown()
+	if w.cfg.Sync != nil {
+		w.cfg.Health.SetPending(w.queue.Len)
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, w.cfg.Synced...) {
+		return nil // ctx ended first: a clean stop
+	}
+	var wg sync.WaitGroup
+	if w.cfg.Sync != nil {
+		for range w.cfg.Workers {
+			wg.Go(func() {
+				for w.processNext(ctx) {
+				}
+			})
+		}
+	}
+	for _, loop := range w.cfg.Loops {
+		wg.Go(func() { loop(ctx) })
+	}
+	<-ctx.Done()
+	w.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// processNext syncs one key; it returns false once the queue is shut down.
+func (w *Worker) processNext(ctx context.Context) bool {
+	key, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(key)
+	res, err := w.cfg.Sync(ctx, key)
+	w.handle(ctx, key, res, err)
+	w.cfg.Health.Progressed()
+	return true
+}
+
+// handle decides when key is synced again.
+func (w *Worker) handle(ctx context.Context, key string, res Result, err error) {
+	log := w.cfg.Logger
+	switch {
+	case err == nil:
+		w.queue.Forget(key)
+		if res.RequeueAfter > 0 {
+			w.queue.AddAfter(key, res.RequeueAfter)
+		}
+	case ctx.Err() != nil:
+		// Stopping: the next leader starts from its own informers.
+	case IsTerminal(err):
+		log.Error(err, "Not retrying until the object changes", "key", key)
+		w.queue.Forget(key)
+	default:
+		if after, ok := cloud.RetryAfter(err); ok {
+			log.V(2).Info("Cloud throttled the sync, retrying after its Retry-After", "key", key, "retryAfter", after)
+			w.queue.AddAfter(key, after)
+			return
+		}
+		log.Error(err, "Sync failed, will retry", "key", key, "retries", w.queue.NumRequeues(key))
+		w.queue.AddRateLimited(key)
+	}
+}
+
+// terminalError marks a failure that retrying cannot fix.
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as one that retrying cannot fix: the worker logs it and does not
+// retry the key until its next event. Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+// IsTerminal reports whether err was marked with Terminal, directly or wrapped. A
+// joined error (errors.Join) is terminal only when every error in it is: one failure
+// that a retry can fix is reason enough to retry.
+func IsTerminal(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *terminalError:
+		return true
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, err := range errs {
+			if !IsTerminal(err) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	return IsTerminal(errors.Unwrap(err))
+}

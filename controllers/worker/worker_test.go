@@ -1,0 +1,223 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// recorder counts syncs per key and answers each from a script.
+type recorder struct {
+	mu     sync.Mutex
+	calls  map[string][]time.Time
+	answer func(key string, n int) (Result, error)
+}
+
+func (r *recorder) sync(_ context.Context, key string) (Result, error) {
+	r.mu.Lock()
+	r.calls[key] = append(r.calls[key], time.Now())
+	n := len(r.calls[key])
+	r.mu.Unlock()
+	return r.answer(key, n)
+}
+
+func (r *recorder) times(key string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.calls[key]...)
+}
+
+// waitCalls waits until key was synced n times, failing after a generous deadline.
+func (r *recorder) waitCalls(t *testing.T, key string, n int) []time.Time {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got := r.times(key); len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key %q synced %d times, want %d", key, len(r.times(key)), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func start(t *testing.T, cfg Config) *Worker {
+	t.Helper()
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return w
+}
+
+func TestResults(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	tests := []struct {
+		name string
+		// answer is the first sync's result; later syncs succeed.
+		first     func() (Result, error)
+		wantCalls int
+		// minGap is the least time between the first and second sync.
+		minGap time.Duration
+	}{
+		{"success is not synced again", func() (Result, error) { return Result{}, nil }, 1, 0},
+		{"requeue after", func() (Result, error) { return Result{RequeueAfter: wait}, nil }, 2, wait},
+		{"terminal error is not retried", func() (Result, error) { return Result{}, Terminal(errors.New("bad spec")) }, 1, 0},
+		{"throttled waits for Retry-After", func() (Result, error) {
+			return Result{}, cloud.Throttled(wait, errors.New("429"))
+		}, 2, wait},
+		{"other errors are retried with backoff", func() (Result, error) { return Result{}, errors.New("boom") }, 2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{calls: map[string][]time.Time{}, answer: func(_ string, n int) (Result, error) {
+				if n == 1 {
+					return tt.first()
+				}
+				return Result{}, nil
+			}}
+			w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2,
+				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+			w.Add("k")
+			calls := r.waitCalls(t, "k", tt.wantCalls)
+			if tt.wantCalls > 1 {
+				if gap := calls[1].Sub(calls[0]); gap < tt.minGap {
+					t.Errorf("second sync %v after the first, want at least %v", gap, tt.minGap)
+				}
+			}
+			// A key that is done is not synced again: give a wrongly queued retry the
+			// time to show (the longest wait above, with room), then count.
+			w.Add("marker")
+			r.waitCalls(t, "marker", 1)
+			time.Sleep(2 * wait)
+			if got := len(r.times("k")); got != tt.wantCalls {
+				t.Errorf("key synced %d times, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestProgressAndPending(t *testing.T) {
+	p := manager.NewProgress("test", time.Hour)
+	release := make(chan struct{})
+	r := &recorder{calls: map[string][]time.Time{}, answer: func(string, int) (Result, error) {
+		<-release
+		return Result{}, nil
+	}}
+	w := start(t, Config{Name: "test", Sync: r.sync, Workers: 1, Health: p})
+	p.Started()
+	w.Add("a")
+	w.Add("b")
+	r.waitCalls(t, "a", 1)
+	if got := w.Len(); got != 1 {
+		t.Errorf("Len with one key in work and one waiting = %d, want 1", got)
+	}
+	close(release)
+	r.waitCalls(t, "b", 1)
+	if err := p.Check(); err != nil {
+		t.Errorf("Check after progress: %v", err)
+	}
+}
+
+func TestLoopsRunAfterSyncAndStop(t *testing.T) {
+	synced := make(chan struct{})
+	ran := make(chan struct{})
+	stopped := make(chan struct{})
+	w, err := New(Config{
+		Name: "loops",
+		Synced: []cache.InformerSynced{func() bool {
+			select {
+			case <-synced:
+				return true
+			default:
+				return false
+			}
+		}},
+		Loops: []Loop{func(ctx context.Context) {
+			close(ran)
+			<-ctx.Done()
+			close(stopped)
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-ran:
+		t.Fatal("a loop ran before the caches synced")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(synced)
+	<-ran
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Error("Run returned before its loop did")
+	}
+}
+
+func TestStopBeforeSyncIsClean(t *testing.T) {
+	w, err := New(Config{Name: "never", Sync: func(context.Context, string) (Result, error) { return Result{}, nil }, Workers: 1,
+		Synced: []cache.InformerSynced{func() bool { return false }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Errorf("Run stopped before the caches synced = %v, want nil", err)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	sync := func(context.Context, string) (Result, error) { return Result{}, nil }
+	for _, cfg := range []Config{
+		{Sync: sync, Workers: 1},
+		{Name: "x", Sync: sync},
+		{Name: "x"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded", cfg)
+		}
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	base := errors.New("bad")
+	err := Terminal(base)
+	if !IsTerminal(err) || !errors.Is(err, base) || IsTerminal(base) || Terminal(nil) != nil {
+		t.Errorf("Terminal/IsTerminal do not round-trip: %v", err)
+	}
+	if IsTerminal(errors.Join(errors.New("retry me"), err)) {
+		t.Error("a join with a retryable error is terminal")
+	}
+	if !IsTerminal(fmt.Errorf("wrapped: %w", errors.Join(err, Terminal(errors.New("also bad"))))) {
+		t.Error("a wrapped join of terminal errors is not terminal")
+	}
+}

@@ -1,0 +1,90 @@
+package manager
+
+import (
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/manager/migration"
+)
+
+// DefaultCloudMaxRetryAfter is the default --cloud-max-retry-after: the call path's own.
+const DefaultCloudMaxRetryAfter = instrumented.DefaultMaxRetryAfter
+
+// DefaultControllerConfig returns the controllers' default settings: the flags'
+// defaults, and what a controller built outside a manager uses for a zero field. It is
+// the one place these defaults are defined.
+func DefaultControllerConfig() ControllerConfig {
+	return ControllerConfig{
+		ClusterName:               "kubernetes",
+		ConfigureCloudRoutes:      true,
+		NodeMonitorPeriod:         5 * time.Second,
+		NodeStatusUpdateFrequency: 5 * time.Minute,
+		// Upstream's is 10s; routes are re-checked when nodes change, so the period is
+		// only a safety net against drift in the cloud.
+		RouteReconciliationPeriod: 5 * time.Minute,
+		// Upstream's is 1, which lets one slow load balancer hold up every other.
+		ConcurrentServiceSyncs:        10,
+		ConcurrentNodeSyncs:           1,
+		ConcurrentRouteSyncs:          10,
+		NodeDeletionGracePeriod:       40 * time.Second,
+		NodeDeletionSafeModeThreshold: 0.1,
+		NodeBatchWindow:               time.Second,
+	}
+}
+
+// OrDefault returns v, or def when v is not positive: the rule every controller's
+// Config applies to a field left zero.
+func OrDefault[T int | float64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// completedConfig is what Complete resolved from Options.
+type completedConfig struct {
+	// options are the flags as given, copied.
+	options Options
+	specs   []ControllerSpec
+	// cloudConfig is the content of --cloud-config, nil when none was given; the
+	// provider factory reads it, and the file is read exactly once.
+	cloudConfig []byte
+	// enabledControllers are the canonical names --controllers enables, in
+	// registration order.
+	enabledControllers []string
+	// leaderMigration is nil unless leader migration is enabled.
+	leaderMigration *migration.Config
+	// controllerPlan says which enabled controllers run under the main lease, the
+	// migration lease, or not at all.
+	controllerPlan migration.Plan
+	controllers    ControllerConfig
+}
+
+// CompletedConfig is a manager configuration that Options.Complete has checked and
+// resolved. Only Complete makes a usable one, so Run cannot be handed settings nobody
+// validated; the zero value is refused by Run.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// Options returns a copy of the options the configuration was completed from.
+func (c CompletedConfig) Options() Options { return c.options }
+
+// CloudConfig returns the content of --cloud-config, nil when none was given.
+func (c CompletedConfig) CloudConfig() []byte { return c.cloudConfig }
+
+// EnabledControllers returns the canonical names of the controllers --controllers
+// enables, in registration order.
+func (c CompletedConfig) EnabledControllers() []string { return c.enabledControllers }
+
+// LeaderMigration returns the leader migration configuration, nil unless leader
+// migration is enabled.
+func (c CompletedConfig) LeaderMigration() *migration.Config { return c.leaderMigration }
+
+// ControllerPlan says which enabled controllers run under the main lease (Owned),
+// under the migration lease (Migrated) and not at all (Unowned). Without leader
+// migration every enabled controller is Owned.
+func (c CompletedConfig) ControllerPlan() migration.Plan { return c.controllerPlan }
+
+// Controllers returns the settings the controllers read.
+func (c CompletedConfig) Controllers() ControllerConfig { return c.controllers }
