@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -11,21 +12,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/nephele-dev/nephele/localcloud/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
 var (
-	eventually = testnet.Eventually
-	tcpEcho    = testnet.TCPEcho
-	udpEcho    = testnet.UDPEcho
-	healthz    = testnet.Healthz
-	askTCP     = testnet.AskTCP
-	listening  = testnet.Listening
-	isTimeout  = testnet.IsTimeout
-	tagOf      = testnet.Tag
+	tcpEcho   = testnet.TCPEcho
+	udpEcho   = testnet.UDPEcho
+	healthz   = testnet.Healthz
+	askTCP    = testnet.AskTCP
+	listening = testnet.Listening
+	isTimeout = testnet.IsTimeout
+	tagOf     = testnet.Tag
 )
-
-const pollTimeout = testnet.PollTimeout
 
 func freePort(t *testing.T, proto Protocol, addrs ...netip.Addr) uint16 {
 	t.Helper()
@@ -77,6 +75,18 @@ func apply(t *testing.T, p *Plane, lb LoadBalancer) {
 	t.Helper()
 	if err := p.Apply(context.Background(), lb, nil); err != nil {
 		t.Fatalf("Apply(%s): %v", lb.Name, err)
+	}
+}
+
+// healthy is a condition for poll: the backends at addrs are healthy.
+func healthy(p *Plane, lb string, want Health, addrs ...netip.Addr) func() error {
+	return func() error {
+		for _, a := range addrs {
+			if got := healthOf(p, lb, a); got != want {
+				return fmt.Errorf("the backend at %s has health %d, want %d", a, got, want)
+			}
+		}
+		return nil
 	}
 }
 

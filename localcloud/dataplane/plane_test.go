@@ -3,12 +3,16 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
 func TestTCPForwardsRoundRobin(t *testing.T) {
@@ -24,9 +28,7 @@ func TestTCPForwardsRoundRobin(t *testing.T) {
 		Ports:    []Port{{Protocol: TCP, Port: port, NodePort: nodePort}},
 		Backends: []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}},
 	})
-	eventually(t, "both backends healthy", func() bool {
-		return healthOf(p, "web", nodeA) == HealthHealthy && healthOf(p, "web", nodeB) == HealthHealthy
-	})
+	poll.Eventually(t, "both backends healthy", healthy(p, "web", HealthHealthy, nodeA, nodeB))
 
 	seen := map[string]int{}
 	for range 6 {
@@ -85,8 +87,8 @@ func TestTCPSkipsUnhealthyBackends(t *testing.T) {
 				Backends:            []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}},
 				HealthCheckNodePort: hc,
 			})
-			eventually(t, "b unhealthy and a healthy", func() bool {
-				return healthOf(p, "web", nodeB) == HealthUnhealthy && healthOf(p, "web", nodeA) == HealthHealthy
+			poll.Eventually(t, "b unhealthy and a healthy", func() error {
+				return errors.Join(healthy(p, "web", HealthUnhealthy, nodeB)(), healthy(p, "web", HealthHealthy, nodeA)())
 			})
 			for i := range 6 {
 				answer, err := askTCP(netip.AddrPortFrom(vip, port), netip.Addr{}, "hi")
@@ -114,7 +116,7 @@ func TestAllBackendsUnhealthyFailsOpen(t *testing.T) {
 		Ports:    []Port{{Protocol: TCP, Port: port, NodePort: nodePort}},
 		Backends: []Backend{{NodeName: "a", Addr: nodeA}},
 	})
-	eventually(t, "a unhealthy", func() bool { return healthOf(p, "web", nodeA) == HealthUnhealthy })
+	poll.Eventually(t, "a unhealthy", healthy(p, "web", HealthUnhealthy, nodeA))
 	answer, err := askTCP(netip.AddrPortFrom(vip, port), netip.Addr{}, "x")
 	if err != nil || tagOf(answer) != "a" {
 		t.Fatalf("with every backend unhealthy traffic should still reach them: %q, %v", answer, err)
@@ -147,7 +149,7 @@ func TestUDPForwardsPerClientSessions(t *testing.T) {
 	}
 	// A client's datagrams stay on its session's backend.
 	for i := range 5 {
-		again, err := c1.Ask("more", pollTimeout)
+		again, err := c1.Ask("more", testnet.AnswerTimeout)
 		if err != nil {
 			t.Fatalf("datagram %d: %v", i, err)
 		}
@@ -174,7 +176,12 @@ func TestUDPSessionsEndWhenIdle(t *testing.T) {
 	if n := l.sessionCount(); n != 1 {
 		t.Fatalf("sessions after one exchange = %d, want 1", n)
 	}
-	eventually(t, "the idle session to end", func() bool { return l.sessionCount() == 0 })
+	poll.Eventually(t, "the idle session to end", func() error {
+		if n := l.sessionCount(); n != 0 {
+			return fmt.Errorf("%d sessions", n)
+		}
+		return nil
+	})
 	// The client is not stuck: a new session opens.
 	if answer := c.AskUntil(t, "again"); answer != "a again" {
 		t.Fatalf("answer after the idle timeout = %q", answer)
@@ -226,8 +233,11 @@ func TestSourceRangesRefuseOtherClients(t *testing.T) {
 		if err == nil {
 			t.Fatalf("client from %s outside the source ranges got %q", other, answer)
 		}
-		eventually(t, "the connection counted as rejected", func() bool {
-			return rejected(p, "private", TCP, reasonSourceRange) == 1
+		poll.Eventually(t, "the connection counted as rejected", func() error {
+			if n := rejected(p, "private", TCP, reasonSourceRange); n != 1 {
+				return fmt.Errorf("%v rejected", n)
+			}
+			return nil
 		})
 	})
 	t.Run("UDP", func(t *testing.T) {
@@ -243,8 +253,11 @@ func TestSourceRangesRefuseOtherClients(t *testing.T) {
 		if !isTimeout(err) {
 			t.Fatalf("refused client: want no answer at all, got %v", err)
 		}
-		eventually(t, "the datagram counted as rejected", func() bool {
-			return rejected(p, "private", UDP, reasonSourceRange) >= 1
+		poll.Eventually(t, "the datagram counted as rejected", func() error {
+			if n := rejected(p, "private", UDP, reasonSourceRange); n < 1 {
+				return fmt.Errorf("%v rejected", n)
+			}
+			return nil
 		})
 	})
 }
@@ -358,7 +371,7 @@ func TestUpdateSwitchesBackendsAndKeepsConnections(t *testing.T) {
 	// Dial returns once the kernel accepted the connection; the proxy picks its backend
 	// when it takes the connection. One round trip makes sure that happened before the
 	// update.
-	_ = long.SetDeadline(time.Now().Add(pollTimeout))
+	_ = long.SetDeadline(time.Now().Add(testnet.AnswerTimeout))
 	buf := make([]byte, 64)
 	if _, err := long.Write([]byte("first\n")); err != nil {
 		t.Fatal(err)
@@ -373,7 +386,7 @@ func TestUpdateSwitchesBackendsAndKeepsConnections(t *testing.T) {
 		t.Fatalf("new connection after the update: %q, %v; want backend b", answer, err)
 	}
 	// The connection opened before the update still reaches a.
-	_ = long.SetDeadline(time.Now().Add(pollTimeout))
+	_ = long.SetDeadline(time.Now().Add(testnet.AnswerTimeout))
 	if _, err := long.Write([]byte("old\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +419,7 @@ func TestRemoveClosesListenersAndConnections(t *testing.T) {
 	if listening(netip.AddrPortFrom(vip, port)) {
 		t.Errorf("VIP still listening after Remove")
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(pollTimeout))
+	_ = conn.SetReadDeadline(time.Now().Add(testnet.AnswerTimeout))
 	if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Errorf("connection through a removed load balancer: read error %v, want it closed", err)
 	}

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/faults"
-	"github.com/nephele-dev/nephele/localcloud/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
@@ -200,9 +200,9 @@ func TestFaultEventualConsistency(t *testing.T) {
 	if err := c.client.PutFault(ctx(), api.Fault{Operation: "instances.*", InvisibleFor: dur(100 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
-	testnet.Eventually(t, "the instance to become visible", func() bool {
+	poll.Eventually(t, "the instance to become visible", func() error {
 		_, err := c.client.GetInstance(ctx(), inst.ID)
-		return err == nil
+		return err
 	})
 	for name, check := range checks {
 		if err := check(); err != nil {
@@ -255,9 +255,8 @@ func TestShutdownCutsInjectedLatencyShort(t *testing.T) {
 		_, err := c.client.ListLoadBalancers(ctx(), "")
 		done <- err
 	}()
-	testnet.Eventually(t, "the call to wait in injected latency", func() bool {
-		_, _, body := c.raw("GET", "/metrics", "", nil)
-		return contains(body, `localcloud_faults_injected_total{fault="latency",operation="lb.list"} 1`)
+	poll.Eventually(t, "the call to wait in injected latency", func() error {
+		return metricsShow(c, `localcloud_faults_injected_total{fault="latency",operation="lb.list"} 1`)
 	})
 	c.stop()
 	select {
@@ -265,7 +264,7 @@ func TestShutdownCutsInjectedLatencyShort(t *testing.T) {
 		if statusOf(err) != http.StatusServiceUnavailable {
 			t.Fatalf("call waiting during shutdown: %v, want 503", err)
 		}
-	case <-time.After(testnet.PollTimeout):
+	case <-time.After(poll.Timeout):
 		t.Fatal("shutdown did not cut the injected latency short")
 	}
 }

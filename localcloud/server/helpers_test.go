@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -150,6 +151,17 @@ var (
 )
 
 func contains(body []byte, s string) bool { return strings.Contains(string(body), s) }
+
+// metricsShow is a condition for poll: the cloud's /metrics holds every one of lines.
+func metricsShow(c *testCloud, lines ...string) error {
+	_, _, body := c.raw("GET", "/metrics", "", nil)
+	for _, l := range lines {
+		if !contains(body, l) {
+			return fmt.Errorf("/metrics lacks %s", l)
+		}
+	}
+	return nil
+}
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)

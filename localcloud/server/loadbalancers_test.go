@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -10,9 +11,10 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
-	"github.com/nephele-dev/nephele/localcloud/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
@@ -140,8 +142,11 @@ func TestLoadBalancerForwardsTraffic(t *testing.T) {
 	}
 	tcpAddr, udpAddr := netip.AddrPortFrom(vip, port), netip.AddrPortFrom(vip, uport)
 
-	testnet.Eventually(t, "both backends healthy", func() bool {
-		return healthOf(t, c, "web", "node-a") == api.HealthHealthy && healthOf(t, c, "web", "node-b") == api.HealthHealthy
+	poll.Eventually(t, "both backends healthy", func() error {
+		if a, b := healthOf(t, c, "web", "node-a"), healthOf(t, c, "web", "node-b"); a != api.HealthHealthy || b != api.HealthHealthy {
+			return fmt.Errorf("node-a %s, node-b %s", a, b)
+		}
+		return nil
 	})
 	seen := map[string]int{}
 	for range 4 {
@@ -170,9 +175,12 @@ func TestLoadBalancerForwardsTraffic(t *testing.T) {
 		}
 		// The UDP client that was on node-a moves to node-b.
 		for _, u := range []testnet.UDPClient{u1, u2} {
-			testnet.Eventually(t, "UDP answers from node-b only", func() bool {
+			poll.Eventually(t, "UDP answers from node-b only", func() error {
 				a, err := u.Ask("y", 500*time.Millisecond)
-				return err == nil && testnet.Tag(a) == "b"
+				if err == nil && testnet.Tag(a) != "b" {
+					err = fmt.Errorf("answered %q", a)
+				}
+				return err
 			})
 		}
 	})
@@ -180,8 +188,11 @@ func TestLoadBalancerForwardsTraffic(t *testing.T) {
 	t.Run("unhealthy backend skipped", func(t *testing.T) {
 		dead := netip.MustParseAddr("127.0.0.4") // nothing listens there
 		must(cl.UpdateLoadBalancerBackends(ctx(), "web", []api.Backend{backend("node-a", nodeA), backend("node-dead", dead)})).of(t)
-		testnet.Eventually(t, "node-dead reported unhealthy", func() bool {
-			return healthOf(t, c, "web", "node-dead") == api.HealthUnhealthy
+		poll.Eventually(t, "node-dead reported unhealthy", func() error {
+			if h := healthOf(t, c, "web", "node-dead"); h != api.HealthUnhealthy {
+				return fmt.Errorf("node-dead is %s", h)
+			}
+			return nil
 		})
 		for i := range 6 {
 			if answer, err := testnet.AskTCP(tcpAddr, netip.Addr{}, "x"); err != nil || testnet.Tag(answer) != "a" {
@@ -208,10 +219,9 @@ func TestLoadBalancerForwardsTraffic(t *testing.T) {
 		if answer, err := out.Ask("out", 300*time.Millisecond); err == nil || !testnet.IsTimeout(err) {
 			t.Fatalf("UDP client from %s outside the ranges: %q, %v; want no answer", other, answer, err)
 		}
-		testnet.Eventually(t, "refusals counted", func() bool {
-			_, _, body := c.raw("GET", "/metrics", "", nil)
-			return contains(body, `localcloud_lb_rejected_total{loadbalancer="web",protocol="TCP",reason="source_range"} 1`) &&
-				contains(body, `localcloud_lb_rejected_total{loadbalancer="web",protocol="UDP",reason="source_range"}`)
+		poll.Eventually(t, "refusals counted", func() error {
+			return metricsShow(c, `localcloud_lb_rejected_total{loadbalancer="web",protocol="TCP",reason="source_range"} 1`,
+				`localcloud_lb_rejected_total{loadbalancer="web",protocol="UDP",reason="source_range"}`)
 		})
 	})
 

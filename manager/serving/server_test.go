@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 func TestSelfSignedCertificate(t *testing.T) {
@@ -226,21 +228,6 @@ func blockingCheck(name string) (c Check, entered <-chan struct{}, release func(
 	return c, in, func() { releaseOnce.Do(func() { close(out) }) }
 }
 
-// waitListenerClosed polls until the server no longer accepts connections.
-func waitListenerClosed(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			return
-		}
-		_ = conn.Close()
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s still accepts connections", addr)
-}
-
 type result struct {
 	code int
 	body string
@@ -275,7 +262,14 @@ func TestGracefulShutdown(t *testing.T) {
 	<-entered
 	r.cancel()
 	// Shutdown has begun once new connections are refused; the request is still running.
-	waitListenerClosed(t, s.Addr().String())
+	poll.Eventually(t, "the listener to close", func() error {
+		conn, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			return nil
+		}
+		_ = conn.Close()
+		return errors.New("it still accepts connections")
+	})
 	release()
 	res := <-inFlight
 	if res.err != nil || res.code != http.StatusOK || res.body != "ok" {

@@ -1,6 +1,3 @@
-// Package testnet provides what the local cloud's tests need on the loopback network:
-// free ports, TCP and UDP echo backends that say who answered, a kube-proxy-like
-// /healthz server, clients bound to a chosen source address, and polling.
 package testnet
 
 import (
@@ -16,30 +13,29 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
-// PollTimeout is how long a test waits for something that should happen soon; it is
-// generous so that a loaded machine does not fail a test.
-const PollTimeout = 30 * time.Second
-
-// Eventually polls cond until it holds, failing the test after PollTimeout.
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(PollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// FreePort returns a port that is free for network ("tcp" or "udp") on every one of
-// addrs at the time of the call.
+// FreePort returns a port in [20000, 60000) that is free for network ("tcp" or "udp")
+// on every one of addrs at the time of the call.
 func FreePort(t testing.TB, network string, addrs ...netip.Addr) uint16 {
 	t.Helper()
+	return freePortIn(t, network, 20000, 60000, addrs)
+}
+
+// FreeNodePort returns a port in Kubernetes' default node port range [30000, 32768)
+// that is free for TCP on every one of addrs at the time of the call, for a Service
+// whose node port a test serves itself.
+func FreeNodePort(t testing.TB, addrs ...netip.Addr) uint16 {
+	t.Helper()
+	return freePortIn(t, "tcp", 30000, 32768, addrs)
+}
+
+func freePortIn(t testing.TB, network string, lo, hi int, addrs []netip.Addr) uint16 {
+	t.Helper()
 	for range 500 {
-		port := uint16(20000 + rand.IntN(40000))
+		port := uint16(lo + rand.IntN(hi-lo))
 		ok := true
 		var closers []func()
 		for _, a := range addrs {
@@ -67,7 +63,7 @@ func FreePort(t testing.TB, network string, addrs ...netip.Addr) uint16 {
 			return port
 		}
 	}
-	t.Fatalf("no free %s port on %v", network, addrs)
+	t.Fatalf("no free %s port in [%d, %d) on %v", network, lo, hi, addrs)
 	return 0
 }
 
@@ -173,6 +169,10 @@ func Tag(answer string) string {
 	return tag
 }
 
+// AnswerTimeout bounds how long AskTCP waits for its connection and answer: generous,
+// so that load never fails a test.
+const AnswerTimeout = 30 * time.Second
+
 // AskTCP connects to addr from local (any source when local is the zero Addr), sends
 // msg and returns the answer line without its newline.
 func AskTCP(addr netip.AddrPort, local netip.Addr, msg string) (string, error) {
@@ -185,7 +185,7 @@ func AskTCP(addr netip.AddrPort, local netip.Addr, msg string) (string, error) {
 		return "", err
 	}
 	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(PollTimeout))
+	_ = c.SetDeadline(time.Now().Add(AnswerTimeout))
 	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
 		return "", err
 	}
@@ -237,10 +237,10 @@ func (c UDPClient) Ask(msg string, wait time.Duration) (string, error) {
 func (c UDPClient) AskUntil(t testing.TB, msg string) string {
 	t.Helper()
 	var answer string
-	Eventually(t, "a UDP answer to "+msg, func() bool {
-		a, err := c.Ask(msg, 500*time.Millisecond)
-		answer = a
-		return err == nil
+	poll.Eventually(t, "a UDP answer to "+msg, func() error {
+		var err error
+		answer, err = c.Ask(msg, 500*time.Millisecond)
+		return err
 	})
 	return answer
 }

@@ -1,0 +1,65 @@
+package testnet
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+func TestEchoServersSayWhoAnswered(t *testing.T) {
+	port := FreePort(t, "tcp", loopback)
+	addr := netip.AddrPortFrom(loopback, port)
+	if Listening(addr) {
+		t.Fatalf("%s is taken before the echo server starts", addr)
+	}
+	TCPEcho(t, addr, "node-1")
+	answer, err := AskTCP(addr, loopback, "hello")
+	if err != nil || answer != "node-1 hello" || Tag(answer) != "node-1" {
+		t.Errorf("AskTCP = %q, %v; want %q", answer, err, "node-1 hello")
+	}
+	if !Listening(addr) {
+		t.Errorf("Listening(%s) = false with an echo server on it", addr)
+	}
+
+	udp := netip.AddrPortFrom(loopback, FreePort(t, "udp", loopback))
+	UDPEcho(t, udp, "node-2")
+	c := NewUDPClient(t, loopback, udp)
+	if answer := c.AskUntil(t, "hi"); answer != "node-2 hi" {
+		t.Errorf("AskUntil = %q, want %q", answer, "node-2 hi")
+	}
+}
+
+func TestFreeNodePortIsANodePort(t *testing.T) {
+	if p := FreeNodePort(t, loopback); p < 30000 || p >= 32768 {
+		t.Errorf("FreeNodePort = %d, outside [30000, 32768)", p)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, status := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		addr := netip.AddrPortFrom(loopback, FreePort(t, "tcp", loopback))
+		Healthz(t, addr, status)
+		for path, want := range map[string]int{"/healthz": status, "/other": http.StatusNotFound} {
+			resp, err := client.Get("http://" + addr.String() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("GET %s from a Healthz(%d) = %d, want %d", path, status, resp.StatusCode, want)
+			}
+		}
+	}
+}
+
+func TestUDPAskFailsWithoutAServer(t *testing.T) {
+	to := netip.AddrPortFrom(loopback, FreePort(t, "udp", loopback))
+	c := NewUDPClient(t, loopback, to)
+	if answer, err := c.Ask("anyone?", 50*time.Millisecond); err == nil {
+		t.Errorf("Ask with no server = %q, want an error", answer)
+	}
+}
