@@ -1,15 +1,12 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +18,6 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
-
-// pollTimeout is how long a test waits for something that should happen soon; it is
-// generous so that a loaded machine does not fail a test.
-const pollTimeout = 60 * time.Second
 
 // realCloud is a real local cloud serving HTTP on a loopback port, with an admin
 // client for arranging state and faults, and the provider under test built from a
@@ -132,106 +125,3 @@ func (c *realCloud) counts(t *testing.T) client.CallCounts {
 
 // firstVIP is the VIP the cloud hands out first.
 func (c *realCloud) firstVIP() netip.Addr { return c.cfg.VIPPool.Addr().Next() }
-
-// freePort returns a TCP port free on every one of addrs a moment ago.
-func freePort(t *testing.T, addrs ...netip.Addr) uint16 {
-	t.Helper()
-	for range 200 {
-		port := uint16(20000 + rand.IntN(40000))
-		var lns []net.Listener
-		ok := true
-		for _, a := range addrs {
-			ln, err := net.Listen("tcp", netip.AddrPortFrom(a, port).String())
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatalf("no free port on %v", addrs)
-	return 0
-}
-
-// echo serves addr until the test ends, answering each line with "tag line".
-func echo(t *testing.T, addr netip.AddrPort, tag string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr.String())
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					delete(conns, c)
-					mu.Unlock()
-					_ = c.Close()
-				}()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := fmt.Fprintf(c, "%s %s", tag, line); err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-}
-
-// ask connects to addr, sends msg and returns the answer line.
-func ask(addr netip.AddrPort, msg string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSuffix(line, "\n"), err
-}
-
-// eventually polls cond until it holds, failing the test after pollTimeout.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", pollTimeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}

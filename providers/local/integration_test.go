@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
@@ -268,10 +271,10 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	vip := c.firstVIP()
 	backendNet := randomPrefix(109)
 	addr1, addr2 := backendNet.Addr().Next(), backendNet.Addr().Next().Next()
-	nodePort := freePort(t, addr1, addr2)
-	port := freePort(t, vip)
-	echo(t, netip.AddrPortFrom(addr1, nodePort), "node-1")
-	echo(t, netip.AddrPortFrom(addr2, nodePort), "node-2")
+	nodePort := testnet.FreePort(t, "tcp", addr1, addr2)
+	port := testnet.FreePort(t, "tcp", vip)
+	testnet.TCPEcho(t, netip.AddrPortFrom(addr1, nodePort), "node-1")
+	testnet.TCPEcho(t, netip.AddrPortFrom(addr2, nodePort), "node-2")
 
 	backend := func(name string, addrs ...corev1.NodeAddress) cloud.Backend {
 		return cloud.Backend{NodeName: name, ProviderID: "local://" + name, Addresses: addrs}
@@ -321,13 +324,16 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	}
 
 	front := netip.AddrPortFrom(vip, port)
-	answers := func(tag string) func() bool {
-		return func() bool {
-			a, err := ask(front, "hello")
-			return err == nil && a == tag+" hello"
+	answers := func(tag string) func() error {
+		return func() error {
+			a, err := testnet.AskTCP(front, netip.Addr{}, "hello")
+			if err == nil && a != tag+" hello" {
+				err = fmt.Errorf("answered %q", a)
+			}
+			return err
 		}
 	}
-	eventually(t, "the VIP to forward to node-1", answers("node-1"))
+	poll.Eventually(t, "the VIP to forward to node-1", answers("node-1"))
 
 	// Ensuring again with the same spec keeps the VIP.
 	again, err := lbs.EnsureLoadBalancer(ctx, spec, nil)
@@ -343,9 +349,9 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	if err := lbs.UpdateLoadBalancerBackends(ctx, spec, nil); err != nil {
 		t.Fatalf("UpdateLoadBalancerBackends: %v", err)
 	}
-	eventually(t, "the VIP to forward to node-2", answers("node-2"))
+	poll.Eventually(t, "the VIP to forward to node-2", answers("node-2"))
 	for range 5 {
-		if a, err := ask(front, "again"); err != nil || a != "node-2 again" {
+		if a, err := testnet.AskTCP(front, netip.Addr{}, "again"); err != nil || a != "node-2 again" {
 			t.Fatalf("after the update the VIP answered %q, %v; want node-2 only", a, err)
 		}
 	}
@@ -354,13 +360,13 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, spec, nil); err != nil {
 		t.Fatalf("EnsureLoadBalancerDeleted: %v", err)
 	}
-	eventually(t, "the VIP to stop listening", func() bool {
+	poll.Eventually(t, "the VIP to stop listening", func() error {
 		conn, err := net.DialTimeout("tcp", front.String(), time.Second)
 		if err != nil {
-			return true
+			return nil
 		}
 		_ = conn.Close()
-		return false
+		return errors.New("it still accepts connections")
 	})
 	if err := lbs.EnsureLoadBalancerDeleted(ctx, spec, nil); err != nil {
 		t.Errorf("deleting a deleted load balancer: %v, want success", err)
@@ -394,7 +400,7 @@ func TestIntegrationLoadBalancerRefusals(t *testing.T) {
 
 	// Something else holds the VIP's port: a conflict the controller retries.
 	vip := c.firstVIP()
-	port := freePort(t, vip)
+	port := testnet.FreePort(t, "tcp", vip)
 	ln, err := net.Listen("tcp", netip.AddrPortFrom(vip, port).String())
 	if err != nil {
 		t.Fatal(err)
