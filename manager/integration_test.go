@@ -27,6 +27,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -127,7 +128,7 @@ func (s *syncBuffer) String() string {
 }
 
 // startCCM starts a manager process with the env's kubeconfig and the given flags.
-func startCCM(t *testing.T, env *testenv.Env, args ...string) *ccm {
+func startCCM(t *testing.T, env *controlplane.Env, args ...string) *ccm {
 	t.Helper()
 	base := []string{"--cloud-provider=fake", "--kubeconfig=" + env.Kubeconfig, "--secure-port=0",
 		"--cluster-cidr=10.244.0.0/16", "--v=2"}
@@ -171,7 +172,7 @@ func (c *ccm) stop(t *testing.T) {
 // shared is the control plane of this package's tests, with the namespace the heartbeat
 // controllers write to.
 var shared = testenv.Shared{
-	Setup: func(ctx context.Context, env *testenv.Env) error {
+	Setup: func(ctx context.Context, env *controlplane.Env) error {
 		_, err := env.Client.CoreV1().Namespaces().Create(ctx,
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: heartbeatNamespace}}, metav1.CreateOptions{})
 		return err
@@ -179,7 +180,7 @@ var shared = testenv.Shared{
 }
 
 // env returns the control plane shared by the tests of this package.
-func env(t *testing.T) *testenv.Env { return shared.Env(t) }
+func env(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 // runners returns, per controller name, the pids whose heartbeat is younger than fresh.
 func runners(t *testing.T, client kubernetes.Interface, fresh time.Duration) map[string][]int {
@@ -534,7 +535,7 @@ func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
 	// kube-controller-manager v1.36 exits when it takes a migration lease (an upstream bug,
 	// see hack/tools/kcm135), so the peer is v1.35: the version a cluster migrating to an
 	// external CCM typically still runs.
-	kcm, err := e.StartControllerManagerBinary(ctx, testenv.ControllerManagerV135, append([]string{"--leader-elect=true", "--enable-leader-migration",
+	kcm, err := e.StartControllerManagerBinary(ctx, controlplane.ControllerManagerV135, append([]string{"--leader-elect=true", "--enable-leader-migration",
 		"--leader-migration-config=" + migrationConfig(t, "kube-controller-manager")}, timing...)...)
 	if err != nil {
 		t.Fatalf("starting kube-controller-manager: %v", err)

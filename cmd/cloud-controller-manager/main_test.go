@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -250,7 +251,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 // type LoadBalancer gets a VIP that forwards TCP to the nodes.
 func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.New(t, testenv.Options{Kwok: true})
+	env := testenv.New(t, controlplane.Options{Kwok: true})
 
 	vipPool, nodeNet := randomPrefix(111), randomPrefix(112)
 	cloudCfg := server.Config{

@@ -19,8 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/nodeagent"
-	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
@@ -47,12 +47,12 @@ type cluster struct {
 	progress *progress
 	lock     *dirLock
 
-	env        *testenv.Env
-	cloudProc  *testenv.Process
+	env        *controlplane.Env
+	cloudProc  *controlplane.Process
 	cloudURL   string
 	cloudToken string
 	cloud      *client.Client
-	ccmProc    *testenv.Process
+	ccmProc    *controlplane.Process
 	ccmURL     string
 
 	nodes     []nodeagent.Node
@@ -181,7 +181,7 @@ func (c *cluster) startControlPlane(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("%w: run make build, or up without --build=false", err)
 		}
 	}
-	env, err := testenv.Start(ctx, testenv.Options{Dir: c.runDir(), BinDir: c.opts.binDir})
+	env, err := controlplane.Start(ctx, controlplane.Options{Dir: c.runDir(), BinDir: c.opts.binDir})
 	if err != nil {
 		return "", err
 	}
@@ -224,7 +224,7 @@ func (c *cluster) startCloud(ctx context.Context) (string, error) {
 	}
 	c.cloudProc = p
 	var addr string
-	err = waitFor(ctx, p, "the local cloud's address file", func(context.Context) error {
+	err = p.WaitFor(ctx, "the local cloud's address file", func(context.Context) error {
 		raw, err := os.ReadFile(addrFile)
 		addr = strings.TrimSpace(string(raw))
 		if err == nil && addr == "" {
@@ -239,7 +239,7 @@ func (c *cluster) startCloud(ctx context.Context) (string, error) {
 	if c.cloud, err = client.New(c.cloudURL, token, client.WithUserAgent("nephele-up")); err != nil {
 		return "", err
 	}
-	if err := waitFor(ctx, p, "the local cloud's /healthz", c.cloud.Healthy); err != nil {
+	if err := p.WaitFor(ctx, "the local cloud's /healthz", c.cloud.Healthy); err != nil {
 		return "", err
 	}
 
@@ -368,7 +368,7 @@ func (c *cluster) startCCM(ctx context.Context) (string, error) {
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
 		DisableKeepAlives: true,
 	}}
-	err = waitFor(ctx, p, "the cloud-controller-manager's /healthz", func(ctx context.Context) error {
+	err = p.WaitFor(ctx, "the cloud-controller-manager's /healthz", func(ctx context.Context) error {
 		return getOK(ctx, hc, c.ccmURL+"/healthz")
 	})
 	return c.ccmURL, err
@@ -378,7 +378,7 @@ func (c *cluster) startCCM(ctx context.Context) (string, error) {
 func (c *cluster) wait(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	procs := []*testenv.Process{c.ccmProc, c.cloudProc, c.env.ControllerManager, c.env.Scheduler, c.env.Kwok}
+	procs := []*controlplane.Process{c.ccmProc, c.cloudProc, c.env.ControllerManager, c.env.Scheduler, c.env.Kwok}
 	for {
 		select {
 		case <-ctx.Done():
@@ -408,7 +408,7 @@ func (c *cluster) stop(out io.Writer) error {
 	}
 	ctx := context.Background()
 	var errs []error
-	stopProc := func(p *testenv.Process) func(context.Context) (string, error) {
+	stopProc := func(p *controlplane.Process) func(context.Context) (string, error) {
 		return func(context.Context) (string, error) {
 			err := p.Stop()
 			if exit := p.Err(); exit != nil && err == nil {
@@ -448,26 +448,6 @@ func (c *cluster) stop(out io.Writer) error {
 		errs = append(errs, c.lock.release())
 	}
 	return errors.Join(errs...)
-}
-
-// waitFor polls check until it succeeds, failing early with the process's log when it
-// exits and with the last check error when ctx ends.
-func waitFor(ctx context.Context, p *testenv.Process, what string, check func(context.Context) error) error {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-p.Done():
-			return fmt.Errorf("waiting for %s: %s exited (%v); the end of %s:\n%s", what, p.Name(), p.Err(), p.LogPath(), p.LogTail(15))
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, context.Cause(ctx), err)
-		case <-tick.C:
-		}
-	}
 }
 
 func getOK(ctx context.Context, hc *http.Client, url string) error {

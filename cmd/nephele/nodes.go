@@ -146,7 +146,7 @@ func nodeInitialized(n *corev1.Node) (bool, string) {
 
 // waitNodesInitialized waits until the CCM has initialized every node.
 func (c *cluster) waitNodesInitialized(ctx context.Context) (string, error) {
-	err := waitFor(ctx, c.ccmProc, "the nodes to be initialized", func(ctx context.Context) error {
+	err := c.ccmProc.WaitFor(ctx, "the nodes to be initialized", func(ctx context.Context) error {
 		var pending []string
 		for _, n := range c.nodes {
 			node, err := c.env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})

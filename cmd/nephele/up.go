@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
@@ -76,7 +76,7 @@ plane, and up builds cmd/localcloud and cmd/cloud-controller-manager there unles
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.dir, "dir", o.dir, "directory for the cluster's state, kubeconfig and logs")
-	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding the binaries (default: bin/ of the nephele source tree, or $"+testenv.BinDirEnv+")")
+	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding the binaries (default: bin/ of the nephele source tree, or $"+controlplane.BinDirEnv+")")
 	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("number of nodes to register (1-%d)", maxNodes))
 	fs.BoolVar(&o.smoke, "smoke", false, "run the smoke checks, stop, and exit 0 only if all passed")
 	fs.BoolVar(&o.fresh, "fresh", false, "delete everything in --dir first, the local cloud's state included")
@@ -122,7 +122,7 @@ func (o *upOptions) complete() error {
 	}
 	o.dir = abs
 	if o.binDir == "" {
-		if o.binDir, err = testenv.BinDir(); err != nil {
+		if o.binDir, err = controlplane.BinDir(); err != nil {
 			return fmt.Errorf("%w (or give --bin-dir)", err)
 		}
 	}

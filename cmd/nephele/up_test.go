@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/controlplane"
 )
 
 // asMainEnv makes the test binary run nephele's main instead of the tests, so a test can
@@ -48,7 +48,7 @@ const (
 // built with up's own build step, so the test never writes to the shared bin/.
 func testBinDir(t *testing.T) string {
 	t.Helper()
-	realBin, err := testenv.BinDir()
+	realBin, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,25 +24,26 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 )
 
 // The control plane is shared by the package's integration tests and started by the
 // first one that needs it, so that the unit tests do not pay for it.
-var shared = testenv.Shared{Options: testenv.Options{Kwok: true}}
+var shared = testenv.Shared{Options: controlplane.Options{Kwok: true}}
 
 func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane (etcd, kube-apiserver and kwok managing
 // every Node), starting it on first use. A missing binary fails the test.
-func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
+func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 // realHarness runs a controller against the shared control plane, with the fake cloud
 // behind the manager's instrumented call path.
 type realHarness struct {
 	t     *testing.T
-	env   *testenv.Env
+	env   *controlplane.Env
 	cloud *fakecloud.Cloud
 	ns    string
 	class string

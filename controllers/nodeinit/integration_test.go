@@ -21,6 +21,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -28,13 +29,13 @@ import (
 // The integration tests run the controller against a real kube-apiserver with kwok
 // managing every Node (so nodes turn Ready and heartbeat, as with real kubelets), and a
 // fake cloud. One control plane serves the package; it starts on first use.
-var shared = testenv.Shared{Options: testenv.Options{Kwok: true}}
+var shared = testenv.Shared{Options: controlplane.Options{Kwok: true}}
 
 func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane. A missing binary fails the test:
 // integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
+func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 const (
 	testLabel    = "nephele.dev/nodeinit-test"

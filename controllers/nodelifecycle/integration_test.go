@@ -24,6 +24,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/cloud/inventory"
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -35,7 +36,7 @@ import (
 var shared = testenv.Shared{
 	// kwok manages only the nodes labelled kwokLabel; the others keep the status a test
 	// gives them, which is how a test makes a node NotReady.
-	Setup: func(ctx context.Context, env *testenv.Env) error {
+	Setup: func(ctx context.Context, env *controlplane.Env) error {
 		_, err := env.StartKwok(ctx, "--manage-all-nodes=false", "--manage-nodes-with-label-selector="+kwokLabel+"=managed")
 		return err
 	},
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // controlPlane returns the shared control plane with kwok managing the labelled nodes.
 // A missing binary fails the test: integration tests never skip.
-func controlPlane(t *testing.T) *testenv.Env { return shared.Env(t) }
+func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 // harness is a controller running against the real control plane with its own fake
 // cloud, seeing only the Nodes it created.

@@ -7,12 +7,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/controlplane"
 )
 
 // Shared is one control plane shared by the tests of a package: starting one costs
 // seconds, so a package starts it once, on first use, and stops it after its last test.
 //
-//	var shared = testenv.Shared{Options: testenv.Options{Kwok: true}}
+//	var shared = testenv.Shared{Options: controlplane.Options{Kwok: true}}
 //
 //	func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 //
@@ -22,24 +24,24 @@ import (
 //	}
 type Shared struct {
 	// Options are the components to start.
-	Options Options
+	Options controlplane.Options
 	// Setup, when set, runs once after the control plane is up: more components,
 	// namespaces, RBAC the package's tests all need.
-	Setup func(ctx context.Context, env *Env) error
+	Setup func(ctx context.Context, env *controlplane.Env) error
 
 	once sync.Once
-	env  *Env
+	env  *controlplane.Env
 	err  error
 }
 
 // Env returns the shared control plane, starting it on first use. When it cannot start,
 // it fails t: integration tests never skip.
-func (s *Shared) Env(t testing.TB) *Env {
+func (s *Shared) Env(t testing.TB) *controlplane.Env {
 	t.Helper()
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		s.env, s.err = Start(ctx, s.Options)
+		s.env, s.err = controlplane.Start(ctx, s.Options)
 		if s.err == nil && s.Setup != nil {
 			if err := s.Setup(ctx, s.env); err != nil {
 				s.err = fmt.Errorf("setting up the shared control plane: %w", err)

@@ -1,6 +1,7 @@
-package testenv
+package controlplane
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -217,6 +218,57 @@ func TestLogTail(t *testing.T) {
 			writeFile(t, path, tt.content, 0o644)
 			if got := logTail(path, tt.n); got != tt.want {
 				t.Errorf("logTail() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestProcessWaitFor(t *testing.T) {
+	errNotYet := errors.New("not yet")
+	tests := []struct {
+		name    string
+		script  string
+		timeout time.Duration
+		// succeedAfter is how many checks fail before one succeeds; -1 never.
+		succeedAfter int
+		wantErr      []string
+	}{
+		{name: "check succeeds", script: "exec sleep 300", timeout: time.Minute, succeedAfter: 2},
+		{
+			name: "process exits", script: "echo dying words; exit 4", timeout: time.Minute, succeedAfter: -1,
+			wantErr: []string{"waiting for the thing: sh exited (exit status 4)", "dying words"},
+		},
+		{
+			name: "context ends", script: "exec sleep 300", timeout: 500 * time.Millisecond, succeedAfter: -1,
+			wantErr: []string{"waiting for the thing: context deadline exceeded", "last error: not yet"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startShell(t, tt.script)
+			ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+			defer cancel()
+			calls := 0
+			err := p.WaitFor(ctx, "the thing", func(context.Context) error {
+				calls++
+				if tt.succeedAfter >= 0 && calls > tt.succeedAfter {
+					return nil
+				}
+				return errNotYet
+			})
+			if len(tt.wantErr) == 0 {
+				if err != nil || calls != tt.succeedAfter+1 {
+					t.Fatalf("WaitFor() = %v after %d checks, want nil after %d", err, calls, tt.succeedAfter+1)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("WaitFor() succeeded")
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("WaitFor() error does not contain %q:\n%v", want, err)
+				}
 			}
 		})
 	}

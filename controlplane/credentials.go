@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"crypto/ecdsa"
@@ -36,7 +36,7 @@ const (
 	certValidity     = 24 * time.Hour
 	serviceKeyBits   = 2048
 	kubeconfigName   = "kubeconfig"
-	kubeconfigTarget = "testenv"
+	kubeconfigTarget = "nephele"
 )
 
 // credentials are the files the control plane is started with, all in the env directory.
@@ -107,7 +107,7 @@ func (c *credentials) writeServingCert() error {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "nephele-testenv-ca"},
+		Subject:               pkix.Name{CommonName: "nephele-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"bytes"
@@ -141,9 +141,9 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 func (p *Process) LogTail(n int) string { return logTail(p.logPath, n) }
 
 // exitedError describes a process that exited while it was expected to run, with the end
-// of its log so the cause shows up in the test output.
+// of its log so the cause shows up in the caller's output.
 func (p *Process) exitedError() error {
-	return fmt.Errorf("%s exited: %v\n%s", p.name, p.waitErr, indent(logTail(p.logPath, 20)))
+	return fmt.Errorf("%s exited (%v); the end of %s:\n%s", p.name, p.waitErr, p.logPath, indent(logTail(p.logPath, 20)))
 }
 
 // logTail returns up to n last lines of a log file.

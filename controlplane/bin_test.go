@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestModuleRoot(t *testing.T) {
 	writeFile(t, filepath.Join(root, "repo", "hack", "tools", "go.mod"), "module github.com/nephele-dev/nephele/hack/tools\n", 0o644)
 	writeFile(t, filepath.Join(root, "quoted", "go.mod"), "module \"github.com/nephele-dev/nephele\"\n", 0o644)
 	writeFile(t, filepath.Join(root, "other", "go.mod"), "module example.com/other\n", 0o644)
-	for _, d := range []string{"repo/internal/testenv", "repo/hack/tools/kwok", "quoted/pkg", "other/pkg"} {
+	for _, d := range []string{"repo/controlplane", "repo/hack/tools/kwok", "quoted/pkg", "other/pkg"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestModuleRoot(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "module root itself", from: "repo", want: "repo"},
-		{name: "package directory", from: "repo/internal/testenv", want: "repo"},
+		{name: "package directory", from: "repo/controlplane", want: "repo"},
 		{name: "passes over nested module", from: "repo/hack/tools/kwok", want: "repo"},
 		{name: "quoted module path", from: "quoted/pkg", want: "quoted"},
 		{name: "other module only", from: "other/pkg", wantErr: true},
@@ -69,8 +69,8 @@ func TestBinDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Tests run in internal/testenv, two levels below the module root.
-		want, err := filepath.Abs(filepath.Join("..", "..", "bin"))
+		// Tests run in controlplane, one level below the module root.
+		want, err := filepath.Abs(filepath.Join("..", "bin"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,8 @@
-package testenv_test
+package controlplane_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 )
 
@@ -83,7 +82,7 @@ func leaseHolder(ctx context.Context, c kubernetes.Interface, name string) (stri
 }
 
 // assertProcessGone checks the process was reaped and its group is empty.
-func assertProcessGone(t *testing.T, p *testenv.Process) {
+func assertProcessGone(t *testing.T, p *controlplane.Process) {
 	t.Helper()
 	select {
 	case <-p.Done():
@@ -105,7 +104,7 @@ func TestControlPlane(t *testing.T) {
 			t.Errorf("env directory %s still exists after a passing test (stat: %v)", dir, err)
 		}
 	})
-	env := testenv.New(t, testenv.Options{
+	env := testenv.New(t, controlplane.Options{
 		ControllerManager:     true,
 		ControllerManagerArgs: shortLease,
 		Scheduler:             true,
@@ -183,42 +182,6 @@ func TestControlPlane(t *testing.T) {
 		case <-p.Done():
 		default:
 			t.Error("the process still runs after Stop")
-		}
-	})
-
-	t.Run("a scope sees and deletes only its own nodes", func(t *testing.T) {
-		const key = "nephele.dev/scope-test"
-		other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "scope-other", Labels: map[string]string{key: "someone-else"}}}
-		if _, err := c.CoreV1().Nodes().Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{}) })
-		var mine string
-		t.Run("scoped", func(t *testing.T) {
-			s := testenv.NewScope(t, c, key)
-			// Registered after NewScope, so it runs before the scope's cleanup.
-			ctx, cancel := context.WithCancel(t.Context())
-			t.Cleanup(cancel)
-			mine = s.ID + "-a"
-			if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: mine, Labels: s.Labels()}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			lister := s.Informers.Core().V1().Nodes().Lister()
-			s.Informers.Start(ctx.Done())
-			s.Informers.WaitForCacheSync(ctx.Done())
-			nodes, err := lister.List(labels.Everything())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(nodes) != 1 || nodes[0].Name != mine {
-				t.Errorf("the scope's informers see %d nodes, want only %s", len(nodes), mine)
-			}
-		})
-		if _, err := c.CoreV1().Nodes().Get(t.Context(), mine, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the scope's node %s after its test: %v, want NotFound", mine, err)
-		}
-		if _, err := c.CoreV1().Nodes().Get(t.Context(), other.Name, metav1.GetOptions{}); err != nil {
-			t.Errorf("another test's node after the scope's cleanup: %v", err)
 		}
 	})
 
@@ -318,54 +281,10 @@ func TestControlPlane(t *testing.T) {
 	})
 }
 
-// failedTB is a test that has failed, recording its cleanups and logs instead of running
-// and printing them.
-type failedTB struct {
-	testing.TB
-	cleanups []func()
-	logs     []string
-}
-
-func (f *failedTB) Failed() bool      { return true }
-func (f *failedTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
-func (f *failedTB) Logf(format string, args ...any) {
-	f.logs = append(f.logs, fmt.Sprintf(format, args...))
-}
-
-// TestNewKeepsLogsOnFailure checks what a failed test leaves: every process stopped, the
-// env directory kept, and where it is and how each log ends in the test output.
-func TestNewKeepsLogsOnFailure(t *testing.T) {
-	tb := &failedTB{TB: t}
-	env := testenv.New(tb, testenv.Options{})
-	t.Cleanup(func() { os.RemoveAll(env.Dir) })
-	for i := len(tb.cleanups) - 1; i >= 0; i-- {
-		tb.cleanups[i]()
-	}
-
-	if _, err := os.Stat(filepath.Join(env.Dir, "kube-apiserver.log")); err != nil {
-		t.Errorf("apiserver log not kept: %v", err)
-	}
-	out := strings.Join(tb.logs, "\n")
-	for _, want := range []string{"directory kept: " + env.Dir, "end of " + filepath.Join(env.Dir, "etcd.log")} {
-		if !strings.Contains(out, want) {
-			t.Errorf("test output does not contain %q:\n%s", want, out)
-		}
-	}
-	if pids := processesMentioning(t, env.Dir); len(pids) > 0 {
-		t.Errorf("processes %v still run from %s after cleanup", pids, env.Dir)
-	}
-	if _, err := env.StartControllerManager(t.Context()); err == nil || !strings.Contains(err.Error(), "env is stopped") {
-		t.Errorf("StartControllerManager() on a stopped env: error %v, want it refused", err)
-	}
-	if err := env.Stop(); err != nil {
-		t.Errorf("Stop() after cleanup: %v", err)
-	}
-}
-
 // TestStartFailureCleansUp starts a real etcd and an apiserver that fails at once: Start
 // must report the apiserver's own words, keep the logs and leave no etcd running.
 func TestStartFailureCleansUp(t *testing.T) {
-	realBin, err := testenv.BinDir()
+	realBin, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,9 +296,9 @@ func TestStartFailureCleansUp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "kube-apiserver"), []byte(broken), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(testenv.BinDirEnv, bin)
+	t.Setenv(controlplane.BinDirEnv, bin)
 
-	env, err := testenv.Start(t.Context(), testenv.Options{})
+	env, err := controlplane.Start(t.Context(), controlplane.Options{})
 	if err == nil {
 		_ = env.Stop()
 		t.Fatal("Start() succeeded with a broken kube-apiserver")
@@ -389,7 +308,7 @@ func TestStartFailureCleansUp(t *testing.T) {
 			t.Errorf("Start() error does not contain %q:\n%v", want, err)
 		}
 	}
-	var startErr *testenv.StartError
+	var startErr *controlplane.StartError
 	if !errors.As(err, &startErr) {
 		t.Fatalf("Start() error %v is not a *StartError", err)
 	}
@@ -427,12 +346,12 @@ func processesMentioning(t *testing.T, s string) []int {
 // TestZeroEnv checks an Env not made by Start refuses to start components instead of
 // panicking, and stops as a no-op.
 func TestZeroEnv(t *testing.T) {
-	var env testenv.Env
-	starts := map[string]func(context.Context, ...string) (*testenv.Process, error){
+	var env controlplane.Env
+	starts := map[string]func(context.Context, ...string) (*controlplane.Process, error){
 		"StartControllerManager": env.StartControllerManager,
 		"StartScheduler":         env.StartScheduler,
 		"StartKwok":              env.StartKwok,
-		"StartProcess": func(context.Context, ...string) (*testenv.Process, error) {
+		"StartProcess": func(context.Context, ...string) (*controlplane.Process, error) {
 			return env.StartProcess("etcd", "--version")
 		},
 	}
@@ -450,7 +369,7 @@ func TestZeroEnv(t *testing.T) {
 // TestStartInDir starts an env in a given directory with binaries from a given bin
 // directory, runs one more binary as part of it, and checks what stays behind.
 func TestStartInDir(t *testing.T) {
-	realBin, err := testenv.BinDir()
+	realBin, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +386,7 @@ func TestStartInDir(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "nested", "env")
 
-	env, err := testenv.Start(t.Context(), testenv.Options{Dir: dir, BinDir: bin})
+	env, err := controlplane.Start(t.Context(), controlplane.Options{Dir: dir, BinDir: bin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,22 +408,33 @@ func TestStartInDir(t *testing.T) {
 	eventually(t, "helper log", func(context.Context) (bool, error) {
 		return strings.Contains(p.LogTail(5), "helper started: --flag value"), nil
 	})
-	if _, err := env.StartProcess("no-such-binary"); !errors.As(err, new(*testenv.MissingBinaryError)) {
+	if _, err := env.StartProcess("no-such-binary"); !errors.As(err, new(*controlplane.MissingBinaryError)) {
 		t.Errorf("StartProcess(no-such-binary): error %v, want a *MissingBinaryError", err)
 	}
 
 	// A second env refuses the directory in use rather than mixing its files in.
-	if other, err := testenv.Start(t.Context(), testenv.Options{Dir: dir, BinDir: bin}); err == nil {
+	if other, err := controlplane.Start(t.Context(), controlplane.Options{Dir: dir, BinDir: bin}); err == nil {
 		_ = other.Stop()
 		t.Fatal("Start() in a non-empty directory succeeded")
 	} else if !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("Start() in a non-empty directory: error %v, want it to say so", err)
 	}
 
+	var names []string
+	for _, p := range env.Processes() {
+		names = append(names, p.Name())
+	}
+	if got, want := strings.Join(names, " "), "etcd kube-apiserver helper"; got != want {
+		t.Errorf("Processes() = %s, want %s", got, want)
+	}
+
 	if err := env.StopKeepingLogs(); err != nil {
 		t.Fatal(err)
 	}
 	assertProcessGone(t, p)
+	if _, err := env.StartProcess("helper"); err == nil || !strings.Contains(err.Error(), "env is stopped") {
+		t.Errorf("StartProcess() on a stopped env: error %v, want it refused", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "helper.log")); err != nil {
 		t.Errorf("helper log not kept: %v", err)
 	}

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"bufio"
@@ -16,7 +16,8 @@ import (
 // are looked up. Without it they come from the bin/ directory of the nephele module root.
 const BinDirEnv = "NEPHELE_BIN_DIR"
 
-// modulePath is the module whose root holds bin/; tests run in package directories below it.
+// modulePath is the module whose root holds bin/. Tests run in package directories below
+// it; nephele up and the benchmarks are run from inside the source tree.
 const modulePath = "github.com/nephele-dev/nephele"
 
 // Names of the binaries `make tools` puts into bin/.

@@ -1,0 +1,321 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// startTimeout bounds Start when the caller's context has no earlier deadline. A cold
+// kube-apiserver on a busy two-core machine needs well under a minute.
+const startTimeout = 2 * time.Minute
+
+// errNotStarted refuses components on an Env that Start did not return.
+var errNotStarted = errors.New("controlplane: Env was not started with Start")
+
+// Options selects the components started beside etcd and kube-apiserver.
+type Options struct {
+	// ControllerManager starts a kube-controller-manager with ControllerManagerArgs.
+	ControllerManager bool
+	// ControllerManagerArgs are appended to the defaults of StartControllerManager; a
+	// flag given here overrides the default of the same name.
+	ControllerManagerArgs []string
+	// Scheduler starts a kube-scheduler.
+	Scheduler bool
+	// Kwok starts kwok managing every Node, so Nodes turn Ready and keep heartbeating.
+	Kwok bool
+	// Dir, when set, is the env directory instead of a new temporary one, for a control
+	// plane whose files must be found at a known place (nephele up). It is created if
+	// missing and must be empty: a control plane never starts on another's etcd data or
+	// credentials. Stop removes it like a temporary one; StopKeepingLogs keeps it.
+	Dir string
+	// BinDir, when set, is where the binaries are looked up instead of BinDir().
+	BinDir string
+}
+
+// Env is a running control plane. Its exported fields are set by Start and must not be
+// changed.
+type Env struct {
+	// Dir holds the credentials, the etcd data and one log file per process.
+	Dir string
+	// Kubeconfig is the path of a kubeconfig file for the admin identity.
+	Kubeconfig string
+	// Token is the admin bearer token; its user is in group system:masters.
+	Token string
+	// APIServerURL is the https URL of kube-apiserver.
+	APIServerURL string
+	// Config is a client configuration for the admin identity.
+	Config *rest.Config
+	// Client is a clientset for the admin identity.
+	Client kubernetes.Interface
+
+	// ControllerManager, Scheduler and Kwok are the processes Start ran for Options, or
+	// nil when not requested.
+	ControllerManager *Process
+	Scheduler         *Process
+	Kwok              *Process
+
+	binDir string
+	creds  *credentials
+
+	mu      sync.Mutex
+	procs   []*Process     // in start order; stopped in reverse, so etcd goes last
+	counts  map[string]int // per component, to give each start its own log file
+	stopped bool
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts etcd and kube-apiserver, then the components opts asks for, and returns
+// once the apiserver is ready and its RBAC bootstrap is done. ctx bounds startup only: the
+// processes run until Stop. On error nothing is left running; once processes were started
+// the error is a *StartError naming the directory kept with their logs.
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	binDir := opts.BinDir
+	if binDir == "" {
+		var err error
+		if binDir, err = BinDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkBinaries(binDir, opts); err != nil {
+		return nil, err
+	}
+	ctx, cancel := withStartTimeout(ctx)
+	defer cancel()
+	dir, err := envDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, binDir: binDir, counts: map[string]int{}}
+	if err := e.start(ctx, opts); err != nil {
+		if stopErr := e.StopKeepingLogs(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, &StartError{Dir: dir, Err: err}
+	}
+	return e, nil
+}
+
+// envDir creates the env directory: dir if given (it must be empty), else a temporary one.
+func envDir(dir string) (string, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "nephele-controlplane-")
+		if err != nil {
+			return "", fmt.Errorf("create env directory: %w", err)
+		}
+		return d, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("env directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("create env directory: %w", err)
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return "", fmt.Errorf("env directory %s: %w", abs, err)
+	}
+	if len(entries) > 0 {
+		return "", fmt.Errorf("env directory %s is not empty (holds %s)", abs, entries[0].Name())
+	}
+	return abs, nil
+}
+
+// StartError reports a Start that failed after processes were started. Everything was
+// stopped again; Dir was kept for its logs.
+type StartError struct {
+	// Dir is the env directory holding each process's log.
+	Dir string
+	// Err says what failed, with the end of the failing process's log.
+	Err error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("start control plane (logs in %s): %v", e.Dir, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+func (e *Env) start(ctx context.Context, opts Options) error {
+	creds, err := writeCredentials(e.Dir)
+	if err != nil {
+		return err
+	}
+	e.creds = creds
+	e.Token = creds.token
+	e.Kubeconfig = creds.kubeconfig
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	// The member name must be the same in --name and --initial-cluster.
+	const etcdMember = "nephele"
+	etcd, err := e.run(etcdBinary, []string{
+		"--name", etcdMember,
+		"--data-dir", filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls", etcdURL,
+		"--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL,
+		"--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", etcdMember + "=" + peerURL,
+		// Durability is worthless for a throwaway store and fsync is slow on busy disks.
+		"--unsafe-no-fsync",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, etcd, etcdURL+"/health"); err != nil {
+		return err
+	}
+
+	e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	if err := creds.writeKubeconfig(e.APIServerURL); err != nil {
+		return err
+	}
+	apiserver, err := e.run(apiserverBinary, []string{
+		"--etcd-servers", etcdURL,
+		"--bind-address", "127.0.0.1",
+		"--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(ports[2]),
+		"--tls-cert-file", creds.certFile,
+		"--tls-private-key-file", creds.keyFile,
+		"--cert-dir", filepath.Join(e.Dir, "apiserver-certs"),
+		"--token-auth-file", creds.tokenFile,
+		"--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", serviceIssuer,
+		"--service-account-key-file", creds.saPub,
+		"--service-account-signing-key-file", creds.saKey,
+		"--service-cluster-ip-range", serviceCIDR,
+		"--allow-privileged=true",
+		// The kubernetes Service cannot have a loopback endpoint; without a reconciler the
+		// apiserver does not log a validation error for it every ten seconds.
+		"--endpoint-reconciler-type=none",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	e.Config = &rest.Config{
+		Host:            e.APIServerURL,
+		BearerToken:     creds.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: creds.caPEM},
+		// Tests create objects in bursts; client-side throttling only slows them down.
+		QPS:   100,
+		Burst: 200,
+	}
+	client, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	e.Client = client
+	if err := e.waitReady(ctx, apiserver); err != nil {
+		return err
+	}
+
+	if opts.ControllerManager {
+		if e.ControllerManager, err = e.StartControllerManager(ctx, opts.ControllerManagerArgs...); err != nil {
+			return err
+		}
+	}
+	if opts.Scheduler {
+		if e.Scheduler, err = e.StartScheduler(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.Kwok {
+		if e.Kwok, err = e.StartKwok(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitReady waits for /readyz, then for what tests touch first: the default namespace
+// and the RBAC bootstrap policy, here the system:kube-controller-manager ClusterRole.
+func (e *Env) waitReady(ctx context.Context, apiserver *Process) error {
+	err := apiserver.WaitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) error {
+		_, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = apiserver.WaitFor(ctx, "namespace default", func(ctx context.Context) error {
+		_, err := e.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return apiserver.WaitFor(ctx, "ClusterRole system:kube-controller-manager", func(ctx context.Context) error {
+		_, err := e.Client.RbacV1().ClusterRoles().Get(ctx, "system:kube-controller-manager", metav1.GetOptions{})
+		return err
+	})
+}
+
+// ServiceAccountKey returns the path of the RSA private key service account tokens are
+// signed with, for components that issue tokens themselves.
+func (e *Env) ServiceAccountKey() string {
+	if e.creds == nil {
+		return ""
+	}
+	return e.creds.saKey
+}
+
+// CAFile returns the path of the CA certificate that signed the apiserver's certificate.
+func (e *Env) CAFile() string {
+	if e.creds == nil {
+		return ""
+	}
+	return e.creds.caFile
+}
+
+// Stop stops every process the env started, latest first and etcd last, then removes Dir.
+// It is safe to call more than once, also after a failed Start.
+func (e *Env) Stop() error {
+	err := e.StopKeepingLogs()
+	if rmErr := os.RemoveAll(e.Dir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove env directory: %w", rmErr))
+	}
+	return err
+}
+
+// StopKeepingLogs stops every process like Stop but leaves Dir and its logs in place, for
+// when a test failed.
+func (e *Env) StopKeepingLogs() error {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		e.stopped = true
+		procs := e.procs
+		e.mu.Unlock()
+		var errs []error
+		for i := len(procs) - 1; i >= 0; i-- {
+			errs = append(errs, procs[i].Stop())
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// Processes returns every process started so far, in start order, running or not: etcd
+// and kube-apiserver first, then the components and the processes of StartProcess and
+// StartCommand. A test that failed prints the end of each one's log.
+func (e *Env) Processes() []*Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*Process(nil), e.procs...)
+}
