@@ -37,11 +37,11 @@ func benchController(b *testing.B) (*Controller, []*corev1.Node) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(c.queue.ShutDown)
+	b.Cleanup(c.worker.ShutDown)
 	nodes := make([]*corev1.Node, benchNodes)
 	for i := range nodes {
 		nodes[i] = newNode(fmt.Sprintf("node-%05d", i), withIP(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&0xff, i&0xff)))
-		c.nodeAdded(nodes[i])
+		c.nodeChanged(nodes[i])
 	}
 	applied := c.backends.current().hash
 	for i := range benchServices {
@@ -65,9 +65,9 @@ func BenchmarkNodeEvent(b *testing.B) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		b.ReportAllocs()
 		for b.Loop() {
-			c.nodeAdded(n)
+			c.nodeChanged(n)
 		}
-		if c.queue.Len() != 0 || len(c.nodesChanged) != 0 {
+		if c.worker.Len() != 0 || len(c.nodesChanged) != 0 {
 			b.Fatal("a heartbeat queued work")
 		}
 	})
@@ -87,20 +87,17 @@ func BenchmarkNodeEvent(b *testing.B) {
 				n = z
 			}
 			i++
-			c.nodeAdded(n)
+			c.nodeChanged(n)
 			<-c.nodesChanged
 			if got := c.queueChangedBackends(); got != benchServices {
 				b.Fatalf("queued %d load balancers, want %d", got, benchServices)
 			}
 			current := c.backends.currentHash()
-			for range benchServices {
-				k, _ := c.queue.Get()
+			c.worker.Drain(func(k string) {
 				c.mu.Lock()
 				c.states[k].backends = current
 				c.mu.Unlock()
-				c.queue.Forget(k)
-				c.queue.Done(k)
-			}
+			})
 		}
 	})
 

@@ -18,17 +18,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
 
-// Defaults for the zero values of Config.
+// Defaults for the zero values of Config that have no flag; the others are
+// manager.DefaultControllerConfig's.
 const (
-	// DefaultWorkers is nephele's default --concurrent-service-syncs (upstream's is 1,
-	// which lets one slow load balancer hold up every other).
-	DefaultWorkers = 10
-	// DefaultNodeBatchWindow is how long node changes are gathered into one backend
-	// update per load balancer.
-	DefaultNodeBatchWindow = time.Second
 	// DefaultMinRetryDelay and DefaultMaxRetryDelay bound the exponential backoff of a
 	// failing Service, as upstream's service controller does.
 	DefaultMinRetryDelay = 5 * time.Second
@@ -59,9 +55,9 @@ type Config struct {
 	// LoadBalancerClass is --load-balancer-class: empty serves Services without a
 	// class, otherwise only Services with exactly this class.
 	LoadBalancerClass string
-	// Workers is --concurrent-service-syncs; 0 means DefaultWorkers.
+	// Workers is --concurrent-service-syncs; 0 means the manager's default.
 	Workers int
-	// NodeBatchWindow is --node-batch-window; 0 means DefaultNodeBatchWindow.
+	// NodeBatchWindow is --node-batch-window; 0 means the manager's default.
 	NodeBatchWindow time.Duration
 	// MinRetryDelay and MaxRetryDelay bound the backoff of failing Services; 0 means
 	// the defaults.
@@ -78,12 +74,10 @@ type Controller struct {
 	health      *manager.Progress
 	clusterName string
 	class       string
-	workers     int
 	window      time.Duration
 
 	services corelisters.ServiceLister
-	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	worker   *worker.Worker
 
 	backends *backendSet
 	// nodesChanged holds one pending wake-up for the node batcher.
@@ -108,6 +102,10 @@ type lbState struct {
 	// svc is the Service as last synced, to delete the load balancer should the
 	// Service vanish without the controller removing its finalizer.
 	svc *corev1.Service
+	// elsewhere is true when the provider answered that another controller implements
+	// this Service's load balancer (upstream's ImplementedElsewhere): the controller
+	// leaves its backends and status alone until the Service's spec changes.
+	elsewhere bool
 }
 
 // New builds the controller and registers its informers and metrics.
@@ -131,7 +129,8 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	minRetry, maxRetry := orDefault(cfg.MinRetryDelay, DefaultMinRetryDelay), orDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
+	defaults := manager.DefaultControllerConfig()
+	minRetry, maxRetry := manager.OrDefault(cfg.MinRetryDelay, DefaultMinRetryDelay), manager.OrDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
 	if maxRetry < minRetry {
 		maxRetry = minRetry
 	}
@@ -144,44 +143,45 @@ func New(cfg Config) (*Controller, error) {
 		health:      cfg.Health,
 		clusterName: cfg.ClusterName,
 		class:       cfg.LoadBalancerClass,
-		workers:     orDefault(cfg.Workers, DefaultWorkers),
-		window:      orDefault(cfg.NodeBatchWindow, DefaultNodeBatchWindow),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: manager.ServiceLBController},
-		),
+		window:      manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
 		backends:     newBackendSet(),
 		nodesChanged: make(chan struct{}, 1),
 		states:       map[string]*lbState{},
 	}
 
 	svcInformer := cfg.Informers.Core().V1().Services()
+	nodeInformer := cfg.Informers.Core().V1().Nodes()
+	c.worker, err = worker.New(worker.Config{
+		Name:        manager.ServiceLBController,
+		Sync:        c.syncService,
+		Workers:     manager.OrDefault(cfg.Workers, defaults.ConcurrentServiceSyncs),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry),
+		Synced:      []cache.InformerSynced{svcInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced},
+		Loops:       []worker.Loop{c.batchNodeChanges},
+		Health:      cfg.Health,
+		Logger:      cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("service-lb-controller: %w", err)
+	}
 	if _, err := svcInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,
 		DeleteFunc: c.serviceDeleted,
 	}); err != nil {
+		c.worker.ShutDown()
 		return nil, fmt.Errorf("service-lb-controller: watching Services: %w", err)
 	}
-	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.nodeAdded,
-		UpdateFunc: func(_, obj any) { c.nodeAdded(obj) },
+		AddFunc:    c.nodeChanged,
+		UpdateFunc: func(_, obj any) { c.nodeChanged(obj) },
 		DeleteFunc: c.nodeDeleted,
 	}); err != nil {
+		c.worker.ShutDown()
 		return nil, fmt.Errorf("service-lb-controller: watching Nodes: %w", err)
 	}
 	c.services = svcInformer.Lister()
-	c.synced = []cache.InformerSynced{svcInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced}
 	return c, nil
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Spec returns the manager's description of the controller. It declines to run when
@@ -219,30 +219,10 @@ func Spec() manager.ControllerSpec {
 // Run syncs load balancers until ctx is done. It waits for its workers before it
 // returns; a cloud call that ignores ctx can delay the return by up to its timeout.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
-	c.log.Info("Starting", "workers", c.workers, "nodeBatchWindow", c.window, "loadBalancerClass", c.class)
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("service-lb-controller: informer caches did not sync")
-	}
-	if c.health != nil {
-		c.health.SetPending(c.queue.Len)
-	}
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Go(func() { c.batchNodeChanges(ctx) })
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	c.log.Info("Starting", "nodeBatchWindow", c.window, "loadBalancerClass", c.class)
+	err := c.worker.Run(ctx)
 	c.log.Info("Stopped")
-	return nil
+	return err
 }
 
 // serviceAdded queues Services this controller may have to act on.
@@ -278,17 +258,18 @@ func (c *Controller) serviceDeleted(obj any) {
 	}
 	// Only a Service whose load balancer we ensured needs work once it is gone.
 	if c.hasState(k) {
-		c.queue.Add(k)
+		c.worker.Add(k)
 	}
 }
 
-func (c *Controller) enqueue(svc *corev1.Service) { c.queue.Add(key(svc)) }
+func (c *Controller) enqueue(svc *corev1.Service) { c.worker.Add(key(svc)) }
 
 func key(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
 
-// nodeAdded records the node's eligibility; only a change to the backend set wakes the
-// batcher, so heartbeats and other node updates cost a hash of the node and nothing more.
-func (c *Controller) nodeAdded(obj any) {
+// nodeChanged records an added or updated node's eligibility; only a change to the
+// backend set wakes the batcher, so heartbeats and other node updates cost a hash of
+// the node and nothing more.
+func (c *Controller) nodeChanged(obj any) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return
@@ -356,66 +337,25 @@ func (c *Controller) queueChangedBackends() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, st := range c.states {
-		if st.backends != current {
-			c.queue.Add(k)
+		if !st.elsewhere && st.backends != current {
+			c.worker.Add(k)
 			n++
 		}
 	}
 	return n
 }
 
-// processNext handles one queued Service; it returns false once the queue shut down.
-func (c *Controller) processNext(ctx context.Context) bool {
-	k, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(k)
+// syncService is the worker's sync: one Service, timed and its failure counted by
+// reason. The worker decides when it runs again.
+func (c *Controller) syncService(ctx context.Context, k string) (worker.Result, error) {
 	start := time.Now()
 	op, err := c.sync(ctx, k)
 	c.metrics.syncDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	c.handleErr(ctx, k, err)
-	if c.health != nil {
-		c.health.Progressed()
+	if err != nil && ctx.Err() == nil {
+		c.metrics.syncErrors.WithLabelValues(errorReason(err)).Inc()
 	}
-	return true
+	return worker.Result{}, err
 }
-
-// handleErr decides when a Service is synced again.
-func (c *Controller) handleErr(ctx context.Context, k string, err error) {
-	if err == nil {
-		c.queue.Forget(k)
-		return
-	}
-	if ctx.Err() != nil {
-		return // shutting down: the next leader starts from scratch
-	}
-	reason := errorReason(err)
-	c.metrics.syncErrors.WithLabelValues(reason).Inc()
-	var perm *permanentError
-	switch {
-	case errors.As(err, &perm):
-		// Only a change to the Service can help; its update event queues it again.
-		c.log.Info("Service cannot be synced until it changes", "service", k, "err", err)
-		c.queue.Forget(k)
-	case cloud.IsThrottled(err):
-		if after, ok := cloud.RetryAfter(err); ok {
-			c.log.V(2).Info("Cloud throttled the load balancer sync", "service", k, "retryAfter", after)
-			c.queue.AddAfter(k, after)
-			return
-		}
-		c.queue.AddRateLimited(k)
-	default:
-		c.log.Error(err, "Syncing load balancer failed", "service", k, "reason", reason, "retries", c.queue.NumRequeues(k))
-		c.queue.AddRateLimited(k)
-	}
-}
-
-// permanentError marks a failure that retrying cannot fix.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
 
 // apiError marks a failed Kubernetes API call, to tell it from a cloud failure.
 type apiError struct{ err error }

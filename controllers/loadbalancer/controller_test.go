@@ -22,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -387,7 +388,7 @@ func TestNoStateForGoneServices(t *testing.T) {
 		t.Errorf("%d load balancer states kept for deleted Services", states)
 	}
 	for i := range n {
-		if r := h.ctrl.queue.NumRequeues(fmt.Sprintf("ns/web-%d", i)); r != 0 {
+		if r := h.ctrl.worker.NumRequeues(fmt.Sprintf("ns/web-%d", i)); r != 0 {
 			t.Errorf("rate limiter still tracks ns/web-%d (%d requeues)", i, r)
 		}
 	}
@@ -484,10 +485,10 @@ func TestSpecBuildsController(t *testing.T) {
 	if !ok {
 		t.Fatalf("Spec().New returned %T", got)
 	}
-	if c.workers != 3 || c.window != 5*time.Second || c.clusterName != "prod" || c.class != "example.com/x" || c.health != cc.Health {
-		t.Errorf("settings not taken from the context: workers %d, window %s, cluster %q, class %q", c.workers, c.window, c.clusterName, c.class)
+	if c.worker.Workers() != 3 || c.window != 5*time.Second || c.clusterName != "prod" || c.class != "example.com/x" || c.health != cc.Health {
+		t.Errorf("settings not taken from the context: workers %d, window %s, cluster %q, class %q", c.worker.Workers(), c.window, c.clusterName, c.class)
 	}
-	c.queue.ShutDown()
+	c.worker.ShutDown()
 	if _, err := Spec().New(context.Background(), &manager.ControllerContext{}); !errors.Is(err, manager.ErrControllerDisabled) {
 		t.Errorf("New without a cloud: %v, want a disabled error", err)
 	}
@@ -588,5 +589,124 @@ func TestOneOperationAtATimePerLoadBalancer(t *testing.T) {
 	defer mu.Unlock()
 	if most != 1 {
 		t.Errorf("up to %d cloud calls at once for one load balancer, want 1", most)
+	}
+}
+
+// A provider answering "implemented elsewhere" (upstream's ImplementedElsewhere, which
+// providers/upstream maps to cloud.ErrNotImplemented) owns nothing of the Service's load
+// balancer: the controller leaves the Service alone quietly, as upstream's does, and
+// lets its deletion through.
+func TestImplementedElsewhere(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"))
+	elsewhere := fmt.Errorf("load balancer of ns/other is implemented by another controller: %w", cloud.ErrNotImplemented)
+	otherLB := LoadBalancerName(newService("ns", "other"))
+	h.cloud.SetHook(func(_ context.Context, op fakecloud.Op, subject string) error {
+		switch op {
+		case fakecloud.OpEnsureLoadBalancer, fakecloud.OpUpdateLoadBalancerBackends, fakecloud.OpEnsureLoadBalancerDeleted:
+			if subject == otherLB {
+				return elsewhere
+			}
+		}
+		return nil
+	})
+	// A Service served here beside it shows the controller at work meanwhile.
+	h.waitIngress("ns", h.createService(newService("ns", "mine")).Name)
+	h.createService(newService("ns", "other"))
+	calls := func(op fakecloud.Op) int { return h.cloud.CallsWithResult(op, cloud.ResultNotImplemented) }
+	quiet := func(t *testing.T, wantEnsures int) {
+		t.Helper()
+		h.quiesce()
+		if n := calls(fakecloud.OpEnsureLoadBalancer); n != wantEnsures {
+			t.Errorf("EnsureLoadBalancer answered 'elsewhere' %d times, want %d (no retries)", n, wantEnsures)
+		}
+		if n := h.cloud.Calls(fakecloud.OpUpdateLoadBalancerBackends); n != 0 {
+			t.Errorf("%d backend updates for load balancers, want none", n)
+		}
+		for _, reason := range []string{EventSyncLoadBalancerFailed, EventUpdateLoadBalancerFailed, EventDeleteLoadBalancerFailed} {
+			if evs := h.events.Find("ns/other", reason); len(evs) > 0 {
+				t.Errorf("%d %s events for a Service implemented elsewhere: %v", len(evs), reason, evs)
+			}
+		}
+		if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultNotImplemented))); got != 0 {
+			t.Errorf("sync errors counted for 'elsewhere': %v", got)
+		}
+	}
+
+	t.Run("ensure", func(t *testing.T) {
+		quiet(t, 1)
+		svc := h.getService("ns", "other")
+		if !hasFinalizer(svc) {
+			t.Errorf("finalizers %v: the finalizer must go on before the provider is asked", svc.Finalizers)
+		}
+		if len(svc.Status.LoadBalancer.Ingress) > 0 {
+			t.Errorf("status %+v written for a load balancer this controller does not own", svc.Status.LoadBalancer)
+		}
+	})
+
+	t.Run("update", func(t *testing.T) {
+		// Node changes update backends of the controller's own load balancers only.
+		h.createNode(newNode("n2"))
+		h.waitBackends(LoadBalancerName(h.getService("ns", "mine")), "n1", "n2")
+		h.cloud.ResetCalls()
+		quiet(t, 0)
+		// A spec change asks the provider again; it still says elsewhere, once.
+		svc := h.getService("ns", "other")
+		svc.Spec.Ports[0].Port = 8080
+		h.updateService(svc)
+		eventually(t, "ensure after the spec change", func() string {
+			if n := calls(fakecloud.OpEnsureLoadBalancer); n != 1 {
+				return fmt.Sprintf("%d ensures", n)
+			}
+			return ""
+		})
+		quiet(t, 1)
+		h.cloud.ResetCalls()
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		svc := h.getService("ns", "other")
+		svc.DeletionTimestamp = deletedAt()
+		h.updateService(svc)
+		eventually(t, "finalizer removed", func() string {
+			if hasFinalizer(h.getService("ns", "other")) {
+				return "finalizer still there"
+			}
+			return ""
+		})
+		if n := calls(fakecloud.OpEnsureLoadBalancerDeleted); n != 1 {
+			t.Errorf("EnsureLoadBalancerDeleted answered 'elsewhere' %d times, want 1", n)
+		}
+		quiet(t, 0)
+		eventually(t, "state dropped", func() string {
+			if h.ctrl.hasState("ns/other") {
+				return "state kept"
+			}
+			return ""
+		})
+	})
+}
+
+// A cloud asking to wait a day holds load balancer work only for the call path's cap.
+func TestRetryAfterOfADayIsCapped(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	var fc *fakecloud.Cloud
+	h := newHarness(t, func(c *Config) {
+		// With a backoff of an hour, only the capped Retry-After brings the retry in time.
+		c.MinRetryDelay, c.MaxRetryDelay = time.Hour, time.Hour
+		fc = c.LoadBalancers.(*fakecloud.Cloud)
+		ic, err := instrumented.New(fc, instrumented.Options{MaxRetryAfter: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.LoadBalancers, _ = ic.For(manager.ServiceLBController).LoadBalancers()
+	}, newNode("n1"))
+	fc.ThrottleNext(fakecloud.OpEnsureLoadBalancer, 1, 24*time.Hour)
+	start := time.Now()
+	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+	if d := time.Since(start); d < limit {
+		t.Errorf("served after %v, before the %v cap: the throttled answer was not waited out", d, limit)
+	}
+	if n := fc.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
+		t.Errorf("throttled calls = %d, want 1", n)
 	}
 }

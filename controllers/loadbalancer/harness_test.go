@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/eventlog"
@@ -74,8 +73,10 @@ func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harn
 		}
 		factory.Shutdown()
 	})
-	if !cache.WaitForCacheSync(ctx.Done(), h.ctrl.synced...) {
-		t.Fatal("caches did not sync")
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("the %v cache did not sync", typ)
+		}
 	}
 	return h
 }
@@ -178,7 +179,7 @@ func (h *harness) quiesce() {
 	h.t.Helper()
 	stable := 0
 	eventually(h.t, "controller to go idle", func() string {
-		if h.ctrl.queue.Len() == 0 && h.cloud.InFlight() == 0 {
+		if h.ctrl.worker.Len() == 0 && h.cloud.InFlight() == 0 {
 			stable++
 		} else {
 			stable = 0

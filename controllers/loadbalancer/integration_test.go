@@ -18,15 +18,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/cloud/instrumented"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // The control plane is shared by the package's integration tests and started by the
@@ -111,8 +110,10 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 		factory.Shutdown()
 		broadcaster.Shutdown()
 	})
-	if !cache.WaitForCacheSync(ctx.Done(), ctrl.synced...) {
-		t.Fatal("caches did not sync")
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("the %v cache did not sync", typ)
+		}
 	}
 	return &realHarness{t: t, env: e, cloud: fc, ns: ns, class: class}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 )
 
 // Event reasons, as upstream's service controller records them.
@@ -34,7 +35,7 @@ const (
 func (c *Controller) sync(ctx context.Context, k string) (string, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(k)
 	if err != nil {
-		return opNone, &permanentError{fmt.Errorf("bad Service key %q: %w", k, err)}
+		return opNone, worker.Terminal(fmt.Errorf("bad Service key %q: %w", k, err))
 	}
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -78,8 +79,14 @@ func (c *Controller) syncGone(ctx context.Context, k string) (string, error) {
 // for it without the finalizer protocol, from the Service as last seen.
 func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (string, error) {
 	c.log.Info("Deleting the load balancer of a Service that went away without its finalizer", "service", k, "uid", st.uid)
+	if st.elsewhere {
+		// Another controller implements this load balancer: nothing of ours to delete.
+		c.forget(k)
+		return opNone, nil
+	}
 	c.recorder.Event(st.svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
-	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(st.svc, c.clusterName), st.svc); err != nil {
+	err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(st.svc, c.clusterName), st.svc)
+	if err != nil && !cloud.IsNotImplemented(err) {
 		c.recorder.Eventf(st.svc, corev1.EventTypeWarning, EventDeleteLoadBalancerFailed, "Error deleting load balancer: %v", err)
 		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(st.svc), k, err)
 	}
@@ -106,12 +113,17 @@ func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service)
 	}
 	svc = live
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
-	if err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(svc, c.clusterName), svc); err != nil {
+	err = c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(svc, c.clusterName), svc)
+	// "Implemented elsewhere" (upstream's ImplementedElsewhere): another controller owns
+	// this load balancer and its status, so there is nothing of ours left to leak and the
+	// finalizer goes, as upstream's service controller lets the deletion through.
+	elsewhere := cloud.IsNotImplemented(err)
+	if err != nil && !elsewhere {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: failed to delete load balancer: %v", err)
 		return opDelete, fmt.Errorf("deleting load balancer %s of Service %s: %w", LoadBalancerName(svc), k, err)
 	}
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
-	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+	if !elsewhere && len(svc.Status.LoadBalancer.Ingress) > 0 {
 		var err error
 		if svc, err = c.patchStatus(ctx, svc, nil); err != nil {
 			return opDelete, err
@@ -130,7 +142,7 @@ func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) 
 	spec, err := buildSpec(svc, c.clusterName)
 	if err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
-		return opNone, &permanentError{fmt.Errorf("service %s: %w", k, err)}
+		return opNone, worker.Terminal(fmt.Errorf("service %s: %w", k, err))
 	}
 	// The finalizer goes on before anything exists in the cloud, so that nothing the
 	// controller creates can outlive the Service unnoticed.
@@ -144,6 +156,9 @@ func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) 
 	sk := specKey(spec, svc)
 
 	if st, ok := c.state(k); ok && specUnchanged(st.specKey, sk) {
+		if st.elsewhere {
+			return opNone, nil // another controller's load balancer: its backends and status are not ours
+		}
 		op := opNone
 		if st.backends != snap.hash {
 			op = opUpdateBackends
@@ -196,6 +211,15 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 		c.recorder.Event(svc, corev1.EventTypeWarning, EventUnAvailableLoadBalancer, "There are no available nodes for LoadBalancer")
 	}
 	status, err := c.lbs.EnsureLoadBalancer(ctx, spec, svc)
+	if cloud.IsNotImplemented(err) {
+		// The provider says another controller implements this Service's load balancer
+		// (upstream's ImplementedElsewhere). Like upstream, leave the Service alone
+		// quietly, without a warning or a retry; remember it so that node changes do
+		// not queue it, and ensure again only when its spec changes.
+		c.log.V(2).Info("Load balancer implemented by another controller; leaving the Service alone", "service", k)
+		c.setState(k, lbState{uid: string(svc.UID), specKey: sk, backends: backends, svc: svc, elsewhere: true})
+		return opEnsure, nil
+	}
 	if err != nil {
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
 		return opEnsure, fmt.Errorf("ensuring load balancer %s of Service %s: %w", spec.Name, k, err)
@@ -221,7 +245,7 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 // ran: the node batcher may have compared before this load balancer's state was saved.
 func (c *Controller) requeueIfNodesMoved(k string, applied uint64) {
 	if c.backends.currentHash() != applied {
-		c.queue.Add(k)
+		c.worker.Add(k)
 	}
 }
 

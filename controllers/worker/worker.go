@@ -90,6 +90,31 @@ func (w *Worker) AddAfter(key string, d time.Duration) { w.queue.AddAfter(key, d
 // but not started). Run shuts the queue down itself.
 func (w *Worker) ShutDown() { w.queue.ShutDown() }
 
+// NumRequeues returns how many times key has failed since it last succeeded: the
+// exponent of its backoff. A key that succeeded, or was marked terminal, has 0.
+func (w *Worker) NumRequeues(key string) int { return w.queue.NumRequeues(key) }
+
+// Drain takes every queued key off the queue as a worker would, calling fn for each
+// instead of syncing it, and returns how many it took. It is for benchmarks and tests
+// of a controller's event handling, which run without Run.
+func (w *Worker) Drain(fn func(key string)) int {
+	n := 0
+	for w.queue.Len() > 0 {
+		key, quit := w.queue.Get()
+		if quit {
+			break
+		}
+		fn(key)
+		w.queue.Forget(key)
+		w.queue.Done(key)
+		n++
+	}
+	return n
+}
+
+// Workers returns how many keys are synced at once.
+func (w *Worker) Workers() int { return w.cfg.Workers }
+
 // Len returns how many keys wait for a worker.
 func (w *Worker) Len() int { return w.queue.Len() }
 
