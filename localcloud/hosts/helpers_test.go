@@ -192,3 +192,5 @@ func sameFile(a, b string) bool {
 	fb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
+
+func itoa(n int) string { return fmt.Sprint(n) }

@@ -41,6 +41,13 @@ type networkRecord struct {
 	GuardMetric int      `json:"guardMetric"`
 	// Chain is the iptables chain jumped to from FORWARD.
 	Chain string `json:"chain,omitempty"`
+	// Table is the routing table of everything that arrives on the bridge, looked up
+	// by a rule of RulePriority: the instance range, the route table, and a default
+	// route into Sink, an interface that drops whatever reaches it, so nothing from
+	// the hosts has a route off the machine.
+	Table        uint32 `json:"table,omitempty"`
+	RulePriority int    `json:"rulePriority,omitempty"`
+	Sink         string `json:"sink,omitempty"`
 	// NSDir is the directory holding the hosts' mount and UTS namespace files,
 	// bind-mounted on itself and made private (a namespace file cannot live on a shared
 	// mount).

@@ -63,7 +63,7 @@ func TestHostLifecycle(t *testing.T) {
 		if !sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), st.NetNS) || !sameFile(fmt.Sprintf("/proc/%d/ns/mnt", pid), st.MountNS) {
 			t.Errorf("the boot process %d is not in the host's network and mount namespaces", pid)
 		}
-		if sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), "/proc/self/ns/net") {
+		if sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), hoststest.MachineNetNS()) {
 			t.Errorf("the boot process runs in the machine's network namespace")
 		}
 		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))

@@ -147,7 +147,85 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	if err := m.setGuards(ctx, append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)); err != nil {
 		return err
 	}
-	return m.setChain(ctx)
+	// The chain before the table that forwards to the sink: nothing is forwarded
+	// before it is rejected.
+	if err := m.setChain(ctx); err != nil {
+		return err
+	}
+	if err := m.setBridgeTable(ctx, gw); err != nil {
+		return err
+	}
+	// Forwarding on the bridge alone (not net.ipv4.ip_forward): with it off the machine
+	// drops what the hosts send to addresses it has no business with silently, and a
+	// connection hangs until it times out; with it on, the bridge's table answers at once
+	// with an ICMP unreachable. The setting goes with the bridge.
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+m.cfg.Bridge+"/forwarding", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("turning on forwarding for bridge %s: %w", m.cfg.Bridge, err)
+	}
+	return nil
+}
+
+// bridgeRulePriority is the priority of the rule sending what arrives on the bridge to
+// the bridge's table: before the main table (32766), after the local one (0), so the
+// machine's own addresses stay reachable from the hosts.
+const bridgeRulePriority = 4242
+
+// tableID is the bridge's routing table: the gateway address as a number, unique on the
+// machine because instance ranges may not overlap.
+func tableID(gw netip.Addr) uint32 {
+	a := gw.As4()
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
+
+// sinkName is the interface the bridge's table sends everything else to: a bridge with no
+// port, which drops whatever it is given (the dummy driver would do, but is not built into
+// every kernel).
+func sinkName(gw netip.Addr) string {
+	a := gw.As4()
+	return fmt.Sprintf("nd%02x%02x%02x%02x", a[0], a[1], a[2], a[3])
+}
+
+// setBridgeTable makes the bridge's table and the rule that sends everything arriving on
+// the bridge to it. The table holds the instance range on the bridge (SetRoutes adds
+// its routes) and a default route into the sink, a dead end: what the hosts send
+// anywhere else is forwarded there, where the forward chain answers it at once (a TCP
+// reset, an ICMP unreachable otherwise) and the sink drops whatever the chain lets by.
+// An unreachable default route would answer with ICMP alone, which the kernel rate
+// limits per host, so connections would hang instead of failing.
+func (m *Machine) setBridgeTable(ctx context.Context, gw netip.Prefix) error {
+	n := m.j.Network
+	table := strconv.FormatUint(uint64(tableID(gw.Addr())), 10)
+	sink := sinkName(gw.Addr())
+	if n.Table == 0 || n.Sink == "" {
+		n.Table, n.RulePriority, n.Sink = tableID(gw.Addr()), bridgeRulePriority, sink
+		if err := m.save(); err != nil {
+			return err
+		}
+	}
+	if !linkExists(sink) {
+		if _, err := run(ctx, "", "ip", "link", "add", sink, "type", "bridge"); err != nil {
+			return fmt.Errorf("creating sink interface %s: %w", sink, err)
+		}
+	}
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+sink+"/disable_ipv6", []byte("1"), 0o644)
+	lines := []string{
+		"link set " + sink + " up",
+		"route replace " + m.cfg.Range.String() + " dev " + m.cfg.Bridge + " src " + gw.Addr().String() + " table " + table,
+		"route replace default dev " + sink + " table " + table,
+	}
+	if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
+		return fmt.Errorf("programming the routing table of bridge %s: %w", m.cfg.Bridge, err)
+	}
+	rules, err := run(ctx, "", "ip", "-4", "rule", "show", "iif", m.cfg.Bridge, "table", table)
+	if err != nil {
+		return fmt.Errorf("reading routing rules: %w", err)
+	}
+	if strings.TrimSpace(rules) == "" {
+		if _, err := run(ctx, "", "ip", "-4", "rule", "add", "iif", m.cfg.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
+			return fmt.Errorf("adding the routing rule of bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
+	return nil
 }
 
 // setGuards makes the unreachable routes exactly want.
@@ -198,7 +276,7 @@ func delRoute(ctx context.Context, netns string, spec string) error {
 
 // setChain makes the forward chain: traffic between hosts on the bridge passes, anything
 // forwarded between the bridge and another interface is rejected (never sent out, never
-// let in), and FORWARD jumps to it first.
+// let in; TCP with a reset, which no rate limit delays), and FORWARD jumps to it first.
 func (m *Machine) setChain(ctx context.Context) error {
 	n := m.j.Network
 	chain := chainName(m.cfg.Bridge)
@@ -215,6 +293,7 @@ func (m *Machine) setChain(ctx context.Context) error {
 	rules := [][]string{
 		{"-F", chain},
 		{"-A", chain, "-i", br, "-o", br, "-j", "ACCEPT"},
+		{"-A", chain, "-i", br, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
 		{"-A", chain, "-i", br, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
 		{"-A", chain, "-o", br, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
 	}
@@ -235,6 +314,29 @@ func (m *Machine) setChain(ctx context.Context) error {
 // the bridge. It goes on after a failure and returns every error.
 func teardownNetwork(ctx context.Context, n *networkRecord) []error {
 	var errs []error
+	// The bridge first: with it go its forwarding and every route through it, so
+	// nothing is forwarded while the guards come down.
+	if linkExists(n.Bridge) {
+		if _, err := run(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !said(err, "Cannot find device") {
+			errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
+		}
+	}
+	if n.Table != 0 {
+		table := strconv.FormatUint(uint64(n.Table), 10)
+		for range 100 {
+			if _, err := run(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
+				break
+			}
+		}
+		if _, err := run(ctx, "", "ip", "-4", "route", "flush", "table", table); err != nil && !said(err, "FIB table does not exist") {
+			errs = append(errs, fmt.Errorf("removing routing table %s: %w", table, err))
+		}
+	}
+	if n.Sink != "" && linkExists(n.Sink) {
+		if _, err := run(ctx, "", "ip", "link", "del", n.Sink); err != nil && !said(err, "Cannot find device") {
+			errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
+		}
+	}
 	for _, r := range n.Routes {
 		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
 			errs = append(errs, fmt.Errorf("removing route %s: %w", r.Destination, err))
@@ -255,11 +357,6 @@ func teardownNetwork(ctx context.Context, n *networkRecord) []error {
 			if _, err := run(ctx, "", "iptables", "-w", op, n.Chain); err != nil && !said(err, "No chain", "does not exist", "not found") {
 				errs = append(errs, fmt.Errorf("removing iptables chain %s: %w", n.Chain, err))
 			}
-		}
-	}
-	if linkExists(n.Bridge) {
-		if _, err := run(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !said(err, "Cannot find device") {
-			errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
 		}
 	}
 	return errs

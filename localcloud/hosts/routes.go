@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -107,10 +108,18 @@ func (m *Machine) syncMachineRoutes(ctx context.Context, want []Route) error {
 			errs = append(errs, fmt.Errorf("removing route %s: %w", r.Destination, err))
 		}
 	}
+	table := strconv.FormatUint(uint64(n.Table), 10)
+	for _, r := range stale(n.Routes, want) {
+		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()+" table "+table); err != nil {
+			errs = append(errs, fmt.Errorf("removing route %s from the bridge's table: %w", r.Destination, err))
+		}
+	}
 	if len(want) > 0 {
+		// In the main table for the machine's own traffic, in the bridge's table for
+		// hosts that send through the gateway what they have no route for.
 		var lines []string
 		for _, r := range want {
-			lines = append(lines, routeLine("replace", r, m.cfg.Bridge))
+			lines = append(lines, routeLine("replace", r, m.cfg.Bridge), routeLine("replace", r, m.cfg.Bridge)+" table "+table)
 		}
 		if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
 			errs = append(errs, fmt.Errorf("programming routes on the machine: %w", err))

@@ -47,6 +47,22 @@ func RequireRoot(t testing.TB) {
 	t.Skip(msg)
 }
 
+// machineNetNS is the network namespace the test binary started in, held open from init,
+// when the main thread is certainly still in it: a goroutine that exits while locked to
+// the main thread after a setns leaves that thread, and so /proc/self/ns/net, in another
+// namespace.
+// The file stays referenced here, or its finalizer would close it.
+var machineNetNS, machineNetNSErr = os.Open("/proc/thread-self/ns/net")
+
+// MachineNetNS returns a path to the machine's network namespace, the one the test
+// binary started in, for InNetNS.
+func MachineNetNS() string {
+	if machineNetNSErr != nil {
+		return "/proc/1/ns/net"
+	}
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), machineNetNS.Fd())
+}
+
 // InNetNS runs fn with the calling thread in the network namespace at path (such as
 // /run/netns/<name>): sockets fn opens belong to that namespace. The thread is never
 // handed back to other goroutines; it ends with fn's goroutine.

@@ -1,0 +1,131 @@
+package hosts_test
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+)
+
+func sleeper(tn testNet, i int, id, name string) hosts.HostSpec {
+	return hosts.HostSpec{ID: id, Name: name, Address: tn.addr(i), BootCommand: []string{"sleep", "1000"}}
+}
+
+// TestReopenAdoptsOrReboots leaves three hosts behind as a killed cloud would, then opens
+// the directory again: the host whose boot process lives is adopted (same process), the
+// one whose boot process died is booted again, the one no longer wanted is removed.
+func TestReopenAdoptsOrReboots(t *testing.T) {
+	tn := newTestNet(t, 2)
+	before := hoststest.Snapshot(t, tn.markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	ctx := context.Background()
+	a, b, c := sleeper(tn, 2, "i-00000000000a", "a"), sleeper(tn, 3, "i-00000000000b", "b"), sleeper(tn, 4, "i-00000000000c", "c")
+
+	m1, err := hosts.Open(ctx, tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []hosts.HostSpec{a, b, c} {
+		if err := m1.Start(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pidA, pidB := running(t, m1, a.ID), running(t, m1, b.ID)
+	running(t, m1, c.ID)
+	if during := hoststest.Snapshot(t, tn.markers...); during == before {
+		t.Fatalf("the snapshot does not see the hosts:\n%s", during)
+	}
+	m1.Abandon()
+	if err := syscall.Kill(pidB, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	func() {
+		m2 := tn.open(t)
+		defer closeMachine(t, m2)
+		err := m2.Reconcile(ctx, []hosts.Desired{{Spec: a, Running: true}, {Spec: b, Running: true}})
+		if err != nil {
+			t.Fatalf("reconcile: %v", err)
+		}
+		if got := running(t, m2, a.ID); got != pidA {
+			t.Errorf("host a runs boot process %d, want the adopted %d", got, pidA)
+		}
+		if got := running(t, m2, b.ID); got == pidB {
+			t.Errorf("host b was not booted again")
+		}
+		if _, ok := m2.Status(c.ID); ok {
+			t.Errorf("host c, no longer wanted, still has a status")
+		}
+		if _, err := os.Stat(m2.HostDir(c.ID)); !os.IsNotExist(err) {
+			t.Errorf("host c's directory is still there: %v", err)
+		}
+		if _, err := os.Stat("/run/netns/" + tn.cfg.Bridge + "-" + c.ID); !os.IsNotExist(err) {
+			t.Errorf("host c's network namespace is still there: %v", err)
+		}
+		// Reconcile again is a no-op: nothing is duplicated.
+		if err := m2.Reconcile(ctx, []hosts.Desired{{Spec: a, Running: true}, {Spec: b, Running: false}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := running(t, m2, a.ID); got != pidA {
+			t.Errorf("a second reconcile replaced host a's boot process")
+		}
+		if st, _ := m2.Status(b.ID); st.Phase != hosts.PhaseStopped {
+			t.Errorf("host b wanted stopped is %s", st.Phase)
+		}
+		// The adopted host stops like any other.
+		if err := m2.Stop(ctx, a.ID); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the adopted boot process to end", func() bool {
+			s, err := os.ReadFile("/proc/" + itoa(pidA) + "/stat")
+			return err != nil || len(s) == 0
+		})
+	}()
+	tn.checkClean(t, before, forward)
+}
+
+// TestCleanupRemovesWhatAKilledCloudLeft leaves a running host behind and removes it
+// with Cleanup alone.
+func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
+	tn := newTestNet(t, 5)
+	before := hoststest.Snapshot(t, tn.markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	ctx := context.Background()
+	m, err := hosts.Open(ctx, tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sleeper(tn, 2, "i-000000000001", "n1")
+	spec.PrivatePaths = []string{"/run/nephele-hosts-test-cleanup/x"}
+	tn.markers = append(tn.markers, "/run/nephele-hosts-test-cleanup")
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	pid := running(t, m, spec.ID)
+	if _, err := hosts.Open(ctx, tn.cfg); err == nil {
+		t.Fatal("a second Open of a directory in use succeeded")
+	}
+	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err == nil {
+		t.Fatal("Cleanup of a directory in use succeeded")
+	}
+	m.Abandon()
+	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	eventually(t, "the boot process to end", func() bool {
+		s, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+		return err != nil || len(s) == 0
+	})
+	if _, err := os.Stat(tn.cfg.Dir); !os.IsNotExist(err) {
+		t.Errorf("the host directory is still there: %v", err)
+	}
+	if _, err := os.Stat("/run/nephele-hosts-test-cleanup"); !os.IsNotExist(err) {
+		t.Errorf("the mount point the cloud created is still there: %v", err)
+	}
+	tn.checkClean(t, before, forward)
+}
