@@ -2,8 +2,8 @@ package hosts_test
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strconv"
