@@ -2,12 +2,12 @@ package manager
 
 import (
 	"errors"
-	"slices"
 	"fmt"
 	"math"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
