@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
@@ -23,11 +23,7 @@ import (
 // TestMain lets the test binary act as the localcloud command, so a test can run it
 // as a real process and send it signals.
 func TestMain(m *testing.M) {
-	if os.Getenv("LOCALCLOUD_RUN_MAIN") == "1" {
-		os.Args = append([]string{"localcloud"}, strings.Fields(os.Getenv("LOCALCLOUD_ARGS"))...)
-		main()
-		os.Exit(0)
-	}
+	proctest.Main(func() int { main(); return 0 })
 	os.Exit(m.Run())
 }
 
@@ -162,35 +158,20 @@ func TestRunRejectsBadFlags(t *testing.T) {
 func TestSIGTERMStopsTheProcess(t *testing.T) {
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "addr")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "LOCALCLOUD_RUN_MAIN=1", "LOCALCLOUD_ARGS="+strings.Join([]string{
-		"--state", filepath.Join(dir, "state.db"), "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile,
-	}, " "))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p := proctest.Start(t, "localcloud",
+		"--state", filepath.Join(dir, "state.db"), "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile)
 	c := readAddress(t, addrFile, "tok")
 	if _, err := c.GetInstance(context.Background(), "i-000000000001"); !cloud.IsNotFound(err) {
 		t.Fatalf("the process does not serve the API: %v", err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v (stderr: %s)", err, stderr.String())
-		}
-	case <-time.After(pollTimeout):
-		_ = cmd.Process.Kill()
-		t.Fatal("the process ignored SIGTERM")
+	if code := p.Wait(t, pollTimeout); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
-	if !strings.Contains(stderr.String(), "local cloud stopped") {
-		t.Errorf("no clean stop in the log: %s", stderr.String())
+	if !strings.Contains(p.Output(), "local cloud stopped") {
+		t.Errorf("no clean stop in the log: %s", p.Output())
 	}
 	if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
 		t.Errorf("address file left behind: %v", err)

@@ -17,6 +17,13 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 )
 
+// LoopbackPrefix returns a random /24 inside 127.second.0.0/16, for a test's VIP pool or
+// node addresses: test binaries running at the same time rarely share addresses when
+// each kind of test picks its own second octet.
+func LoopbackPrefix(second byte) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, second, byte(rand.IntN(256)), 0}), 24)
+}
+
 // FreePort returns a port in [20000, 60000) that is free for network ("tcp" or "udp")
 // on every one of addrs at the time of the call.
 func FreePort(t testing.TB, network string, addrs ...netip.Addr) uint16 {

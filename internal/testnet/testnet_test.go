@@ -32,6 +32,13 @@ func TestEchoServersSayWhoAnswered(t *testing.T) {
 	}
 }
 
+func TestLoopbackPrefix(t *testing.T) {
+	p := LoopbackPrefix(107)
+	if p.Bits() != 24 || p.Addr().As4()[0] != 127 || p.Addr().As4()[1] != 107 || p.Masked() != p {
+		t.Errorf("LoopbackPrefix(107) = %s, want a /24 in 127.107.0.0/16", p)
+	}
+}
+
 func TestFreeNodePortIsANodePort(t *testing.T) {
 	if p := FreeNodePort(t, loopback); p < 30000 || p >= 32768 {
 		t.Errorf("FreeNodePort = %d, outside [30000, 32768)", p)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -30,19 +30,13 @@ type testCloud struct {
 	client *client.Client
 }
 
-// testPool returns a random /24 in 127.102.0.0/16 so parallel test binaries rarely
-// share VIPs.
-func testPool() netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 102, byte(rand.IntN(256)), 0}), 24)
-}
-
 // startCloud starts a local cloud on a fresh state file.
 func startCloud(t *testing.T, mutate ...func(*server.Config)) *testCloud {
 	t.Helper()
 	cfg := server.Config{
 		StatePath: filepath.Join(t.TempDir(), "state.db"),
 		Token:     token,
-		VIPPool:   testPool(),
+		VIPPool:   testnet.LoopbackPrefix(102),
 		FaultSeed: 7,
 		Logger:    testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 	}

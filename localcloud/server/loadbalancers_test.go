@@ -310,7 +310,7 @@ func TestLoadBalancerPortConflict(t *testing.T) {
 // TestLoadBalancerPoolTakenByOthers checks that when other programs hold the port on
 // every free address of the pool, the 409 says so instead of calling the pool full.
 func TestLoadBalancerPoolTakenByOthers(t *testing.T) {
-	pool := netip.PrefixFrom(testPool().Addr(), 30) // two usable addresses: .1 and .2
+	pool := netip.PrefixFrom(testnet.LoopbackPrefix(102).Addr(), 30) // two usable addresses: .1 and .2
 	c := startCloud(t, func(cfg *server.Config) { cfg.VIPPool = pool })
 	first := pool.Addr().Next()
 	addrs := []netip.Addr{first, first.Next()}

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -29,12 +29,6 @@ type realCloud struct {
 	provider cloud.Provider
 }
 
-// randomPrefix returns a random /24 inside 127.second.0.0/16, so test binaries running
-// at the same time rarely share addresses.
-func randomPrefix(second byte) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, second, byte(rand.IntN(256)), 0}), 24)
-}
-
 // startRealCloud starts a local cloud on a fresh state file and builds the provider
 // with a tokenFile config and the given extra config lines.
 func startRealCloud(t *testing.T, extraConfig ...string) *realCloud {
@@ -42,8 +36,8 @@ func startRealCloud(t *testing.T, extraConfig ...string) *realCloud {
 	cfg := server.Config{
 		StatePath:    filepath.Join(t.TempDir(), "state.db"),
 		Token:        "integration-token",
-		VIPPool:      randomPrefix(107),
-		InstanceCIDR: randomPrefix(108),
+		VIPPool:      testnet.LoopbackPrefix(107),
+		InstanceCIDR: testnet.LoopbackPrefix(108),
 		FaultSeed:    1,
 		Logger:       testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 	}

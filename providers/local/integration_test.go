@@ -269,7 +269,7 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	c := startRealCloud(t)
 	lbs := c.lbs(t)
 	vip := c.firstVIP()
-	backendNet := randomPrefix(109)
+	backendNet := testnet.LoopbackPrefix(109)
 	addr1, addr2 := backendNet.Addr().Next(), backendNet.Addr().Next().Next()
 	nodePort := testnet.FreePort(t, "tcp", addr1, addr2)
 	port := testnet.FreePort(t, "tcp", vip)
