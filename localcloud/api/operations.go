@@ -12,6 +12,7 @@ const (
 	OpInstancesStart     = "instances.start"
 	OpInstancesTerminate = "instances.terminate"
 	OpInstancesDelete    = "instances.delete"
+	OpInstancesConsole   = "instances.console"
 
 	OpLBEnsure = "lb.ensure"
 	OpLBUpdate = "lb.update"
@@ -28,7 +29,7 @@ const (
 func Operations() []string {
 	return []string{
 		OpInstancesCreate, OpInstancesGet, OpInstancesList, OpInstancesStop,
-		OpInstancesStart, OpInstancesTerminate, OpInstancesDelete,
+		OpInstancesStart, OpInstancesTerminate, OpInstancesDelete, OpInstancesConsole,
 		OpLBEnsure, OpLBUpdate, OpLBDelete, OpLBGet, OpLBList,
 		OpRoutesList, OpRoutesCreate, OpRoutesDelete,
 	}

@@ -39,6 +39,21 @@ type Address struct {
 	Address string      `json:"address"`
 }
 
+// InstanceKind is what an instance is: a record, or a real host on the cloud's machine.
+type InstanceKind string
+
+// Instance kinds.
+const (
+	// InstanceRecord is an instance that exists in the cloud's state only (the default):
+	// it needs no privilege and costs nothing, for simulated nodes and scale runs.
+	InstanceRecord InstanceKind = "record"
+	// InstanceHost is a real host on the machine the cloud runs on: network, mount and
+	// UTS namespaces, an address on the cloud's bridge, a cgroup, a state directory, and
+	// a boot command the cloud runs inside it and supervises. It needs a cloud started
+	// as root with host instances enabled.
+	InstanceHost InstanceKind = "host"
+)
+
 // InstanceSpec is the body of an instance create request. Empty Zone, Region and
 // InstanceType take the server's defaults; without an InternalIP address the server
 // assigns one from its instance range, and without a Hostname address it adds Name.
@@ -50,6 +65,54 @@ type InstanceSpec struct {
 	InstanceType string            `json:"instanceType,omitempty"`
 	Addresses    []Address         `json:"addresses,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// Kind is "record" (the default) or "host". The fields below are for hosts only.
+	Kind InstanceKind `json:"kind,omitempty"`
+	// BootCommand is the argv a host runs when it boots, the cloud's "user data":
+	// started inside the host, started again after a backoff when it exits. Required
+	// for a host.
+	BootCommand []string `json:"bootCommand,omitempty"`
+	// Env is added to the boot command's environment. Names starting with NEPHELE_ are
+	// the cloud's.
+	Env map[string]string `json:"env,omitempty"`
+	// PrivatePaths are absolute directories of the machine over which a host gets a
+	// private directory of its own (in its mount namespace): paths its software would
+	// otherwise share with other hosts, such as /var/lib/kubelet.
+	PrivatePaths []string `json:"privatePaths,omitempty"`
+}
+
+// HostStatus is what the cloud reports about a host instance's machine side.
+type HostStatus struct {
+	// Phase is running (booted, or waiting to boot again after its boot command
+	// exited), stopping or stopped.
+	Phase string `json:"phase"`
+	// Dir is the host's state directory (NEPHELE_HOST_DIR), kept until it is
+	// terminated; Log is its boot log there.
+	Dir string `json:"dir"`
+	Log string `json:"log"`
+	// NetNS, MountNS and UTSNS are the host's namespace files (for nsenter) while it
+	// is up; Cgroup its cgroup path below each hierarchy's root.
+	NetNS   string `json:"netns,omitempty"`
+	MountNS string `json:"mountns,omitempty"`
+	UTSNS   string `json:"utsns,omitempty"`
+	Cgroup  string `json:"cgroup,omitempty"`
+	// BootPID is the running boot process.
+	BootPID int `json:"bootPID,omitempty"`
+	// Boots counts the boot command's starts since the cloud started.
+	Boots int `json:"boots,omitempty"`
+	// LastExit says how the boot command last ended.
+	LastExit string `json:"lastExit,omitempty"`
+	// Error is the last failure to boot the host.
+	Error string `json:"error,omitempty"`
+}
+
+// ConsoleOutput is the end of a host's boot log, the answer of a console request.
+type ConsoleOutput struct {
+	// Output is the log's last bytes, at most the requested number.
+	Output string `json:"output"`
+	// Truncated is set when the log holds more than Output.
+	Truncated bool `json:"truncated,omitempty"`
+	// Path is the log file on the cloud's machine.
+	Path string `json:"path"`
 }
 
 // Instance is a machine in the local cloud.
@@ -65,7 +128,17 @@ type Instance struct {
 	State        InstanceState     `json:"state"`
 	CreatedAt    time.Time         `json:"createdAt"`
 	UpdatedAt    time.Time         `json:"updatedAt"`
+	// Kind is empty for records (the default) and "host" for hosts, whose spec
+	// fields follow; Host is their machine side, in answers only.
+	Kind         InstanceKind      `json:"kind,omitempty"`
+	BootCommand  []string          `json:"bootCommand,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	PrivatePaths []string          `json:"privatePaths,omitempty"`
+	Host         *HostStatus       `json:"host,omitempty"`
 }
+
+// IsHost reports whether the instance is a host.
+func (i *Instance) IsHost() bool { return i.Kind == InstanceHost }
 
 // InstanceList is one page of an instance listing. An empty NextPageToken means the
 // listing is complete.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"path"
+	"sort"
 	"strings"
 )
 
@@ -115,7 +117,125 @@ func (s *InstanceSpec) Validate() error {
 			return fieldErr(field, "invalid label value %q", v)
 		}
 	}
+	return s.validateHost()
+}
+
+// Limits of a host's boot command, environment and private paths.
+const (
+	maxBootArgs     = 1024
+	maxBootBytes    = 128 << 10
+	maxEnv          = 256
+	maxPrivatePaths = 64
+	maxPathLen      = 4096
+)
+
+// reservedEnvPrefix starts the names of the environment variables the cloud sets.
+const reservedEnvPrefix = "NEPHELE_"
+
+// forbiddenPaths are the kernel's file systems: a private directory over them would
+// break the host.
+var forbiddenPaths = []string{"/proc", "/sys", "/dev"}
+
+// validateHost checks the kind and the fields only hosts may have.
+func (s *InstanceSpec) validateHost() error {
+	switch s.Kind {
+	case "", InstanceRecord:
+		switch {
+		case len(s.BootCommand) > 0:
+			return fieldErr("spec.bootCommand", "only host instances boot a command; set spec.kind to %q", InstanceHost)
+		case len(s.Env) > 0:
+			return fieldErr("spec.env", "only host instances have a boot environment; set spec.kind to %q", InstanceHost)
+		case len(s.PrivatePaths) > 0:
+			return fieldErr("spec.privatePaths", "only host instances have private paths; set spec.kind to %q", InstanceHost)
+		}
+		return nil
+	case InstanceHost:
+	default:
+		return fieldErr("spec.kind", "%q: want %q (the default) or %q", s.Kind, InstanceRecord, InstanceHost)
+	}
+	for i, a := range s.Addresses {
+		if a.Type == AddressInternalIP {
+			return fieldErr(fmt.Sprintf("spec.addresses[%d].type", i), "the cloud assigns a host's InternalIP from its instance range; leave it out")
+		}
+	}
+	if len(s.BootCommand) == 0 {
+		return fieldErr("spec.bootCommand", "required for a host: the argv it runs when it boots")
+	}
+	if len(s.BootCommand) > maxBootArgs {
+		return fieldErr("spec.bootCommand", "%d arguments, at most %d allowed", len(s.BootCommand), maxBootArgs)
+	}
+	size := 0
+	for i, a := range s.BootCommand {
+		field := fmt.Sprintf("spec.bootCommand[%d]", i)
+		if i == 0 && a == "" {
+			return fieldErr(field, "the program to run is empty")
+		}
+		if strings.ContainsRune(a, 0) {
+			return fieldErr(field, "contains a NUL byte")
+		}
+		size += len(a)
+	}
+	if size > maxBootBytes {
+		return fieldErr("spec.bootCommand", "%d bytes, at most %d allowed", size, maxBootBytes)
+	}
+	if len(s.Env) > maxEnv {
+		return fieldErr("spec.env", "%d variables, at most %d allowed", len(s.Env), maxEnv)
+	}
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field := fmt.Sprintf("spec.env[%q]", k)
+		if !envName(k) {
+			return fieldErr(field, "not an environment variable name: want letters, digits and '_', not starting with a digit")
+		}
+		if strings.HasPrefix(k, reservedEnvPrefix) {
+			return fieldErr(field, "names starting with %s are set by the cloud", reservedEnvPrefix)
+		}
+		if strings.ContainsRune(s.Env[k], 0) {
+			return fieldErr(field, "the value contains a NUL byte")
+		}
+	}
+	if len(s.PrivatePaths) > maxPrivatePaths {
+		return fieldErr("spec.privatePaths", "%d paths, at most %d allowed", len(s.PrivatePaths), maxPrivatePaths)
+	}
+	seen := make(map[string]int, len(s.PrivatePaths))
+	for i, p := range s.PrivatePaths {
+		field := fmt.Sprintf("spec.privatePaths[%d]", i)
+		switch {
+		case !path.IsAbs(p) || path.Clean(p) != p || strings.ContainsRune(p, 0):
+			return fieldErr(field, "%q: want a clean absolute path, such as /var/lib/kubelet", p)
+		case p == "/":
+			return fieldErr(field, "the root directory cannot be private")
+		case len(p) > maxPathLen:
+			return fieldErr(field, "%d characters, at most %d allowed", len(p), maxPathLen)
+		}
+		for _, f := range forbiddenPaths {
+			if p == f || strings.HasPrefix(p, f+"/") {
+				return fieldErr(field, "%q is in %s, a kernel file system", p, f)
+			}
+		}
+		if j, dup := seen[p]; dup {
+			return fieldErr(field, "%q is already spec.privatePaths[%d]", p, j)
+		}
+		seen[p] = i
+	}
 	return nil
+}
+
+// envName reports whether k is a portable environment variable name.
+func envName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks a load balancer ensure request. Fields are named under "spec.".

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -19,34 +20,93 @@ func InstanceID(seq uint64) string { return fmt.Sprintf("i-%012x", seq) }
 // ErrAlreadyExists when the name is taken.
 func (s *Store) CreateInstance(ctx context.Context, build func(seq uint64) (api.Instance, error)) (api.Instance, error) {
 	var out api.Instance
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketInstances)
-		seq, err := b.NextSequence()
-		if err != nil {
-			return fmt.Errorf("allocating an instance ID: %w", err)
-		}
-		inst, err := build(seq)
-		if err != nil {
-			return err
-		}
-		inst.ID = InstanceID(seq)
-		names := tx.Bucket(bucketInstanceNames)
-		if id := names.Get([]byte(inst.Name)); id != nil {
-			return fmt.Errorf("instance named %q (%s): %w", inst.Name, id, ErrAlreadyExists)
-		}
-		if err := names.Put([]byte(inst.Name), []byte(inst.ID)); err != nil {
-			return err
-		}
-		if err := putJSON(b, []byte(inst.ID), inst); err != nil {
-			return err
-		}
-		out = inst
-		return nil
+	err := s.update(ctx, func(tx *bolt.Tx) (err error) {
+		out, err = insertInstance(tx, build)
+		return err
 	})
 	if err != nil {
 		return api.Instance{}, fmt.Errorf("creating instance: %w", err)
 	}
 	return out, nil
+}
+
+// CreateInstanceInRange stores a new instance like CreateInstance, handing build the
+// lowest address of pool above its first one (the gateway of a range whose first address
+// is the cloud's) that is no instance's InternalIP and that reserved (if not nil) does
+// not refuse; the network and IPv4 broadcast addresses are skipped. It fails with
+// ErrExhausted when there is none. It reads every instance, so it is for clouds with
+// hosts, not for scale runs of records.
+func (s *Store) CreateInstanceInRange(ctx context.Context, pool netip.Prefix, reserved func(netip.Addr) bool, build func(seq uint64, addr netip.Addr) (api.Instance, error)) (api.Instance, error) {
+	var out api.Instance
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		addr, err := freeAddress(tx, pool, reserved)
+		if err != nil {
+			return err
+		}
+		out, err = insertInstance(tx, func(seq uint64) (api.Instance, error) { return build(seq, addr) })
+		return err
+	})
+	if err != nil {
+		return api.Instance{}, fmt.Errorf("creating instance: %w", err)
+	}
+	return out, nil
+}
+
+func insertInstance(tx *bolt.Tx, build func(seq uint64) (api.Instance, error)) (api.Instance, error) {
+	b := tx.Bucket(bucketInstances)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return api.Instance{}, fmt.Errorf("allocating an instance ID: %w", err)
+	}
+	inst, err := build(seq)
+	if err != nil {
+		return api.Instance{}, err
+	}
+	inst.ID = InstanceID(seq)
+	names := tx.Bucket(bucketInstanceNames)
+	if id := names.Get([]byte(inst.Name)); id != nil {
+		return api.Instance{}, fmt.Errorf("instance named %q (%s): %w", inst.Name, id, ErrAlreadyExists)
+	}
+	if err := names.Put([]byte(inst.Name), []byte(inst.ID)); err != nil {
+		return api.Instance{}, err
+	}
+	if err := putJSON(b, []byte(inst.ID), inst); err != nil {
+		return api.Instance{}, err
+	}
+	return inst, nil
+}
+
+// freeAddress returns the lowest host address of pool after its first that no instance
+// has as InternalIP and reserved does not refuse.
+func freeAddress(tx *bolt.Tx, pool netip.Prefix, reserved func(netip.Addr) bool) (netip.Addr, error) {
+	pool = pool.Masked()
+	used := map[netip.Addr]bool{}
+	err := tx.Bucket(bucketInstances).ForEach(func(k, v []byte) error {
+		var inst api.Instance
+		if err := jsonUnmarshal(k, v, &inst); err != nil {
+			return err
+		}
+		for _, a := range inst.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == api.AddressInternalIP && pool.Contains(ip) {
+				used[ip] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	// The network address and the first one (a gateway) are never handed out.
+	for cand := pool.Addr().Next().Next(); cand.IsValid() && pool.Contains(cand); cand = cand.Next() {
+		if cand.Is4() && !pool.Contains(cand.Next()) {
+			break // broadcast
+		}
+		if used[cand] || reserved != nil && reserved(cand) {
+			continue
+		}
+		return cand, nil
+	}
+	return netip.Addr{}, fmt.Errorf("no free address in instance range %s: %w", pool, ErrExhausted)
 }
 
 func getInstance(tx *bolt.Tx, id string) (api.Instance, error) {

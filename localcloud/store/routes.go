@@ -15,31 +15,53 @@ import (
 // its target instance is gone or terminated.
 func (s *Store) ListRoutes(ctx context.Context, cluster string) ([]api.Route, error) {
 	out := []api.Route{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
-		if b == nil {
-			return nil
-		}
-		instances := tx.Bucket(bucketInstances)
-		return b.ForEach(func(k, v []byte) error {
-			var r api.Route
-			if err := jsonUnmarshal(k, v, &r); err != nil {
-				return err
-			}
-			var inst api.Instance
-			ok, err := getJSON(instances, []byte(r.TargetInstance), &inst)
-			if err != nil {
-				return err
-			}
-			r.Blackhole = !ok || inst.State == api.InstanceTerminated
-			out = append(out, r)
-			return nil
-		})
+	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+		out, err = listRoutes(tx, cluster, out)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing routes of cluster %s: %w", cluster, err)
 	}
 	return out, nil
+}
+
+// ListAllRoutes returns the routes of every cluster, by cluster and then name, each
+// marked Blackhole like ListRoutes does, read in one transaction.
+func (s *Store) ListAllRoutes(ctx context.Context) ([]api.Route, error) {
+	var out []api.Route
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRoutes).ForEachBucket(func(k []byte) (err error) {
+			out, err = listRoutes(tx, string(k), out)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing routes: %w", err)
+	}
+	return out, nil
+}
+
+func listRoutes(tx *bolt.Tx, cluster string, out []api.Route) ([]api.Route, error) {
+	b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
+	if b == nil {
+		return out, nil
+	}
+	instances := tx.Bucket(bucketInstances)
+	err := b.ForEach(func(k, v []byte) error {
+		var r api.Route
+		if err := jsonUnmarshal(k, v, &r); err != nil {
+			return err
+		}
+		var inst api.Instance
+		ok, err := getJSON(instances, []byte(r.TargetInstance), &inst)
+		if err != nil {
+			return err
+		}
+		r.Blackhole = !ok || inst.State == api.InstanceTerminated
+		out = append(out, r)
+		return nil
+	})
+	return out, err
 }
 
 // CreateRoute creates a route in cluster from a validated spec, resolving its target
