@@ -17,4 +17,12 @@
 // cleanly. [ErrInvalid] tells a controller that the request can never succeed as it is
 // (a bad annotation, an unsupported protocol), so it warns the user instead of counting a
 // cloud failure. Everything else is treated as temporary and retried with backoff.
+//
+// # Kits
+//
+// Beside the contract, this tree holds what a provider author tests with: cloudtest, the
+// conformance suite a provider runs against itself, and fakecloud, an in-memory cloud
+// for controller tests. How the manager calls a provider (one instrumented call path,
+// the shared instance inventory) is the manager's, in manager/instrumented and
+// manager/inventory.
 package cloud

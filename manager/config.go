@@ -3,7 +3,7 @@ package manager
 import (
 	"time"
 
-	"github.com/nephele-dev/nephele/cloud/instrumented"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 	"github.com/nephele-dev/nephele/manager/migration"
 )
 

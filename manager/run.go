@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/cloud/instrumented"
-	"github.com/nephele-dev/nephele/cloud/inventory"
 	"github.com/nephele-dev/nephele/internal/promreg"
+	"github.com/nephele-dev/nephele/manager/instrumented"
+	"github.com/nephele-dev/nephele/manager/inventory"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
 

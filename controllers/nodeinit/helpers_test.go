@@ -16,8 +16,8 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/cloud/inventory"
 	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/manager/inventory"
 )
 
 // fixture is a controller on a fake clientset and a fake cloud, informers synced.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/cloud/inventory"
 	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/manager/inventory"
 )
 
 func TestRefresh(t *testing.T) {

@@ -23,10 +23,10 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/cloud/inventory"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/inventory"
 )
 
 // The integration tests run the controller against a real kube-apiserver and a fake

@@ -21,10 +21,10 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/cloud/instrumented"
-	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // One control plane serves every integration test of the package; it starts on first use.

@@ -4,6 +4,10 @@
 // all controllers, and held back while the cloud has asked (with Retry-After) not to be
 // called. The cloud's quota is one, so the limit and the Retry-After are shared.
 //
+// It is the manager's runtime, not part of the provider contract: the manager wraps the
+// provider once and hands each controller its capabilities through this path, so a
+// provider never imports it and a controller never bypasses it.
+//
 // # Metrics
 //
 //	nephele_cloud_requests_total{controller,operation,result}

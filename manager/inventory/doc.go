@@ -5,4 +5,8 @@
 // listing no older than they can tolerate; one ListInstances call serves every
 // controller and every node that asked while it ran. A cluster whose nodes are all
 // healthy and initialized asks for nothing but the periodic address refresh.
+//
+// The manager builds the one inventory of a process, over its instrumented cloud call
+// path, when the provider can list instances, and gives it to the controllers that read
+// instances; a provider only implements the listing (cloud.InstanceLister).
 package inventory
