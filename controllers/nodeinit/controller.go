@@ -16,21 +16,17 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
 
-// TaintUninitialized is the taint a kubelet started with --cloud-provider=external
-// registers its Node with; the controller removes it once the Node is initialized.
-const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
-
-// Defaults for the zero values of Config.
-const (
-	DefaultStatusUpdateFrequency = 5 * time.Minute
-	DefaultListingGap            = time.Second
-)
+// DefaultListingGap is the ListingGap of a zero Config. The other zero fields take
+// manager.DefaultControllerConfig's values.
+const DefaultListingGap = time.Second
 
 // Config holds the controller's dependencies and settings.
 type Config struct {
@@ -51,13 +47,13 @@ type Config struct {
 	Logger logr.Logger
 	// Metrics is where the metrics are registered; nil registers nothing.
 	Metrics prometheus.Registerer
-	// Health receives progress reports for /readyz; nil creates a private one.
+	// Health receives progress reports for /readyz; nil reports nothing.
 	Health *manager.Progress
 	// StatusUpdateFrequency is how often the addresses of initialized nodes are
-	// refreshed from the cloud (--node-status-update-frequency). Default 5m.
+	// refreshed from the cloud (--node-status-update-frequency).
 	StatusUpdateFrequency time.Duration
 	// Workers is the number of nodes initialized (or, without an inventory, refreshed)
-	// at once (--concurrent-node-syncs). Default 1.
+	// at once (--concurrent-node-syncs).
 	Workers int
 	// ListingGap is the least time between two inventory listings that node
 	// initialization asks for, so that a burst of joining nodes shares listings.
@@ -69,14 +65,13 @@ type Config struct {
 type Controller struct {
 	client       kubernetes.Interface
 	nodes        corelisters.NodeLister
-	synced       cache.InformerSynced
 	instances    cloud.Instances
 	inventory    manager.Inventory
 	recorder     record.EventRecorder
 	log          logr.Logger
 	metrics      *metrics
 	health       *manager.Progress
-	queue        workqueue.TypedRateLimitingInterface[string]
+	worker       *worker.Worker
 	refreshEvery time.Duration
 	workers      int
 	pacer        *pacer
@@ -100,39 +95,24 @@ func New(cfg Config) (*Controller, error) {
 	case cfg.StatusUpdateFrequency < 0, cfg.Workers < 0, cfg.ListingGap < 0:
 		return nil, errors.New("cloud-node-controller: durations and worker counts must not be negative")
 	}
-	if cfg.StatusUpdateFrequency == 0 {
-		cfg.StatusUpdateFrequency = DefaultStatusUpdateFrequency
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 1
-	}
-	if cfg.ListingGap == 0 {
-		cfg.ListingGap = DefaultListingGap
-	}
-	if cfg.Health == nil {
-		cfg.Health = manager.NewProgress(manager.CloudNodeController, 2*time.Minute)
-	}
+	defaults := manager.DefaultControllerConfig()
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-controller: %w", err)
 	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c := &Controller{
-		client:    cfg.Client,
-		nodes:     nodeInformer.Lister(),
-		instances: cfg.Instances,
-		inventory: cfg.Inventory,
-		recorder:  cfg.Recorder,
-		log:       cfg.Logger,
-		metrics:   m,
-		health:    cfg.Health,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: manager.CloudNodeController},
-		),
-		refreshEvery: cfg.StatusUpdateFrequency,
-		workers:      cfg.Workers,
-		pacer:        &pacer{gap: cfg.ListingGap},
+		client:       cfg.Client,
+		nodes:        nodeInformer.Lister(),
+		instances:    cfg.Instances,
+		inventory:    cfg.Inventory,
+		recorder:     cfg.Recorder,
+		log:          cfg.Logger,
+		metrics:      m,
+		health:       cfg.Health,
+		refreshEvery: manager.OrDefault(cfg.StatusUpdateFrequency, defaults.NodeStatusUpdateFrequency),
+		workers:      manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs),
+		pacer:        &pacer{gap: manager.OrDefault(cfg.ListingGap, DefaultListingGap)},
 		now:          time.Now,
 		pending:      map[string]struct{}{},
 	}
@@ -161,8 +141,20 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-controller: registering the Node event handler: %w", err)
 	}
-	c.synced = reg.HasSynced
-	c.health.SetPending(c.queue.Len)
+	c.worker, err = worker.New(worker.Config{
+		Name:    manager.CloudNodeController,
+		Sync:    c.initialize,
+		Workers: c.workers,
+		Synced:  []cache.InformerSynced{reg.HasSynced},
+		Loops: []worker.Loop{func(ctx context.Context) {
+			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
+		}},
+		Health: c.health,
+		Logger: c.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-controller: %w", err)
+	}
 	return c, nil
 }
 
@@ -170,15 +162,15 @@ func New(cfg Config) (*Controller, error) {
 // a tainted node do not queue it again: that would defeat the retry backoff of a node
 // whose instance the cloud cannot find.
 func (c *Controller) observe(old, node *corev1.Node) {
-	tainted := hasTaint(node, TaintUninitialized)
+	tainted := taints.Has(node, cloudproviderapi.TaintExternalCloudProvider)
 	c.setPending(node.Name, tainted)
 	if !tainted {
 		return
 	}
-	if old != nil && hasTaint(old, TaintUninitialized) && !initInputsChanged(old, node) {
+	if old != nil && taints.Has(old, cloudproviderapi.TaintExternalCloudProvider) && !initInputsChanged(old, node) {
 		return
 	}
-	c.queue.Add(node.Name)
+	c.worker.Add(node.Name)
 }
 
 // initInputsChanged reports whether an update changed what initialization reads from
@@ -203,59 +195,10 @@ func (c *Controller) setPending(name string, pending bool) {
 // Run initializes nodes with Workers workers and refreshes addresses every
 // StatusUpdateFrequency until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
-	defer c.queue.ShutDown()
 	c.log.Info("Starting", "workers", c.workers, "statusUpdateFrequency", c.refreshEvery, "inventory", c.inventory != nil)
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("cloud-node-controller: the Node informer did not sync")
-	}
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	wg.Go(func() {
-		wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
-	})
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	err := c.worker.Run(ctx)
 	c.log.Info("Stopped")
-	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	err := c.initialize(ctx, name)
-	var later requeueAfter
-	switch {
-	case err == nil:
-		c.queue.Forget(name)
-	case errors.As(err, &later):
-		c.queue.AddAfter(name, time.Duration(later))
-	case ctx.Err() != nil:
-		// Shutting down: the next leader picks the node up.
-	default:
-		c.log.Info("Node not initialized, will retry", "node", name, "err", err.Error())
-		c.queue.AddRateLimited(name)
-	}
-	c.health.Progressed()
-	return true
-}
-
-// requeueAfter asks for the node to be tried again after a wait that is not a failure.
-type requeueAfter time.Duration
-
-func (r requeueAfter) Error() string {
-	return fmt.Sprintf("waiting %s for the next inventory listing", time.Duration(r))
+	return err
 }
 
 // Spec returns the manager's description of the cloud-node-controller.
@@ -283,13 +226,4 @@ func Spec() manager.ControllerSpec {
 			})
 		},
 	}
-}
-
-func hasTaint(node *corev1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }

@@ -14,9 +14,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -151,7 +153,7 @@ func TestInitialize(t *testing.T) {
 				tt.fault(f.cloud)
 			}
 			f.client.ClearActions()
-			err := f.ctrl.initialize(t.Context(), "n1")
+			_, err := f.ctrl.initialize(t.Context(), "n1")
 			got := f.node(t, "n1")
 			if tt.wantInit {
 				if err != nil {
@@ -174,7 +176,7 @@ func TestInitialize(t *testing.T) {
 				if err == nil {
 					t.Fatal("initialize succeeded, want an error")
 				}
-				if !hasTaint(got, TaintUninitialized) {
+				if !taints.Has(got, cloudproviderapi.TaintExternalCloudProvider) {
 					t.Error("the node lost its uninitialized taint")
 				}
 				if !slices.Equal(got.Status.Addresses, tt.node.Status.Addresses) {
@@ -205,11 +207,11 @@ func TestInitialize(t *testing.T) {
 // assertInitialized checks what initialization writes.
 func assertInitialized(t *testing.T, got, before *corev1.Node, wantAddrs []corev1.NodeAddress) {
 	t.Helper()
-	if hasTaint(got, TaintUninitialized) {
+	if taints.Has(got, cloudproviderapi.TaintExternalCloudProvider) {
 		t.Error("the uninitialized taint is still there")
 	}
 	for _, taint := range before.Spec.Taints {
-		if taint.Key != TaintUninitialized && !hasTaint(got, taint.Key) {
+		if taint.Key != cloudproviderapi.TaintExternalCloudProvider && !taints.Has(got, taint.Key) {
 			t.Errorf("taint %s was removed too", taint.Key)
 		}
 	}
@@ -250,7 +252,7 @@ func TestInitializeSkipsInitializedAndMissingNodes(t *testing.T) {
 	f := newFixture(t, fixtureOptions{}, []cloud.Instance{instance("n1", internal("10.0.0.1"))}, initializedNode("n1", internal("10.0.0.1")))
 	f.client.ClearActions()
 	for _, name := range []string{"n1", "gone"} {
-		if err := f.ctrl.initialize(t.Context(), name); err != nil {
+		if _, err := f.ctrl.initialize(t.Context(), name); err != nil {
 			t.Errorf("initialize(%s): %v", name, err)
 		}
 	}
@@ -274,7 +276,7 @@ func TestInventoryMissFallsBackToOneLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.cloud.ResetCalls()
-	if err := f.ctrl.initialize(t.Context(), "n1"); err != nil {
+	if _, err := f.ctrl.initialize(t.Context(), "n1"); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
 	if got := f.cloud.Calls(fakecloud.OpInstanceMetadata); got != 1 {
@@ -308,7 +310,7 @@ func TestRunInitializesABurstWithFewListings(t *testing.T) {
 				time.Sleep(2 * time.Millisecond)
 			}
 			for i := range n {
-				f.waitCached(t, fmt.Sprintf("n%02d", i), func(n *corev1.Node) bool { return !hasTaint(n, TaintUninitialized) })
+				f.waitCached(t, fmt.Sprintf("n%02d", i), func(n *corev1.Node) bool { return !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) })
 			}
 			lists, gets := f.cloud.Calls(fakecloud.OpListInstances), f.cloud.Calls(fakecloud.OpInstanceMetadata)
 			t.Logf("ListInstances=%d InstanceMetadata=%d", lists, gets)
@@ -344,7 +346,7 @@ func TestRunRetriesUntilTheInstanceAppears(t *testing.T) {
 	if err := f.cloud.AddInstance(instance("n1", internal("10.0.0.1"))); err != nil {
 		t.Fatal(err)
 	}
-	f.waitCached(t, "n1", func(n *corev1.Node) bool { return !hasTaint(n, TaintUninitialized) })
+	f.waitCached(t, "n1", func(n *corev1.Node) bool { return !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) })
 }
 
 func TestPacer(t *testing.T) {

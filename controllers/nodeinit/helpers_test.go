@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -74,8 +74,10 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	}
 	factory.Start(ctx.Done())
 	t.Cleanup(factory.Shutdown)
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		t.Fatal("informer did not sync")
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("the %v informer did not sync", typ)
+		}
 	}
 	return &fixture{ctrl: c, client: client, cloud: fc, events: cfg.Recorder.(*eventlog.Log), reg: cfg.Metrics.(*prometheus.Registry), factory: factory}
 }
@@ -168,7 +170,7 @@ func taintedNode(name string, mods ...func(*corev1.Node)) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-			{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		}},
 	}
 	for _, m := range mods {

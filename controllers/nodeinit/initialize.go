@@ -3,7 +3,6 @@ package nodeinit
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,8 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/controllers/worker"
 )
 
 // Event reasons.
@@ -29,31 +31,38 @@ const (
 	EventAddressesNotUpdated   = "AddressesNotUpdated"
 )
 
-// initialize initializes the node called name if it still carries the taint.
-func (c *Controller) initialize(ctx context.Context, name string) error {
+// initialize initializes the node called name if it still carries the taint: the
+// worker's sync.
+func (c *Controller) initialize(ctx context.Context, name string) (worker.Result, error) {
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return worker.Result{}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading node %s from the cache: %w", name, err)
+		return worker.Result{}, fmt.Errorf("reading node %s from the cache: %w", name, err)
 	}
-	if !hasTaint(node, TaintUninitialized) {
-		return nil
+	if !taints.Has(node, cloudproviderapi.TaintExternalCloudProvider) {
+		return worker.Result{}, nil
 	}
-	log := c.log.WithValues("node", name)
+	inst, wait, err := c.instanceFor(ctx, node)
+	if err == nil && wait > 0 {
+		// Not a failure: the node waits for a listing it can share with others.
+		return worker.Result{RequeueAfter: wait}, nil
+	}
+	return worker.Result{}, c.initializeFrom(ctx, node, inst, err)
+}
 
-	inst, err := c.instanceFor(ctx, node)
-	var later requeueAfter
+// initializeFrom initializes node from what the cloud answered for its instance.
+func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst *cloud.Instance, err error) error {
+	name := node.Name
+	log := c.log.WithValues("node", name)
 	switch {
-	case errors.As(err, &later):
-		return err
 	case cloud.IsNotFound(err):
-		c.fail(node, reasonInstanceNotFound, EventInstanceNotFound,
+		c.warn(node, reasonInstanceNotFound, EventInstanceNotFound,
 			"The cloud has no instance for this node (provider ID %q): it stays uninitialized and is retried", node.Spec.ProviderID)
 		return fmt.Errorf("looking up the instance of node %s: %w", name, err)
 	case err != nil:
-		c.fail(node, reasonCloudError, EventInitializationFailed, "Looking up the node's instance in the cloud failed, retrying: %v", err)
+		c.warn(node, reasonCloudError, EventInitializationFailed, "Looking up the node's instance in the cloud failed, retrying: %v", err)
 		return fmt.Errorf("looking up the instance of node %s: %w", name, err)
 	}
 
@@ -62,16 +71,16 @@ func (c *Controller) initialize(ctx context.Context, name string) error {
 		providerID = inst.ProviderID
 	}
 	if providerID == "" {
-		c.fail(node, reasonNoProviderID, EventNoProviderID, "The cloud returned no provider ID for this node's instance: it stays uninitialized")
+		c.warn(node, reasonNoProviderID, EventNoProviderID, "The cloud returned no provider ID for this node's instance: it stays uninitialized")
 		return fmt.Errorf("node %s: the cloud returned no provider ID", name)
 	}
 	addrs, err := desiredAddresses(node, inst.Addresses)
 	if err != nil {
-		c.fail(node, reasonProvidedNodeIP, EventProvidedNodeIPInvalid, "%v: the node stays uninitialized", err)
+		c.warn(node, reasonProvidedNodeIP, EventProvidedNodeIPInvalid, "%v: the node stays uninitialized", err)
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	if len(addrs) == 0 {
-		c.fail(node, reasonNoAddresses, EventNoAddresses, "The cloud returned no addresses for this node's instance: it stays uninitialized")
+		c.warn(node, reasonNoAddresses, EventNoAddresses, "The cloud returned no addresses for this node's instance: it stays uninitialized")
 		return fmt.Errorf("node %s: the cloud returned no addresses", name)
 	}
 	labels, refused := nodeLabels(node, inst)
@@ -107,8 +116,9 @@ func (c *Controller) initialize(ctx context.Context, name string) error {
 	return nil
 }
 
-// fail counts a failure and records a Warning event on the node.
-func (c *Controller) fail(node *corev1.Node, reason, event, format string, args ...any) {
+// warn counts a failure by reason and records a Warning event on the node; the caller
+// returns the error that decides the retry.
+func (c *Controller) warn(node *corev1.Node, reason, event, format string, args ...any) {
 	c.metrics.errors.WithLabelValues(reason).Inc()
 	c.recorder.Eventf(node, corev1.EventTypeWarning, event, format, args...)
 }
@@ -116,40 +126,42 @@ func (c *Controller) fail(node *corev1.Node, reason, event, format string, args 
 // instanceFor returns what the cloud knows of node's instance. With an inventory it reads
 // a listing that started after the node was created, shared with the other nodes of a
 // burst; an instance such a listing lacks is asked for directly, since absence from a
-// listing is no proof (and some providers list instances without node names).
-func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud.Instance, error) {
+// listing is no proof (and some providers list instances without node names). A
+// positive wait, with no instance and no error, asks to come back then for a listing
+// shared with the other nodes of a burst.
+func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud.Instance, time.Duration, error) {
 	if c.inventory != nil {
 		if inst, ok := c.inventory.Lookup(node.Spec.ProviderID, node.Name); ok {
-			return &inst, nil
+			return &inst, 0, nil
 		}
 		now := c.now()
 		after := listedAfter(node, now)
 		if c.inventory.LastSync().Before(after) {
 			if now.Before(after) {
 				// Nodes created within the same second wait for one listing together.
-				return nil, requeueAfter(after.Sub(now))
+				return nil, after.Sub(now), nil
 			}
 			requested, wait := c.pacer.plan(now, after)
 			if wait > 0 {
-				return nil, requeueAfter(wait)
+				return nil, wait, nil
 			}
 			if err := c.inventory.Sync(ctx, max(0, c.now().Sub(requested))); err != nil {
 				c.pacer.fail(requested)
-				return nil, err
+				return nil, 0, err
 			}
 			if inst, ok := c.inventory.Lookup(node.Spec.ProviderID, node.Name); ok {
-				return &inst, nil
+				return &inst, 0, nil
 			}
 		}
 	}
 	inst, err := c.instances.InstanceMetadata(ctx, node)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if inst == nil {
-		return nil, fmt.Errorf("the provider returned no instance and no error for node %s", node.Name)
+		return nil, 0, fmt.Errorf("the provider returned no instance and no error for node %s", node.Name)
 	}
-	return inst, nil
+	return inst, 0, nil
 }
 
 // listedAfter returns when a listing must have started to be sure to include node's
@@ -190,7 +202,7 @@ func (c *Controller) patchAddresses(ctx context.Context, name string, addrs []co
 func (c *Controller) finishInit(ctx context.Context, node *corev1.Node, rv, providerID string, labels map[string]string) (bool, error) {
 	done, reread := false, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !hasTaint(node, TaintUninitialized) {
+		if !taints.Has(node, cloudproviderapi.TaintExternalCloudProvider) {
 			return nil
 		}
 		// The first attempt follows the address write; a node read again after a
@@ -198,7 +210,7 @@ func (c *Controller) finishInit(ctx context.Context, node *corev1.Node, rv, prov
 		if reread && len(node.Status.Addresses) == 0 {
 			return fmt.Errorf("node %s lost its addresses before initialization finished", node.Name)
 		}
-		spec := map[string]any{"taints": withoutTaint(node.Spec.Taints, TaintUninitialized)}
+		spec := map[string]any{"taints": taints.Without(node.Spec.Taints, cloudproviderapi.TaintExternalCloudProvider)}
 		if node.Spec.ProviderID == "" {
 			spec["providerID"] = providerID
 		}
@@ -226,18 +238,6 @@ func (c *Controller) finishInit(ctx context.Context, node *corev1.Node, rv, prov
 		return err
 	})
 	return done, err
-}
-
-// withoutTaint returns taints without those with key; nil when none is left, which the
-// merge patch turns into removing the field.
-func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range taints {
-		if t.Key != key {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // nodeAge is how long ago node was created, never negative.

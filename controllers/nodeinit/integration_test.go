@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
@@ -127,7 +129,7 @@ func (h *harness) register(short string, mods ...func(*corev1.Node)) {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: h.name(short), Labels: map[string]string{testLabel: h.id}},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-			{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{internal("192.168.0.10"), hostname(h.name(short))}},
 	}
@@ -198,7 +200,7 @@ func (h *harness) waitInitialized(short string) *corev1.Node {
 		if err != nil {
 			return err
 		}
-		if hasTaint(n, TaintUninitialized) {
+		if taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) {
 			return fmt.Errorf("still tainted")
 		}
 		return nil
@@ -295,7 +297,7 @@ func TestIntegrationInitialization(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	for _, short := range []string{"badip", "noinstance"} {
 		n := h.get(short)
-		if !hasTaint(n, TaintUninitialized) || n.Spec.ProviderID != "" {
+		if !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "" {
 			t.Errorf("%s: taints %v providerID %q, want it left uninitialized", short, n.Spec.Taints, n.Spec.ProviderID)
 		}
 		if !slices.Equal(n.Status.Addresses, []corev1.NodeAddress{internal("192.168.0.10"), hostname(n.Name)}) {
@@ -327,7 +329,7 @@ func TestIntegrationBurstOf50Nodes(t *testing.T) {
 		}
 		pending := 0
 		for _, node := range list.Items {
-			if hasTaint(&node, TaintUninitialized) {
+			if taints.Has(&node, cloudproviderapi.TaintExternalCloudProvider) {
 				pending++
 			}
 		}

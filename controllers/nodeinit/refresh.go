@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 )
 
 // addressChange is one node whose status addresses the refresh rewrites.
@@ -30,7 +32,7 @@ func (c *Controller) refresh(ctx context.Context) {
 	}
 	nodes := make([]*corev1.Node, 0, len(all))
 	for _, n := range all {
-		if !hasTaint(n, TaintUninitialized) {
+		if !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) {
 			nodes = append(nodes, n)
 		}
 	}
@@ -105,20 +107,20 @@ func (c *Controller) refreshPerNode(ctx context.Context, nodes []*corev1.Node) i
 // write or the cloud's answer must not be written.
 func (c *Controller) addressUpdate(node *corev1.Node, cloudAddrs []corev1.NodeAddress) ([]corev1.NodeAddress, bool) {
 	if len(cloudAddrs) == 0 {
-		c.fail(node, reasonNoAddresses, EventAddressesNotUpdated,
+		c.warn(node, reasonNoAddresses, EventAddressesNotUpdated,
 			"The cloud returned no addresses for this node; keeping %s", formatAddresses(node.Status.Addresses))
 		return nil, false
 	}
 	addrs, err := desiredAddresses(node, cloudAddrs)
 	if err != nil {
-		c.fail(node, reasonProvidedNodeIP, EventProvidedNodeIPInvalid, "%v; keeping %s", err, formatAddresses(node.Status.Addresses))
+		c.warn(node, reasonProvidedNodeIP, EventProvidedNodeIPInvalid, "%v; keeping %s", err, formatAddresses(node.Status.Addresses))
 		return nil, false
 	}
 	if slices.Equal(node.Status.Addresses, addrs) {
 		return nil, false
 	}
 	if dropped := droppedTypes(node.Status.Addresses, addrs); len(dropped) > 0 {
-		c.fail(node, reasonPartialAddresses, EventAddressesNotUpdated,
+		c.warn(node, reasonPartialAddresses, EventAddressesNotUpdated,
 			"The cloud's addresses %s lack the type(s) %v this node has; keeping %s",
 			formatAddresses(addrs), dropped, formatAddresses(node.Status.Addresses))
 		return nil, false

@@ -18,17 +18,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
-)
-
-// TaintShutdown marks a Node whose instance the cloud reports stopped.
-const TaintShutdown = "node.cloudprovider.kubernetes.io/shutdown"
-
-// Defaults for the zero values of Config, as upstream's.
-const (
-	DefaultMonitorPeriod       = 5 * time.Second
-	DefaultDeletionGracePeriod = 40 * time.Second
-	DefaultSafeModeThreshold   = 0.1
 )
 
 // maxSafeModeEvents bounds the Events one entry into safe mode records, so that an
@@ -54,19 +45,19 @@ type Config struct {
 	Logger logr.Logger
 	// Metrics is where the metrics are registered; nil registers nothing.
 	Metrics prometheus.Registerer
-	// Health receives progress reports for /readyz; nil creates a private one.
+	// Health receives progress reports for /readyz; nil reports nothing.
 	Health *manager.Progress
-	// MonitorPeriod is the time between rounds (--node-monitor-period). Default 5s.
+	// MonitorPeriod is the time between rounds (--node-monitor-period). Zero fields
+	// below take manager.DefaultControllerConfig's values.
 	MonitorPeriod time.Duration
 	// DeletionGracePeriod is the least time between the two NotFound answers that
 	// confirm an instance is gone (--node-deletion-grace-period). Default 40s.
 	DeletionGracePeriod time.Duration
 	// SafeModeThreshold is the largest share of the cluster's Nodes one round may delete
 	// (--node-deletion-safe-mode-threshold); at least one deletion per round is always
-	// allowed. Between 0 and 1; 0 means the default, 0.1.
+	// allowed. Between 0 and 1.
 	SafeModeThreshold float64
 	// Workers is how many per-node cloud lookups run at once (--concurrent-node-syncs).
-	// Default 1.
 	Workers int
 	// Clock times the NotFound observations; nil is the real clock.
 	Clock clock.PassiveClock
@@ -76,7 +67,7 @@ type Config struct {
 type Controller struct {
 	client    kubernetes.Interface
 	nodes     corelisters.NodeLister
-	synced    cache.InformerSynced
+	worker    *worker.Worker
 	instances cloud.Instances
 	inventory manager.Inventory
 	recorder  record.EventRecorder
@@ -122,23 +113,13 @@ func New(cfg Config) (*Controller, error) {
 	case cfg.SafeModeThreshold < 0 || cfg.SafeModeThreshold > 1:
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: safe-mode threshold %v: want a share between 0 and 1", cfg.SafeModeThreshold)
 	}
-	if cfg.MonitorPeriod == 0 {
-		cfg.MonitorPeriod = DefaultMonitorPeriod
-	}
-	if cfg.DeletionGracePeriod == 0 {
-		cfg.DeletionGracePeriod = DefaultDeletionGracePeriod
-	}
-	if cfg.SafeModeThreshold == 0 {
-		cfg.SafeModeThreshold = DefaultSafeModeThreshold
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 1
-	}
+	defaults := manager.DefaultControllerConfig()
+	cfg.MonitorPeriod = manager.OrDefault(cfg.MonitorPeriod, defaults.NodeMonitorPeriod)
+	cfg.DeletionGracePeriod = manager.OrDefault(cfg.DeletionGracePeriod, defaults.NodeDeletionGracePeriod)
+	cfg.SafeModeThreshold = manager.OrDefault(cfg.SafeModeThreshold, defaults.NodeDeletionSafeModeThreshold)
+	cfg.Workers = manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.Health == nil {
-		cfg.Health = manager.NewProgress(manager.CloudNodeLifecycleController, 2*time.Minute)
 	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	// The controller reads the cache once per round; a no-op handler gives it a
@@ -154,10 +135,9 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
 	}
-	return &Controller{
+	c := &Controller{
 		client:    cfg.Client,
 		nodes:     nodeInformer.Lister(),
-		synced:    reg.HasSynced,
 		instances: cfg.Instances,
 		inventory: cfg.Inventory,
 		recorder:  cfg.Recorder,
@@ -170,7 +150,20 @@ func New(cfg Config) (*Controller, error) {
 		workers:   cfg.Workers,
 		clock:     cfg.Clock,
 		notFound:  map[string]observation{},
-	}, nil
+	}
+	// Rounds, not a queue: the one loop runs every MonitorPeriod after the cache syncs.
+	c.worker, err = worker.New(worker.Config{
+		Name:   manager.CloudNodeLifecycleController,
+		Synced: []cache.InformerSynced{reg.HasSynced},
+		Loops: []worker.Loop{func(ctx context.Context) {
+			wait.UntilWithContext(ctx, c.monitor, c.period)
+		}},
+		Logger: c.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
+	}
+	return c, nil
 }
 
 // Run runs a round every MonitorPeriod (measured from the end of the previous round)
@@ -178,15 +171,9 @@ func New(cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("Starting", "monitorPeriod", c.period, "deletionGracePeriod", c.grace,
 		"safeModeThreshold", c.threshold, "inventory", c.inventory != nil)
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("cloud-node-lifecycle-controller: the Node informer did not sync")
-	}
-	wait.UntilWithContext(ctx, c.monitor, c.period)
+	err := c.worker.Run(ctx)
 	c.log.Info("Stopped")
-	return nil
+	return err
 }
 
 // Spec returns the manager's description of the cloud-node-lifecycle-controller.

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -87,8 +86,10 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	}
 	factory.Start(t.Context().Done())
 	t.Cleanup(factory.Shutdown)
-	if !cache.WaitForCacheSync(t.Context().Done(), c.synced) {
-		t.Fatal("informer did not sync")
+	for typ, ok := range factory.WaitForCacheSync(t.Context().Done()) {
+		if !ok {
+			t.Fatalf("the %v informer did not sync", typ)
+		}
 	}
 	return &fixture{ctrl: c, client: client, cloud: fc, clock: clk, events: cfg.Recorder.(*eventlog.Log), reg: cfg.Metrics.(*prometheus.Registry)}
 }

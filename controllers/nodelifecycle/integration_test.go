@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
@@ -367,7 +369,7 @@ func TestIntegrationShutdownTaint(t *testing.T) {
 			if !ok {
 				return fmt.Errorf("node gone")
 			}
-			if hasTaint(n, TaintShutdown) != want {
+			if taints.Has(n, cloudproviderapi.TaintNodeShutdown) != want {
 				return fmt.Errorf("taints %v", n.Spec.Taints)
 			}
 			return nil
@@ -392,7 +394,7 @@ func TestIntegrationShutdownTaint(t *testing.T) {
 	h.waitReady("s")
 	tainted(false)
 
-	if n, _ := h.get("ready"); hasTaint(n, TaintShutdown) {
+	if n, _ := h.get("ready"); taints.Has(n, cloudproviderapi.TaintNodeShutdown) {
 		t.Error("a Ready node got the shutdown taint")
 	}
 	if got := h.events(EventDeletingNode); len(got) != 0 {

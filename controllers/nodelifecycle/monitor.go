@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 )
 
 // Event reasons.
@@ -47,7 +49,7 @@ func (c *Controller) monitor(ctx context.Context) {
 	for _, n := range all {
 		if isReady(n) {
 			// A Ready node costs no cloud call: its kubelet is the better witness.
-			if hasTaint(n, TaintShutdown) {
+			if taints.Has(n, cloudproviderapi.TaintNodeShutdown) {
 				c.setShutdownTaint(ctx, n, false)
 			}
 			continue
@@ -250,22 +252,17 @@ func (c *Controller) reconcileShutdown(ctx context.Context, node *corev1.Node, s
 // whole, so the patch is conditional on the cached resourceVersion; a conflict is left
 // to the next round.
 func (c *Controller) setShutdownTaint(ctx context.Context, node *corev1.Node, want bool) {
-	if hasTaint(node, TaintShutdown) == want {
+	if taints.Has(node, cloudproviderapi.TaintNodeShutdown) == want {
 		return
 	}
-	var taints []corev1.Taint
-	for _, t := range node.Spec.Taints {
-		if t.Key != TaintShutdown {
-			taints = append(taints, t)
-		}
-	}
+	list := taints.Without(node.Spec.Taints, cloudproviderapi.TaintNodeShutdown)
 	if want {
 		now := metav1.Now()
-		taints = append(taints, corev1.Taint{Key: TaintShutdown, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now})
+		list = append(list, corev1.Taint{Key: cloudproviderapi.TaintNodeShutdown, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now})
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
-		"spec":     map[string]any{"taints": taints},
+		"spec":     map[string]any{"taints": list},
 	})
 	if err != nil {
 		c.log.Error(err, "Encoding the shutdown taint patch", "node", node.Name)
@@ -286,15 +283,6 @@ func isReady(node *corev1.Node) bool {
 	for _, cond := range node.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
 			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func hasTaint(node *corev1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
 		}
 	}
 	return false

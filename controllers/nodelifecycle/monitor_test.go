@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -89,7 +91,7 @@ func TestReadyNodesCostNoCloudCalls(t *testing.T) {
 				// Even a stopped instance behind a Ready node is not looked at.
 				insts = append(insts, instance(name, cloud.InstanceStopped))
 			}
-			nodes[3].Spec.Taints = []corev1.Taint{{Key: TaintShutdown, Effect: corev1.TaintEffectNoSchedule}, {Key: "keep", Effect: corev1.TaintEffectNoExecute}}
+			nodes[3].Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintNodeShutdown, Effect: corev1.TaintEffectNoSchedule}, {Key: "keep", Effect: corev1.TaintEffectNoExecute}}
 			f := newFixture(t, fixtureOptions{inventory: mode.inventory}, insts, nodes...)
 			for range 5 {
 				f.round(t, time.Second)
@@ -98,7 +100,7 @@ func TestReadyNodesCostNoCloudCalls(t *testing.T) {
 				t.Errorf("cloud calls = %d, want 0 for a healthy cluster", n)
 			}
 			got := f.get(t, "n03")
-			if hasTaint(got, TaintShutdown) || !hasTaint(got, "keep") {
+			if taints.Has(got, cloudproviderapi.TaintNodeShutdown) || !taints.Has(got, "keep") {
 				t.Errorf("taints of a Ready node = %v, want the shutdown taint removed and the other kept", got.Spec.Taints)
 			}
 		})
@@ -230,8 +232,8 @@ func TestShutdownTaint(t *testing.T) {
 			f := newFixture(t, fixtureOptions{inventory: mode.inventory}, []cloud.Instance{instance("n1", cloud.InstanceStopped)}, node)
 			tainted := func(want bool) {
 				t.Helper()
-				f.waitCached(t, "n1", func(n *corev1.Node) bool { return hasTaint(n, TaintShutdown) == want })
-				if !hasTaint(f.get(t, "n1"), "keep") {
+				f.waitCached(t, "n1", func(n *corev1.Node) bool { return taints.Has(n, cloudproviderapi.TaintNodeShutdown) == want })
+				if !taints.Has(f.get(t, "n1"), "keep") {
 					t.Fatal("another taint was lost")
 				}
 			}
