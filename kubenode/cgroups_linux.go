@@ -34,7 +34,7 @@ type cgroups struct {
 	// createdTop is the highest cgroup of the root's path that the runtime created,
 	// "" when the root existed: the runtime removes what it created, up to there.
 	createdTop string
-	log     logr.Logger
+	log        logr.Logger
 }
 
 // newCgroups finds the machine's cgroup hierarchies.
@@ -331,4 +331,3 @@ func rmdirCgroup(dir string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-

@@ -36,11 +36,11 @@ func renderKubelet(n *Node) ([]byte, error) {
 		FailCgroupV1: ptr.To(false),
 		FailSwapOn:   ptr.To(false),
 
-		StaticPodPath: c.StaticPodDir,
-		PodLogsDir:    n.Paths.PodLogs,
+		StaticPodPath:  c.StaticPodDir,
+		PodLogsDir:     n.Paths.PodLogs,
 		ResolverConfig: ptr.To(n.Paths.ResolvConf),
-		ClusterDomain: c.ClusterDomain,
-		ClusterDNS:    slices.Clone(c.ClusterDNS),
+		ClusterDomain:  c.ClusterDomain,
+		ClusterDNS:     slices.Clone(c.ClusterDNS),
 
 		Address:            n.IP.String(),
 		Port:               kubeletPort,

@@ -33,8 +33,8 @@ type Paths struct {
 	ContainerdOpt    string // containerd's opt directory
 	RegistryHosts    string // containerd's registry hosts directory (config_path)
 
-	CNIConf string // the CNI configuration directory
-	CNIIPAM string // host-local's allocations
+	CNIConf     string // the CNI configuration directory
+	CNIIPAM     string // host-local's allocations
 	CNIConflist string // the network configuration file written once the pod CIDR is known
 
 	KubeletConfig     string // KubeletConfiguration
