@@ -14,7 +14,8 @@ import (
 // keep a caller looping.
 const maxPages = 1 << 20
 
-// CreateInstance creates an instance.
+// CreateInstance creates an instance: a record, or with spec.Kind api.InstanceHost a
+// real host on the cloud's machine, booted when the call returns.
 func (c *Client) CreateInstance(ctx context.Context, spec api.InstanceSpec) (*api.Instance, error) {
 	var out api.Instance
 	if err := c.do(ctx, http.MethodPost, "/v1/instances", nil, spec, &out); err != nil {
@@ -120,6 +121,20 @@ func (c *Client) TerminateInstance(ctx context.Context, id string) (*api.Instanc
 // DeleteInstance removes an instance; afterwards it is not found.
 func (c *Client) DeleteInstance(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/instances/"+seg(id), nil, nil, nil)
+}
+
+// Console returns the end of a host instance's boot log: at most tailBytes bytes (0 for
+// the server's default, 64 KiB). Asking for a record's console is a 409 *Error.
+func (c *Client) Console(ctx context.Context, id string, tailBytes int) (*api.ConsoleOutput, error) {
+	q := url.Values{}
+	if tailBytes > 0 {
+		q.Set("tailBytes", strconv.Itoa(tailBytes))
+	}
+	var out api.ConsoleOutput
+	if err := c.do(ctx, http.MethodGet, "/v1/consoles/"+seg(id), q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // EnsureLoadBalancer creates the named load balancer or updates it to spec, and

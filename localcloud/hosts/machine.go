@@ -193,11 +193,31 @@ func (m *Machine) Guards() []netip.Prefix { return slices.Clone(m.cfg.Guards) }
 func (m *Machine) Bridge() string { return m.cfg.Bridge }
 
 // HostDir returns the state directory of host id.
-func (m *Machine) HostDir(id string) string { return filepath.Join(m.cfg.Dir, id) }
+func (m *Machine) HostDir(id string) string { return HostDir(m.cfg.Dir, id) }
 
 // LogPath returns the boot log of host id: the boot command's standard output and
 // error, and a line from the cloud for each start and exit.
-func (m *Machine) LogPath(id string) string { return filepath.Join(m.HostDir(id), bootLogName) }
+func (m *Machine) LogPath(id string) string { return LogPath(m.cfg.Dir, id) }
+
+// HostDir returns the state directory of host id in a machine directory.
+func HostDir(dir, id string) string { return filepath.Join(dir, id) }
+
+// LogPath returns the boot log of host id in a machine directory.
+func LogPath(dir, id string) string { return filepath.Join(dir, id, bootLogName) }
+
+// Recorded reports whether the journal in dir records anything on the machine (not
+// only host directories): what a local cloud killed while running hosts leaves, for
+// Cleanup or the next Open to remove. A missing directory records nothing.
+func Recorded(dir string) (bool, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	j, err := loadJournal(dir)
+	if err != nil {
+		return false, err
+	}
+	return !j.empty(), nil
+}
 
 // save writes the journal; the caller holds mu.
 func (m *Machine) save() error { return m.j.save(m.cfg.Dir) }

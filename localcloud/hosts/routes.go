@@ -21,7 +21,7 @@ func (m *Machine) SetRoutes(ctx context.Context, routes []Route) error {
 	seen := map[string]bool{}
 	for _, r := range routes {
 		r.Destination = r.Destination.Masked()
-		if !m.guarded(r) {
+		if !m.Guarded(r) {
 			return fmt.Errorf("route %s via %s: the destination must lie inside a guard CIDR (%v) and the target inside %s", r.Destination, r.Via, m.cfg.Guards, m.cfg.Range)
 		}
 		if seen[r.Destination.String()] {
@@ -58,9 +58,9 @@ func (m *Machine) Routes() []Route {
 	return slices.Clone(m.routes)
 }
 
-// guarded reports whether a route may be programmed: its destination inside a guard,
-// its target a host address of the range.
-func (m *Machine) guarded(r Route) bool {
+// Guarded reports whether SetRoutes may program a route: its destination inside a guard
+// CIDR, its target a host address of the instance range.
+func (m *Machine) Guarded(r Route) bool {
 	if !r.Destination.IsValid() || !r.Via.Is4() || !m.cfg.Range.Contains(r.Via) || r.Via == m.Gateway() {
 		return false
 	}

@@ -69,6 +69,7 @@ func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	ep("POST /v1/instances/{id}/start", api.OpInstancesStart, s.instanceAction(api.InstanceRunning))
 	ep("POST /v1/instances/{id}/terminate", api.OpInstancesTerminate, s.instanceAction(api.InstanceTerminated))
 	ep("DELETE /v1/instances/{id}", api.OpInstancesDelete, s.deleteInstance)
+	ep("GET /v1/consoles/{id}", api.OpInstancesConsole, s.instanceConsole)
 
 	ep("GET /v1/loadbalancers", api.OpLBList, s.listLoadBalancers)
 	ep("GET /v1/loadbalancers/{name}", api.OpLBGet, s.getLoadBalancer)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,8 +29,12 @@ func (s *Server) createInstance(c *call) (int, any, error) {
 	if err := spec.Validate(); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkHost(&spec); err != nil {
+		return 0, nil, err
+	}
+	ctx := c.r.Context()
 	now := time.Now().UTC()
-	inst, err := s.store.CreateInstance(c.r.Context(), func(seq uint64) (api.Instance, error) {
+	build := func(seq uint64, ip netip.Addr) api.Instance {
 		inst := api.Instance{
 			Name:         spec.Name,
 			Zone:         spec.Zone,
@@ -41,6 +46,9 @@ func (s *Server) createInstance(c *call) (int, any, error) {
 			CreatedAt:    now,
 			UpdatedAt:    now,
 		}
+		if spec.Kind == api.InstanceHost {
+			inst.Kind, inst.BootCommand, inst.Env, inst.PrivatePaths = spec.Kind, spec.BootCommand, spec.Env, spec.PrivatePaths
+		}
 		if inst.Zone == "" {
 			inst.Zone = s.cfg.Zones[(seq-1)%uint64(len(s.cfg.Zones))]
 		}
@@ -50,22 +58,66 @@ func (s *Server) createInstance(c *call) (int, any, error) {
 		if inst.InstanceType == "" {
 			inst.InstanceType = s.cfg.InstanceType
 		}
-		if !hasAddress(inst.Addresses, api.AddressInternalIP) {
-			ip, ok := nthAddr(s.cfg.InstanceCIDR, seq)
-			if !ok {
-				return api.Instance{}, fmt.Errorf("instance range %s has no address left: %w", s.cfg.InstanceCIDR, store.ErrExhausted)
-			}
+		if ip.IsValid() {
 			inst.Addresses = append([]api.Address{{Type: api.AddressInternalIP, Address: ip.String()}}, inst.Addresses...)
 		}
 		if !hasAddress(inst.Addresses, api.AddressHostname) {
 			inst.Addresses = append(inst.Addresses, api.Address{Type: api.AddressHostname, Address: inst.Name})
 		}
-		return inst, nil
-	})
+		return inst
+	}
+	var (
+		inst api.Instance
+		err  error
+	)
+	switch {
+	case hasAddress(spec.Addresses, api.AddressInternalIP):
+		inst, err = s.store.CreateInstance(ctx, func(seq uint64) (api.Instance, error) { return build(seq, netip.Addr{}), nil })
+	case s.machine != nil:
+		// Hosts live on the range: every instance gets a free address of it, never
+		// the bridge's.
+		inst, err = s.store.CreateInstanceInRange(ctx, s.cfg.InstanceCIDR, nil, func(seq uint64, ip netip.Addr) (api.Instance, error) {
+			return build(seq, ip), nil
+		})
+	default:
+		inst, err = s.store.CreateInstance(ctx, func(seq uint64) (api.Instance, error) {
+			ip, ok := nthAddr(s.cfg.InstanceCIDR, seq)
+			if !ok {
+				return api.Instance{}, fmt.Errorf("instance range %s has no address left: %w", s.cfg.InstanceCIDR, store.ErrExhausted)
+			}
+			return build(seq, ip), nil
+		})
+	}
 	if err != nil {
 		return 0, nil, err
 	}
+	if inst.IsHost() {
+		if err := s.bootNew(ctx, &inst); err != nil {
+			return 0, nil, err
+		}
+	}
+	s.decorate(&inst)
 	return http.StatusCreated, inst, nil
+}
+
+// bootNew boots a host just stored. If it cannot, the host and the instance are removed
+// again: a create is applied entirely or not at all.
+func (s *Server) bootNew(ctx context.Context, inst *api.Instance) error {
+	spec, err := hostSpec(inst)
+	if err == nil {
+		err = s.machine.Start(ctx, spec)
+	}
+	if err == nil {
+		return nil
+	}
+	undo := context.WithoutCancel(ctx)
+	if rerr := s.machine.Remove(undo, inst.ID); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if _, derr := s.store.DeleteInstance(undo, inst.ID); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return fmt.Errorf("booting host %s: %w", inst.ID, err)
 }
 
 func hasAddress(addrs []api.Address, t api.AddressType) bool {
@@ -128,6 +180,7 @@ func (s *Server) getInstance(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	s.decorate(&inst)
 	return http.StatusOK, inst, nil
 }
 
@@ -143,6 +196,7 @@ func (s *Server) getInstanceByName(c *call) (int, any, error) {
 	if !c.visible(&inst) {
 		return 0, nil, fmt.Errorf("instance named %q: %w", name, store.ErrNotFound)
 	}
+	s.decorate(&inst)
 	return http.StatusOK, inst, nil
 }
 
@@ -167,6 +221,7 @@ func (s *Server) listInstances(c *call) (int, any, error) {
 		inst, err := s.store.GetInstanceByName(c.r.Context(), name)
 		switch {
 		case err == nil && c.visible(&inst):
+			s.decorate(&inst)
 			list.Items = append(list.Items, inst)
 		case err != nil && !isNotFound(err):
 			return 0, nil, err
@@ -185,6 +240,9 @@ func (s *Server) listInstances(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	for i := range items {
+		s.decorate(&items[i])
+	}
 	list := api.InstanceList{Items: items}
 	if list.Items == nil {
 		list.Items = []api.Instance{}
@@ -197,7 +255,8 @@ func (s *Server) listInstances(c *call) (int, any, error) {
 
 // instanceAction returns the handler moving an instance to state: stop, start or
 // terminate. Asking for the state it is in succeeds; a terminated instance cannot
-// move.
+// move. A host's machine side follows the recorded state (and is brought to it again
+// when the state did not change): a stop answers once the host's processes are gone.
 func (s *Server) instanceAction(state api.InstanceState) handler {
 	return func(c *call) (int, any, error) {
 		id := c.r.PathValue("id")
@@ -211,6 +270,9 @@ func (s *Server) instanceAction(state api.InstanceState) handler {
 			if inst.State == api.InstanceTerminated {
 				return fmt.Errorf("instance %s is terminated and cannot become %s: %w", id, state, store.ErrConflict)
 			}
+			if inst.IsHost() && s.machine == nil && state == api.InstanceRunning {
+				return fmt.Errorf("instance %s is a host and cannot start: %s: %w", id, hostsOff, store.ErrConflict)
+			}
 			inst.State = state
 			inst.UpdatedAt = time.Now().UTC()
 			return nil
@@ -218,6 +280,12 @@ func (s *Server) instanceAction(state api.InstanceState) handler {
 		if err != nil {
 			return 0, nil, err
 		}
+		if inst.IsHost() && s.machine != nil {
+			if err := s.applyHost(c.r.Context(), &inst); err != nil {
+				return 0, nil, fmt.Errorf("instance %s is %s, but its host is not: %w", id, inst.State, err)
+			}
+		}
+		s.decorate(&inst)
 		return http.StatusOK, inst, nil
 	}
 }
@@ -227,8 +295,18 @@ func (s *Server) deleteInstance(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if inst.IsHost() && s.machine != nil {
+		if err := s.machine.Remove(c.r.Context(), inst.ID); err != nil {
+			return 0, nil, fmt.Errorf("removing the host of instance %s: %w", inst.ID, err)
+		}
+	}
 	if _, err := s.store.DeleteInstance(c.r.Context(), inst.ID); err != nil {
 		return 0, nil, err
+	}
+	if inst.IsHost() {
+		if err := s.syncRoutes(c.r.Context()); err != nil {
+			return 0, nil, fmt.Errorf("instance %s is deleted, but routes to it are not: %w", inst.ID, err)
+		}
 	}
 	return http.StatusNoContent, nil, nil
 }

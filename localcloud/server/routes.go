@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -36,9 +37,16 @@ func (s *Server) createRoute(c *call) (int, any, error) {
 	if err := spec.Validate(); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkRouteToHost(c.r.Context(), &spec); err != nil {
+		return 0, nil, err
+	}
 	route, created, err := s.store.CreateRoute(c.r.Context(), cluster, spec, time.Now().UTC())
 	if err != nil {
 		return 0, nil, err
+	}
+	// Also when the route existed: the data plane may have missed it.
+	if err := s.syncRoutes(c.r.Context()); err != nil {
+		return 0, nil, fmt.Errorf("route %s is stored, but the data plane is not programmed: %w", route.Name, err)
 	}
 	if created {
 		return http.StatusCreated, route, nil
@@ -57,6 +65,9 @@ func (s *Server) deleteRoute(c *call) (int, any, error) {
 	}
 	if err := s.store.DeleteRoute(c.r.Context(), cluster, name); err != nil {
 		return 0, nil, err
+	}
+	if err := s.syncRoutes(c.r.Context()); err != nil {
+		return 0, nil, fmt.Errorf("route %s is deleted, but the data plane still has it: %w", name, err)
 	}
 	return http.StatusNoContent, nil, nil
 }

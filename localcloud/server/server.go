@@ -16,6 +16,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/faults"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/store"
 )
 
@@ -58,6 +59,10 @@ type Config struct {
 	// DataPlane configures the load balancer proxies. Its Logger and Metrics are set
 	// by the server.
 	DataPlane dataplane.Config
+	// Hosts, when set, enables host instances (localcloud/hosts): real hosts on this
+	// machine, which needs root. Its Range is InstanceCIDR (hosts.DefaultRange when that
+	// is unset) and its Logger the server's; an empty Dir is DefaultHostDir(StatePath).
+	Hosts *hosts.Config
 	// Logger receives the server's logs.
 	Logger logr.Logger
 }
@@ -80,6 +85,9 @@ func (c *Config) defaults() error {
 	}
 	if c.InstanceType == "" {
 		c.InstanceType = DefaultInstanceType
+	}
+	if err := c.hostsDefaults(); err != nil {
+		return err
 	}
 	if !c.InstanceCIDR.IsValid() {
 		c.InstanceCIDR = DefaultInstanceCIDR
@@ -118,6 +126,12 @@ type Server struct {
 	// of one change happen together.
 	lbMu sync.Mutex
 
+	// machine makes host instances; nil when they are disabled.
+	machine *hosts.Machine
+	// routeMu serializes reading the routes and programming them into the machine, so
+	// an older reading never overwrites a newer one.
+	routeMu sync.Mutex
+
 	// dpErrMu guards dpErrors: data plane failures per load balancer, shown in
 	// its status until an ensure or update succeeds.
 	dpErrMu  sync.Mutex
@@ -151,26 +165,35 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.openHosts(ctx); err != nil {
+		_ = s.store.Close()
+		return nil, err
+	}
+	// fail undoes what Start did so far.
+	fail := func(err error) (*Server, error) {
+		if s.machine != nil {
+			err = errors.Join(err, s.machine.Close(context.WithoutCancel(ctx)))
+		}
+		_ = s.store.Close()
+		return nil, err
+	}
 	dpCfg := cfg.DataPlane
 	dpCfg.Logger = cfg.Logger.WithName("dataplane")
 	dpCfg.Metrics = reg
 	s.plane, err = dataplane.New(dpCfg)
 	if err != nil {
-		_ = s.store.Close()
-		return nil, fmt.Errorf("starting the data plane: %w", err)
+		return fail(fmt.Errorf("starting the data plane: %w", err))
 	}
 	if err := s.restore(ctx); err != nil {
 		s.plane.Close()
-		_ = s.store.Close()
-		return nil, err
+		return fail(err)
 	}
 
 	var lc net.ListenConfig
 	s.ln, err = lc.Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		s.plane.Close()
-		_ = s.store.Close()
-		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return fail(fmt.Errorf("listening on %s: %w", cfg.Listen, err))
 	}
 	s.stopping = make(chan struct{})
 	s.http = &http.Server{
@@ -187,7 +210,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.log.Error(err, "serving the API")
 		}
 	}()
-	s.log.Info("local cloud serving", "addr", s.Addr(), "state", cfg.StatePath, "vipPool", cfg.VIPPool)
+	s.log.Info("local cloud serving", "addr", s.Addr(), "state", cfg.StatePath, "vipPool", cfg.VIPPool, "hosts", s.machine != nil)
 	return s, nil
 }
 
@@ -232,9 +255,11 @@ func (s *Server) Err() error {
 }
 
 // Shutdown stops the API, letting requests in flight finish (injected latency is cut
-// short and answered 503), closes every load balancer listener and closes the state
-// file. When ctx ends first, remaining connections are closed. It is safe to call
-// more than once.
+// short and answered 503), closes every load balancer listener, stops every host and
+// removes what hosts need from the machine (their directories stay, and the next Start
+// boots the hosts recorded running), and closes the state file. When ctx ends first,
+// remaining connections are closed and hosts still stopping are killed. It is safe to
+// call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
 		close(s.stopping)
@@ -245,6 +270,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		<-s.done
 		s.plane.Close()
+		if s.machine != nil {
+			if err := s.machine.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stopping hosts: %w", err))
+			}
+		}
 		// Handlers have returned, so nothing writes to the store any more.
 		if err := s.store.Close(); err != nil {
 			errs = append(errs, err)

@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/localcloud/server"
+)
+
+// TestHostRequestsWithoutHosts needs no root: a cloud without host instances refuses a
+// host with a 400 naming spec.kind and why, refuses bad host fields naming each field,
+// writes nothing for any of them, and serves records as before.
+func TestHostRequestsWithoutHosts(t *testing.T) {
+	c := startCloud(t)
+	tests := []struct {
+		name, body, field, says string
+	}{
+		{"host refused", `{"name":"n1","kind":"host","bootCommand":["sleep","1"]}`, "spec.kind", "--hosts"},
+		{"bad kind", `{"name":"n1","kind":"vm"}`, "spec.kind", "want"},
+		{"boot command on a record", `{"name":"n1","bootCommand":["sleep","1"]}`, "spec.bootCommand", "only host instances"},
+		{"env on a record", `{"name":"n1","kind":"record","env":{"A":"b"}}`, "spec.env", "only host instances"},
+		{"host without boot command", `{"name":"n1","kind":"host"}`, "spec.bootCommand", "required"},
+		{"relative private path", `{"name":"n1","kind":"host","bootCommand":["x"],"privatePaths":["var/lib/kubelet"]}`, "spec.privatePaths[0]", "absolute"},
+		{"private path in /proc", `{"name":"n1","kind":"host","bootCommand":["x"],"privatePaths":["/var/lib/x","/proc/sys"]}`, "spec.privatePaths[1]", "/proc"},
+		{"reserved env", `{"name":"n1","kind":"host","bootCommand":["x"],"env":{"NEPHELE_HOST_DIR":"/"}}`, `spec.env["NEPHELE_HOST_DIR"]`, "NEPHELE_"},
+		{"host with an InternalIP", `{"name":"n1","kind":"host","bootCommand":["x"],"addresses":[{"type":"InternalIP","address":"10.0.0.1"}]}`, "spec.addresses[0].type", "assigns"},
+		{"boot command of the wrong type", `{"name":"n1","kind":"host","bootCommand":"sleep 1"}`, "spec.bootCommand", "JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := c.raw("POST", "/v1/instances", tt.body, nil)
+			e := apiError(t, body)
+			if status != http.StatusBadRequest || e.Reason != api.ReasonInvalid || e.Field != tt.field || !strings.Contains(e.Message, tt.says) {
+				t.Fatalf("%d %+v, want 400 Invalid naming %s and saying %q", status, e, tt.field, tt.says)
+			}
+		})
+	}
+	list, err := c.client.ListAllInstances(ctx(), 0)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("refused creates wrote instances: %v, %v", list, err)
+	}
+	inst, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "record-1", Kind: api.InstanceRecord})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Kind != "" || inst.Host != nil || inst.Addresses[0].Address != server.DefaultInstanceCIDR.Addr().Next().String() {
+		t.Errorf("a record created with kind record: %+v", inst)
+	}
+	_, err = c.client.Console(ctx(), inst.ID, 0)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.StatusCode != http.StatusConflict {
+		t.Errorf("the console of a record: %v, want 409", err)
+	}
+}
+
+// TestLeftoverHostsRefuseAStartWithoutHosts: a state whose host journal records hosts on
+// the machine does not start without --hosts, which would leave them there unseen.
+func TestLeftoverHostsRefuseAStartWithoutHosts(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.db")
+	dir := server.DefaultHostDir(state)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"version":1,"network":{"bridge":"nphgone0","gateway":"10.250.99.1/24","guardMetric":4242}}`
+	if err := os.WriteFile(filepath.Join(dir, "journal.json"), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := server.Start(ctx(), server.Config{StatePath: state, Token: token})
+	if err == nil || !strings.Contains(err.Error(), "--cleanup") {
+		t.Fatalf("Start = %v, want a refusal pointing at --cleanup", err)
+	}
+}
+
+// TestHostInstances runs as root: hosts boot through the API, stop, start, terminate and
+// delete; routes to them are programmed into the machine and the hosts; a graceful
+// restart of the cloud boots them again; and nothing is left on the machine at the end.
+func TestHostInstances(t *testing.T) {
+	hoststest.RequireRoot(t)
+	rangeCIDR, guard := netip.MustParsePrefix("10.250.11.0/24"), netip.MustParsePrefix("10.251.11.0/24")
+	bridge := "nphsrv11"
+	markers := []string{bridge, "10.250.11.", "10.251.11.", "nv0afa0b"}
+	before := hoststest.Snapshot(t, markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	c := startCloud(t, func(cfg *server.Config) {
+		cfg.InstanceCIDR = rangeCIDR
+		cfg.Hosts = &hosts.Config{
+			Bridge: bridge, Guards: []netip.Prefix{guard},
+			StopTimeout: 2 * time.Second, RestartBackoff: 100 * time.Millisecond, MaxRestartBackoff: time.Second,
+		}
+	})
+	markers = append(markers, server.DefaultHostDir(c.cfg.StatePath))
+	cl := c.client
+	boot := []string{"sh", "-c", `ip -4 -o addr show dev eth0; echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+
+	n1, err := cl.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot,
+		PrivatePaths: []string{"/var/lib/nephele-server-test"}})
+	if err != nil {
+		t.Fatalf("creating a host: %v", err)
+	}
+	markers = append(markers, "/var/lib/nephele-server-test")
+	if n1.Kind != api.InstanceHost || n1.Addresses[0].Address != "10.250.11.2" || n1.Host == nil || n1.Host.Phase != "running" || n1.Host.BootPID == 0 {
+		t.Fatalf("the new host: %+v, host %+v", n1, n1.Host)
+	}
+	waitConsole(t, cl, n1.ID, "ready node-1")
+	if out, _ := cl.Console(ctx(), n1.ID, 0); !strings.Contains(out.Output, "inet 10.250.11.2/24") {
+		t.Errorf("the boot command did not see its address:\n%s", out.Output)
+	}
+	rec, err := cl.CreateInstance(ctx(), api.InstanceSpec{Name: "record-1"})
+	if err != nil || rec.Addresses[0].Address != "10.250.11.3" {
+		t.Fatalf("a record beside hosts: %+v, %v (want the next free address)", rec, err)
+	}
+	_, err = cl.CreateInstance(ctx(), api.InstanceSpec{Name: "bad", Kind: api.InstanceHost, BootCommand: boot, PrivatePaths: []string{"/tmp"}})
+	if !cloud.IsInvalid(err) || !strings.Contains(err.Error(), "host directory") {
+		t.Errorf("a private path over the host directory: %v, want a 400", err)
+	}
+
+	// Stop and start.
+	if got, err := cl.StopInstance(ctx(), n1.ID); err != nil || got.State != api.InstanceStopped || got.Host == nil || got.Host.Phase != "stopped" || got.Host.BootPID != 0 {
+		t.Fatalf("stop: %+v, %v", got, err)
+	}
+	if _, err := os.Stat(n1.Host.NetNS); !os.IsNotExist(err) {
+		t.Errorf("a stopped host's network namespace exists: %v", err)
+	}
+	got, err := cl.StartInstance(ctx(), n1.ID)
+	if err != nil || got.Host == nil || got.Host.Phase != "running" || got.Host.BootPID == n1.Host.BootPID {
+		t.Fatalf("start: %+v, %v", got, err)
+	}
+
+	// Routes.
+	n2, err := cl.CreateInstance(ctx(), api.InstanceSpec{Name: "node-2", Kind: api.InstanceHost, BootCommand: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := "10.251.11.0/26"
+	if _, err := cl.CreateRoute(ctx(), "k", api.RouteSpec{DestinationCIDR: dest, TargetNode: "node-2"}); err != nil {
+		t.Fatalf("a route to a host: %v", err)
+	}
+	want := dest + " via " + n2.Addresses[0].Address
+	if out := ipRoutes(t, n1.Host.NetNS); !strings.Contains(out, want) {
+		t.Errorf("host node-1's table lacks %q:\n%s", want, out)
+	}
+	if out := ipRoutes(t, ""); !strings.Contains(out, want) {
+		t.Errorf("the machine's table lacks %q:\n%s", want, out)
+	}
+	_, err = cl.CreateRoute(ctx(), "k", api.RouteSpec{DestinationCIDR: "198.51.100.0/24", TargetNode: "node-2"})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Field != "spec.destinationCIDR" {
+		t.Errorf("a route to a host outside every guard CIDR: %v, want a 400 naming spec.destinationCIDR", err)
+	}
+	if err := cl.DeleteRoute(ctx(), "k", api.RouteName(netip.MustParsePrefix(dest))); err != nil {
+		t.Fatal(err)
+	}
+	if out := ipRoutes(t, n1.Host.NetNS); strings.Contains(out, dest) {
+		t.Errorf("host node-1's table keeps a deleted route:\n%s", out)
+	}
+	// A terminated target's route goes from the data plane.
+	if _, err := cl.CreateRoute(ctx(), "k", api.RouteSpec{DestinationCIDR: dest, TargetNode: "node-2"}); err != nil {
+		t.Fatal(err)
+	}
+	term, err := cl.TerminateInstance(ctx(), n2.ID)
+	if err != nil || term.State != api.InstanceTerminated || term.Host != nil {
+		t.Fatalf("terminate: %+v, %v", term, err)
+	}
+	if out := ipRoutes(t, ""); strings.Contains(out, dest) {
+		t.Errorf("the machine keeps a route to a terminated host:\n%s", out)
+	}
+	if _, err := os.Stat(n2.Host.Dir); !os.IsNotExist(err) {
+		t.Errorf("a terminated host's directory exists: %v", err)
+	}
+
+	// A graceful restart takes every host down and boots them again.
+	pid := mustGet(t, cl, n1.ID).Host.BootPID
+	c.stop()
+	if _, err := os.Stat(n1.Host.NetNS); !os.IsNotExist(err) {
+		t.Errorf("a host's network namespace outlived the cloud: %v", err)
+	}
+	c.start()
+	cl = c.client
+	after := mustGet(t, cl, n1.ID)
+	if after.Host == nil || after.Host.Phase != "running" || after.Host.BootPID == 0 || after.Host.BootPID == pid {
+		t.Fatalf("after a restart: %+v", after.Host)
+	}
+	if err := cl.DeleteInstance(ctx(), n1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(after.Host.NetNS); !os.IsNotExist(err) {
+		t.Errorf("a deleted host's network namespace exists: %v", err)
+	}
+	c.stop()
+	if got := hoststest.Snapshot(t, markers...); got != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
+	}
+	if got := hoststest.Sysctl(t, "net/ipv4/ip_forward"); got != forward {
+		t.Errorf("ip_forward is %s, was %s", got, forward)
+	}
+}
+
+func mustGet(t *testing.T, cl *client.Client, id string) *api.Instance {
+	t.Helper()
+	inst, err := cl.GetInstance(ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+func waitConsole(t *testing.T, cl *client.Client, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := cl.Console(ctx(), id, 0)
+		if err == nil && strings.Contains(out.Output, "\n"+want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console of %s never said %q: %+v, %v", id, want, out, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ipRoutes returns the IPv4 routes of a network namespace file, or of the machine.
+func ipRoutes(t *testing.T, netns string) string {
+	t.Helper()
+	args := []string{"-4", "route", "show"}
+	if netns != "" {
+		args = append([]string{"-n", filepath.Base(netns)}, args...)
+	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
