@@ -41,6 +41,7 @@ runtime, the cloud controllers, and a local cloud to run them against on one mac
 	root.AddCommand(
 		newUpCommand(),
 		newConformanceCommand(),
+		newNodeCommand(),
 		// New subcommands: one line each here.
 	)
 	return root
