@@ -9,7 +9,7 @@ import (
 // Call is one finished call in the call log.
 type Call struct {
 	// Op is the operation called.
-	Op Op
+	Op cloud.Operation
 	// Subject is what the call was about; see Hook for what it holds per operation.
 	Subject string
 	// Start is when the call entered the cloud, before any injected fault.
@@ -25,18 +25,18 @@ func (c Call) Result() cloud.Result { return cloud.Classify(c.Err) }
 
 // callLog counts and records calls. It is guarded by Cloud.mu.
 type callLog struct {
-	started  map[Op]int
-	results  map[Op]map[cloud.Result]int
+	started  map[cloud.Operation]int
+	results  map[cloud.Operation]map[cloud.Result]int
 	total    int
 	log      []Call
 	inFlight int
 }
 
 func newCallLog() callLog {
-	return callLog{started: map[Op]int{}, results: map[Op]map[cloud.Result]int{}}
+	return callLog{started: map[cloud.Operation]int{}, results: map[cloud.Operation]map[cloud.Result]int{}}
 }
 
-func (l *callLog) start(op Op) {
+func (l *callLog) start(op cloud.Operation) {
 	l.started[op]++
 	l.total++
 	l.inFlight++
@@ -60,7 +60,7 @@ func (l *callLog) finish(c Call, limit int) {
 // Calls returns how many calls of op have started (finished or not) since the last
 // ResetCalls. Counting at the start lets a test wait until a hanging call is in.
 // AnyOp counts every operation.
-func (c *Cloud) Calls(op Op) int {
+func (c *Cloud) Calls(op cloud.Operation) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if op == AnyOp {
@@ -71,7 +71,7 @@ func (c *Cloud) Calls(op Op) int {
 
 // CallsWithResult returns how many calls of op have finished with result since the
 // last ResetCalls. AnyOp counts every operation.
-func (c *Cloud) CallsWithResult(op Op, result cloud.Result) int {
+func (c *Cloud) CallsWithResult(op cloud.Operation, result cloud.Result) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if op != AnyOp {

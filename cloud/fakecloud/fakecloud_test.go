@@ -267,7 +267,7 @@ func TestListInstances(t *testing.T) {
 	if all := c.AllInstances(); len(all) != 4 {
 		t.Errorf("AllInstances returned %d instances, want 4", len(all))
 	}
-	if c.Calls(OpListInstances) != 1 {
-		t.Errorf("Calls(OpListInstances) = %d, want 1 (accessors must not be logged)", c.Calls(OpListInstances))
+	if c.Calls(cloud.OpListInstances) != 1 {
+		t.Errorf("Calls(cloud.OpListInstances) = %d, want 1 (accessors must not be logged)", c.Calls(cloud.OpListInstances))
 	}
 }

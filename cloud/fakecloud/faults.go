@@ -9,55 +9,29 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// Op names an operation of the cloud.Provider contract. The values match the operation
-// labels of the manager's cloud metrics.
-type Op string
-
-// The operations of the cloud, one per method of the capability interfaces.
-const (
-	OpInstanceMetadata           Op = "instance_metadata"
-	OpListInstances              Op = "list_instances"
-	OpGetLoadBalancer            Op = "get_load_balancer"
-	OpEnsureLoadBalancer         Op = "ensure_load_balancer"
-	OpUpdateLoadBalancerBackends Op = "update_load_balancer_backends"
-	OpEnsureLoadBalancerDeleted  Op = "ensure_load_balancer_deleted"
-	OpListRoutes                 Op = "list_routes"
-	OpCreateRoute                Op = "create_route"
-	OpDeleteRoute                Op = "delete_route"
-
-	// AnyOp programs a fault for every operation. A fault set for a specific
-	// operation takes precedence over one set for AnyOp.
-	AnyOp Op = "*"
-)
-
-// Ops returns every operation, in the order of the contract.
-func Ops() []Op {
-	return []Op{
-		OpInstanceMetadata, OpListInstances,
-		OpGetLoadBalancer, OpEnsureLoadBalancer, OpUpdateLoadBalancerBackends, OpEnsureLoadBalancerDeleted,
-		OpListRoutes, OpCreateRoute, OpDeleteRoute,
-	}
-}
+// AnyOp programs a fault for every operation. A fault set for a specific operation
+// (one of cloud.Operations()) takes precedence over one set for AnyOp.
+const AnyOp cloud.Operation = "*"
 
 // Hook is called on every operation, after any hang and latency and before injected
 // errors and the operation itself. A non-nil error is returned to the caller as is and
 // the operation does not happen. The subject is what the call is about:
 //
-//   - OpInstanceMetadata: the node's provider ID, or its name when it has none
-//   - OpListInstances: empty
+//   - cloud.OpInstanceMetadata: the node's provider ID, or its name when it has none
+//   - cloud.OpListInstances: empty
 //   - load balancer operations: the spec's Name
-//   - OpListRoutes: the cluster name
-//   - OpCreateRoute, OpDeleteRoute: the route's target node
+//   - cloud.OpListRoutes: the cluster name
+//   - cloud.OpCreateRoute, cloud.OpDeleteRoute: the route's target node
 //
 // A hook may block; it should return ctx.Err() when ctx ends.
-type Hook func(ctx context.Context, op Op, subject string) error
+type Hook func(ctx context.Context, op cloud.Operation, subject string) error
 
 // ErrInjected is wrapped by the errors that Throttle makes up, so that tests can tell
 // an injected failure from a real one.
 var ErrInjected = errors.New("fault injected by the fake cloud")
 
 type hangKey struct {
-	op      Op
+	op      cloud.Operation
 	subject string
 }
 
@@ -68,9 +42,9 @@ type failure struct {
 
 // faultState is the fault program. It is guarded by Cloud.mu.
 type faultState struct {
-	latency map[Op]time.Duration
-	errs    map[Op]error
-	next    map[Op][]failure
+	latency map[cloud.Operation]time.Duration
+	errs    map[cloud.Operation]error
+	next    map[cloud.Operation][]failure
 	// hangs hold a channel per hang that Unhang closes, releasing the waiting calls.
 	hangs map[hangKey]chan struct{}
 	hook  Hook
@@ -78,16 +52,16 @@ type faultState struct {
 
 func newFaultState() faultState {
 	return faultState{
-		latency: map[Op]time.Duration{},
-		errs:    map[Op]error{},
-		next:    map[Op][]failure{},
+		latency: map[cloud.Operation]time.Duration{},
+		errs:    map[cloud.Operation]error{},
+		next:    map[cloud.Operation][]failure{},
 		hangs:   map[hangKey]chan struct{}{},
 	}
 }
 
 // SetLatency makes every call of op take at least d before anything else happens; a
 // call whose context ends first returns ctx.Err(). d <= 0 removes the latency.
-func (c *Cloud) SetLatency(op Op, d time.Duration) {
+func (c *Cloud) SetLatency(op cloud.Operation, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d <= 0 {
@@ -99,7 +73,7 @@ func (c *Cloud) SetLatency(op Op, d time.Duration) {
 
 // SetError makes every call of op fail with err (wrapped with the operation and
 // subject, so errors.Is and errors.As still match) until it is cleared with a nil err.
-func (c *Cloud) SetError(op Op, err error) {
+func (c *Cloud) SetError(op cloud.Operation, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {
@@ -112,7 +86,7 @@ func (c *Cloud) SetError(op Op, err error) {
 // FailNext makes the next n calls of op fail with err. Successive FailNext calls queue
 // up: FailNext(op, 2, a) then FailNext(op, 1, b) fails two calls with a, then one with
 // b. These failures come before an error set with SetError.
-func (c *Cloud) FailNext(op Op, n int, err error) {
+func (c *Cloud) FailNext(op cloud.Operation, n int, err error) {
 	if n <= 0 || err == nil {
 		return
 	}
@@ -123,20 +97,20 @@ func (c *Cloud) FailNext(op Op, n int, err error) {
 
 // Throttle makes every call of op fail with a *cloud.ThrottledError carrying
 // retryAfter, as SetError does; clear it with SetError(op, nil).
-func (c *Cloud) Throttle(op Op, retryAfter time.Duration) {
+func (c *Cloud) Throttle(op cloud.Operation, retryAfter time.Duration) {
 	c.SetError(op, cloud.Throttled(retryAfter, fmt.Errorf("rate limit exceeded: %w", ErrInjected)))
 }
 
 // ThrottleNext makes the next n calls of op fail with a *cloud.ThrottledError carrying
 // retryAfter, as FailNext does.
-func (c *Cloud) ThrottleNext(op Op, n int, retryAfter time.Duration) {
+func (c *Cloud) ThrottleNext(op cloud.Operation, n int, retryAfter time.Duration) {
 	c.FailNext(op, n, cloud.Throttled(retryAfter, fmt.Errorf("rate limit exceeded: %w", ErrInjected)))
 }
 
 // Hang makes calls of op about subject block until their context ends, and return
 // ctx.Err(). An empty subject hangs every call of op. Calls already hanging go on when
 // Unhang or ClearFaults releases them.
-func (c *Cloud) Hang(op Op, subject string) {
+func (c *Cloud) Hang(op cloud.Operation, subject string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := hangKey{op: op, subject: subject}
@@ -146,7 +120,7 @@ func (c *Cloud) Hang(op Op, subject string) {
 }
 
 // Unhang undoes Hang(op, subject) and lets the calls it holds go on.
-func (c *Cloud) Unhang(op Op, subject string) {
+func (c *Cloud) Unhang(op cloud.Operation, subject string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := hangKey{op: op, subject: subject}
@@ -175,7 +149,7 @@ func (c *Cloud) ClearFaults() {
 }
 
 // lookup returns the value for op, falling back to AnyOp.
-func lookup[V any](m map[Op]V, op Op) (V, bool) {
+func lookup[V any](m map[cloud.Operation]V, op cloud.Operation) (V, bool) {
 	if v, ok := m[op]; ok {
 		return v, true
 	}
@@ -185,7 +159,7 @@ func lookup[V any](m map[Op]V, op Op) (V, bool) {
 
 // hangFor returns the channel a call of op about subject must wait on, or nil.
 // Callers hold c.mu.
-func (c *Cloud) hangFor(op Op, subject string) chan struct{} {
+func (c *Cloud) hangFor(op cloud.Operation, subject string) chan struct{} {
 	for _, k := range []hangKey{{op, subject}, {op, ""}, {AnyOp, subject}, {AnyOp, ""}} {
 		if ch, ok := c.faults.hangs[k]; ok {
 			return ch
@@ -196,8 +170,8 @@ func (c *Cloud) hangFor(op Op, subject string) chan struct{} {
 
 // takeFailure consumes one queued failure for op and returns its error, or the error
 // set with SetError, or nil. Callers hold c.mu.
-func (c *Cloud) takeFailure(op Op) error {
-	for _, o := range []Op{op, AnyOp} {
+func (c *Cloud) takeFailure(op cloud.Operation) error {
+	for _, o := range []cloud.Operation{op, AnyOp} {
 		q := c.faults.next[o]
 		if len(q) == 0 {
 			continue
@@ -219,7 +193,7 @@ func (c *Cloud) takeFailure(op Op) error {
 
 // inject runs the fault program for one call: hang, latency, hook, then queued and
 // standing errors. It returns the error the call must fail with, or nil to go on.
-func (c *Cloud) inject(ctx context.Context, op Op, subject string) error {
+func (c *Cloud) inject(ctx context.Context, op cloud.Operation, subject string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -266,7 +240,7 @@ func (c *Cloud) inject(ctx context.Context, op Op, subject string) error {
 }
 
 // do runs one logged call of op: the fault program, then fn unless a fault failed it.
-func (c *Cloud) do(ctx context.Context, op Op, subject string, fn func() error) error {
+func (c *Cloud) do(ctx context.Context, op cloud.Operation, subject string, fn func() error) error {
 	start := time.Now()
 	c.mu.Lock()
 	c.calls.start(op)

@@ -37,40 +37,40 @@ func TestInjectedErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		program func(c *Cloud)
-		op      Op
+		op      cloud.Operation
 		// want lists, for successive calls of EnsureLoadBalancer, the error each must
 		// match (nil for success).
 		want []error
 	}{
 		{name: "no faults", program: func(*Cloud) {}, want: []error{nil, nil}},
-		{name: "always", program: func(c *Cloud) { c.SetError(OpEnsureLoadBalancer, errBoom) }, want: []error{errBoom, errBoom, errBoom}},
+		{name: "always", program: func(c *Cloud) { c.SetError(cloud.OpEnsureLoadBalancer, errBoom) }, want: []error{errBoom, errBoom, errBoom}},
 		{name: "cleared", program: func(c *Cloud) {
-			c.SetError(OpEnsureLoadBalancer, errBoom)
-			c.SetError(OpEnsureLoadBalancer, nil)
+			c.SetError(cloud.OpEnsureLoadBalancer, errBoom)
+			c.SetError(cloud.OpEnsureLoadBalancer, nil)
 		}, want: []error{nil}},
-		{name: "next n", program: func(c *Cloud) { c.FailNext(OpEnsureLoadBalancer, 2, errBoom) }, want: []error{errBoom, errBoom, nil, nil}},
+		{name: "next n", program: func(c *Cloud) { c.FailNext(cloud.OpEnsureLoadBalancer, 2, errBoom) }, want: []error{errBoom, errBoom, nil, nil}},
 		{name: "next n queues", program: func(c *Cloud) {
-			c.FailNext(OpEnsureLoadBalancer, 1, errBoom)
-			c.FailNext(OpEnsureLoadBalancer, 2, errOther)
+			c.FailNext(cloud.OpEnsureLoadBalancer, 1, errBoom)
+			c.FailNext(cloud.OpEnsureLoadBalancer, 2, errOther)
 		}, want: []error{errBoom, errOther, errOther, nil}},
 		{name: "next n before standing error", program: func(c *Cloud) {
-			c.SetError(OpEnsureLoadBalancer, errOther)
-			c.FailNext(OpEnsureLoadBalancer, 1, errBoom)
+			c.SetError(cloud.OpEnsureLoadBalancer, errOther)
+			c.FailNext(cloud.OpEnsureLoadBalancer, 1, errBoom)
 		}, want: []error{errBoom, errOther, errOther}},
-		{name: "zero n does nothing", program: func(c *Cloud) { c.FailNext(OpEnsureLoadBalancer, 0, errBoom) }, want: []error{nil}},
-		{name: "other operation untouched", program: func(c *Cloud) { c.SetError(OpGetLoadBalancer, errBoom) }, want: []error{nil}},
+		{name: "zero n does nothing", program: func(c *Cloud) { c.FailNext(cloud.OpEnsureLoadBalancer, 0, errBoom) }, want: []error{nil}},
+		{name: "other operation untouched", program: func(c *Cloud) { c.SetError(cloud.OpGetLoadBalancer, errBoom) }, want: []error{nil}},
 		{name: "any operation", program: func(c *Cloud) { c.SetError(AnyOp, errBoom) }, want: []error{errBoom, errBoom}},
 		{name: "specific beats any", program: func(c *Cloud) {
 			c.SetError(AnyOp, errBoom)
-			c.SetError(OpEnsureLoadBalancer, errOther)
+			c.SetError(cloud.OpEnsureLoadBalancer, errOther)
 		}, want: []error{errOther}},
 		{name: "any next n", program: func(c *Cloud) { c.FailNext(AnyOp, 1, errBoom) }, want: []error{errBoom, nil}},
-		{name: "throttle", program: func(c *Cloud) { c.Throttle(OpEnsureLoadBalancer, time.Second) }, want: []error{cloud.ErrThrottled, cloud.ErrThrottled}},
-		{name: "throttle next", program: func(c *Cloud) { c.ThrottleNext(OpEnsureLoadBalancer, 1, time.Second) }, want: []error{cloud.ErrThrottled, nil}},
-		{name: "not found injected", program: func(c *Cloud) { c.FailNext(OpEnsureLoadBalancer, 1, cloud.NotFoundError("zone")) }, want: []error{cloud.ErrNotFound, nil}},
+		{name: "throttle", program: func(c *Cloud) { c.Throttle(cloud.OpEnsureLoadBalancer, time.Second) }, want: []error{cloud.ErrThrottled, cloud.ErrThrottled}},
+		{name: "throttle next", program: func(c *Cloud) { c.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, time.Second) }, want: []error{cloud.ErrThrottled, nil}},
+		{name: "not found injected", program: func(c *Cloud) { c.FailNext(cloud.OpEnsureLoadBalancer, 1, cloud.NotFoundError("zone")) }, want: []error{cloud.ErrNotFound, nil}},
 		{name: "cleared by ClearFaults", program: func(c *Cloud) {
 			c.SetError(AnyOp, errBoom)
-			c.FailNext(OpEnsureLoadBalancer, 5, errBoom)
+			c.FailNext(cloud.OpEnsureLoadBalancer, 5, errBoom)
 			c.ClearFaults()
 		}, want: []error{nil}},
 	}
@@ -101,7 +101,7 @@ func TestInjectedErrors(t *testing.T) {
 
 func TestThrottleCarriesRetryAfter(t *testing.T) {
 	c := newCloud(t, Options{})
-	c.Throttle(OpListInstances, 3*time.Second)
+	c.Throttle(cloud.OpListInstances, 3*time.Second)
 	_, err := c.ListInstances(context.Background())
 	var te *cloud.ThrottledError
 	if !errors.As(err, &te) {
@@ -119,18 +119,18 @@ func TestHookTargetsOneSubject(t *testing.T) {
 	ctx := context.Background()
 	c := newCloud(t, Options{})
 	type seen struct {
-		op      Op
+		op      cloud.Operation
 		subject string
 	}
 	var (
 		mu   sync.Mutex
 		hits []seen
 	)
-	c.SetHook(func(_ context.Context, op Op, subject string) error {
+	c.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
 		mu.Lock()
 		hits = append(hits, seen{op, subject})
 		mu.Unlock()
-		if op == OpEnsureLoadBalancer && subject == "bad" {
+		if op == cloud.OpEnsureLoadBalancer && subject == "bad" {
 			return errBoom
 		}
 		return nil
@@ -153,9 +153,9 @@ func TestHookTargetsOneSubject(t *testing.T) {
 	_, _ = c.ListRoutes(ctx, "c1")
 
 	want := []seen{
-		{OpEnsureLoadBalancer, "bad"}, {OpEnsureLoadBalancer, "good"},
-		{OpInstanceMetadata, "fake://n1"}, {OpInstanceMetadata, "n2"},
-		{OpCreateRoute, "n1"}, {OpListRoutes, "c1"},
+		{cloud.OpEnsureLoadBalancer, "bad"}, {cloud.OpEnsureLoadBalancer, "good"},
+		{cloud.OpInstanceMetadata, "fake://n1"}, {cloud.OpInstanceMetadata, "n2"},
+		{cloud.OpCreateRoute, "n1"}, {cloud.OpListRoutes, "c1"},
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -172,7 +172,7 @@ func TestHookTargetsOneSubject(t *testing.T) {
 func TestLatency(t *testing.T) {
 	c := newCloud(t, Options{})
 	c.SetLatency(AnyOp, time.Hour)
-	c.SetLatency(OpGetLoadBalancer, 20*time.Millisecond)
+	c.SetLatency(cloud.OpGetLoadBalancer, 20*time.Millisecond)
 
 	// The specific latency wins over AnyOp's hour.
 	if _, err := c.GetLoadBalancer(context.Background(), lbSpec("a"), nil); !cloud.IsNotFound(err) {
@@ -189,7 +189,7 @@ func TestLatency(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ListRoutes under an hour of latency: %v, want DeadlineExceeded", err)
 	}
-	if got := c.CallsWithResult(OpListRoutes, cloud.ResultTimeout); got != 1 {
+	if got := c.CallsWithResult(cloud.OpListRoutes, cloud.ResultTimeout); got != 1 {
 		t.Errorf("CallsWithResult(list_routes, timeout) = %d, want 1", got)
 	}
 
@@ -215,7 +215,7 @@ func TestLatency(t *testing.T) {
 
 func TestHangOneLoadBalancer(t *testing.T) {
 	c := newCloud(t, Options{})
-	c.Hang(OpEnsureLoadBalancer, "slow")
+	c.Hang(cloud.OpEnsureLoadBalancer, "slow")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -246,7 +246,7 @@ func TestHangOneLoadBalancer(t *testing.T) {
 	// Unhang releases a waiting call, which then goes on and succeeds.
 	go func() { done <- ensure(context.Background(), c, "slow") }()
 	poll.Eventually(t, "the second slow call to start", inFlight(c, 1))
-	c.Unhang(OpEnsureLoadBalancer, "slow")
+	c.Unhang(cloud.OpEnsureLoadBalancer, "slow")
 	if err := <-done; err != nil {
 		t.Fatalf("released call: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestHangEverySubjectAndClear(t *testing.T) {
 func TestCallLog(t *testing.T) {
 	ctx := context.Background()
 	c := newCloud(t, Options{})
-	c.FailNext(OpGetLoadBalancer, 1, errBoom)
+	c.FailNext(cloud.OpGetLoadBalancer, 1, errBoom)
 
 	_, _ = c.GetLoadBalancer(ctx, lbSpec("a"), nil) // injected error
 	_, _ = c.GetLoadBalancer(ctx, lbSpec("a"), nil) // not found
@@ -289,24 +289,24 @@ func TestCallLog(t *testing.T) {
 	_ = c.EnsureLoadBalancerDeleted(ctx, lbSpec("a"), nil)
 
 	counts := []struct {
-		op     Op
+		op     cloud.Operation
 		result cloud.Result
 		want   int
 	}{
-		{OpGetLoadBalancer, cloud.ResultError, 1},
-		{OpGetLoadBalancer, cloud.ResultNotFound, 1},
-		{OpGetLoadBalancer, cloud.ResultSuccess, 1},
-		{OpEnsureLoadBalancer, cloud.ResultSuccess, 1},
-		{OpEnsureLoadBalancerDeleted, cloud.ResultSuccess, 1},
+		{cloud.OpGetLoadBalancer, cloud.ResultError, 1},
+		{cloud.OpGetLoadBalancer, cloud.ResultNotFound, 1},
+		{cloud.OpGetLoadBalancer, cloud.ResultSuccess, 1},
+		{cloud.OpEnsureLoadBalancer, cloud.ResultSuccess, 1},
+		{cloud.OpEnsureLoadBalancerDeleted, cloud.ResultSuccess, 1},
 		{AnyOp, cloud.ResultSuccess, 3},
-		{OpListRoutes, cloud.ResultSuccess, 0},
+		{cloud.OpListRoutes, cloud.ResultSuccess, 0},
 	}
 	for _, cc := range counts {
 		if got := c.CallsWithResult(cc.op, cc.result); got != cc.want {
 			t.Errorf("CallsWithResult(%s, %s) = %d, want %d", cc.op, cc.result, got, cc.want)
 		}
 	}
-	if got := c.Calls(OpGetLoadBalancer); got != 3 {
+	if got := c.Calls(cloud.OpGetLoadBalancer); got != 3 {
 		t.Errorf("Calls(get) = %d, want 3", got)
 	}
 	if got := c.TotalCalls(); got != 5 {
@@ -314,7 +314,7 @@ func TestCallLog(t *testing.T) {
 	}
 
 	log := c.CallLog()
-	wantOps := []Op{OpGetLoadBalancer, OpGetLoadBalancer, OpEnsureLoadBalancer, OpGetLoadBalancer, OpEnsureLoadBalancerDeleted}
+	wantOps := []cloud.Operation{cloud.OpGetLoadBalancer, cloud.OpGetLoadBalancer, cloud.OpEnsureLoadBalancer, cloud.OpGetLoadBalancer, cloud.OpEnsureLoadBalancerDeleted}
 	if len(log) != len(wantOps) {
 		t.Fatalf("call log has %d calls, want %d", len(log), len(wantOps))
 	}
@@ -331,7 +331,7 @@ func TestCallLog(t *testing.T) {
 	}
 
 	c.ResetCalls()
-	if c.TotalCalls() != 0 || len(c.CallLog()) != 0 || c.CallsWithResult(OpGetLoadBalancer, cloud.ResultSuccess) != 0 {
+	if c.TotalCalls() != 0 || len(c.CallLog()) != 0 || c.CallsWithResult(cloud.OpGetLoadBalancer, cloud.ResultSuccess) != 0 {
 		t.Error("ResetCalls left counts or log behind")
 	}
 }
@@ -342,7 +342,7 @@ func TestCallLogLimit(t *testing.T) {
 	for i := range 10 {
 		_ = c.CreateRoute(ctx, "c1", "", route(fmt.Sprintf("n%d", i), fmt.Sprintf("10.0.%d.0/24", i)))
 	}
-	if got := c.Calls(OpCreateRoute); got != 10 {
+	if got := c.Calls(cloud.OpCreateRoute); got != 10 {
 		t.Errorf("Calls = %d, want 10 whatever the log limit", got)
 	}
 	log := c.CallLog()
@@ -392,15 +392,15 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Go(func() {
 		for i := range rounds {
 			c.FailNext(AnyOp, 1, errBoom)
-			c.SetLatency(OpListRoutes, time.Microsecond)
-			c.SetHook(func(context.Context, Op, string) error { return nil })
+			c.SetLatency(cloud.OpListRoutes, time.Microsecond)
+			c.SetHook(func(context.Context, cloud.Operation, string) error { return nil })
 			c.SetCapability(CapRoutes, i%2 == 0)
 			_ = c.AllLoadBalancers()
 			_ = c.AllInstances()
 			_ = c.CallLog()
 			_ = c.CallsWithResult(AnyOp, cloud.ResultError)
-			c.Throttle(OpGetLoadBalancer, time.Millisecond)
-			c.SetError(OpGetLoadBalancer, nil)
+			c.Throttle(cloud.OpGetLoadBalancer, time.Millisecond)
+			c.SetError(cloud.OpGetLoadBalancer, nil)
 		}
 	})
 	wg.Wait()

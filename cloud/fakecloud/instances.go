@@ -99,7 +99,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud
 		}
 	}
 	var out *cloud.Instance
-	err := c.do(ctx, OpInstanceMetadata, subject, func() error {
+	err := c.do(ctx, cloud.OpInstanceMetadata, subject, func() error {
 		if node == nil {
 			return cloud.InvalidError("instance metadata: node is nil")
 		}
@@ -140,7 +140,7 @@ func (c *Cloud) findInstance(node *corev1.Node) *cloud.Instance {
 // node name, then provider ID.
 func (c *Cloud) ListInstances(ctx context.Context) ([]cloud.Instance, error) {
 	var out []cloud.Instance
-	err := c.do(ctx, OpListInstances, "", func() error {
+	err := c.do(ctx, cloud.OpListInstances, "", func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		out = c.sortedInstances()

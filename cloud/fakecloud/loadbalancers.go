@@ -100,7 +100,7 @@ func checkSpec(spec *cloud.LoadBalancerSpec) error {
 // GetLoadBalancer implements cloud.LoadBalancers.
 func (c *Cloud) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) (*corev1.LoadBalancerStatus, error) {
 	var status *corev1.LoadBalancerStatus
-	err := c.do(ctx, OpGetLoadBalancer, specName(spec), func() error {
+	err := c.do(ctx, cloud.OpGetLoadBalancer, specName(spec), func() error {
 		if err := checkSpec(spec); err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func (c *Cloud) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpe
 // an existing one keeps its VIP unless RequestedIP asks for another.
 func (c *Cloud) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) (*corev1.LoadBalancerStatus, error) {
 	var status *corev1.LoadBalancerStatus
-	err := c.do(ctx, OpEnsureLoadBalancer, specName(spec), func() error {
+	err := c.do(ctx, cloud.OpEnsureLoadBalancer, specName(spec), func() error {
 		if err := checkSpec(spec); err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func (c *Cloud) ensureLocked(spec *cloud.LoadBalancerSpec) (*LoadBalancer, error
 
 // UpdateLoadBalancerBackends implements cloud.LoadBalancers.
 func (c *Cloud) UpdateLoadBalancerBackends(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) error {
-	return c.do(ctx, OpUpdateLoadBalancerBackends, specName(spec), func() error {
+	return c.do(ctx, cloud.OpUpdateLoadBalancerBackends, specName(spec), func() error {
 		if err := checkSpec(spec); err != nil {
 			return err
 		}
@@ -210,7 +210,7 @@ func (c *Cloud) UpdateLoadBalancerBackends(ctx context.Context, spec *cloud.Load
 // EnsureLoadBalancerDeleted implements cloud.LoadBalancers. Deleting a load balancer
 // that does not exist succeeds.
 func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, spec *cloud.LoadBalancerSpec, _ *corev1.Service) error {
-	return c.do(ctx, OpEnsureLoadBalancerDeleted, specName(spec), func() error {
+	return c.do(ctx, cloud.OpEnsureLoadBalancerDeleted, specName(spec), func() error {
 		if err := checkSpec(spec); err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ func (c *Cloud) SetRouteBlackhole(clusterName string, destination netip.Prefix, 
 // ListRoutes implements cloud.Routes.
 func (c *Cloud) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Route, error) {
 	var out []cloud.Route
-	err := c.do(ctx, OpListRoutes, clusterName, func() error {
+	err := c.do(ctx, cloud.OpListRoutes, clusterName, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		out = c.sortedRoutes(clusterName)
@@ -67,7 +67,7 @@ func (c *Cloud) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 // change; one to another node makes it fail, as a cloud route table would. The route
 // is named nameHint, or a made-up name when nameHint is empty.
 func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
-	return c.do(ctx, OpCreateRoute, route.TargetNode, func() error {
+	return c.do(ctx, cloud.OpCreateRoute, route.TargetNode, func() error {
 		if err := checkRoute(route); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 // or, when that is unset, the route called route.Name. Deleting a route that does not
 // exist succeeds.
 func (c *Cloud) DeleteRoute(ctx context.Context, clusterName string, route cloud.Route) error {
-	return c.do(ctx, OpDeleteRoute, route.TargetNode, func() error {
+	return c.do(ctx, cloud.OpDeleteRoute, route.TargetNode, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		routes := c.routes[clusterName]

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -115,7 +116,7 @@ func kubeletNode(name string, addr netip.Addr) *corev1.Node {
 			},
 		},
 		Spec: corev1.NodeSpec{
-			Taints: []corev1.Taint{{Key: nodeinit.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		},
 		Status: corev1.NodeStatus{
 			Addresses: []corev1.NodeAddress{
@@ -129,8 +130,8 @@ func kubeletNode(name string, addr netip.Addr) *corev1.Node {
 // nodeInitialized reports whether the CCM has initialized n, and if not, what is missing.
 func nodeInitialized(n *corev1.Node) (bool, string) {
 	for _, t := range n.Spec.Taints {
-		if t.Key == nodeinit.TaintUninitialized {
-			return false, "still tainted " + nodeinit.TaintUninitialized
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return false, "still tainted " + cloudproviderapi.TaintExternalCloudProvider
 		}
 	}
 	if !strings.HasPrefix(n.Spec.ProviderID, "local://") {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/controllers/nodeinit"
 	"github.com/nephele-dev/nephele/localcloud/api"
@@ -19,9 +20,9 @@ func TestKubeletNode(t *testing.T) {
 	if got := n.Annotations[nodeinit.AnnotationProvidedNodeIP]; got != "127.200.0.7" {
 		t.Errorf("provided-node-ip annotation = %q, want 127.200.0.7", got)
 	}
-	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != nodeinit.TaintUninitialized ||
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != cloudproviderapi.TaintExternalCloudProvider ||
 		n.Spec.Taints[0].Value != "true" || n.Spec.Taints[0].Effect != corev1.TaintEffectNoSchedule {
-		t.Errorf("taints = %v, want only %s=true:NoSchedule", n.Spec.Taints, nodeinit.TaintUninitialized)
+		t.Errorf("taints = %v, want only %s=true:NoSchedule", n.Spec.Taints, cloudproviderapi.TaintExternalCloudProvider)
 	}
 	want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.200.0.7"}, {Type: corev1.NodeHostName, Address: "node-7"}}
 	if len(n.Status.Addresses) != 2 || n.Status.Addresses[0] != want[0] || n.Status.Addresses[1] != want[1] {
@@ -55,7 +56,7 @@ func TestNodeInitialized(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{{Key: "example.com/dedicated", Effect: corev1.TaintEffectNoSchedule}}
 		}, ""},
 		{"tainted", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: nodeinit.TaintUninitialized, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}
 		}, "still tainted"},
 		{"no provider ID", func(n *corev1.Node) { n.Spec.ProviderID = "" }, "provider ID"},
 		{"another provider", func(n *corev1.Node) { n.Spec.ProviderID = "aws:///i-1" }, "provider ID"},

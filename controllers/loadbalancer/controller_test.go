@@ -30,8 +30,8 @@ func TestLifecycle(t *testing.T) {
 	// The finalizer must be on the Service before anything exists in the cloud.
 	var mu sync.Mutex
 	var violations []string
-	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, subject string) error {
-		if op != fakecloud.OpEnsureLoadBalancer {
+	h.cloud.SetHook(func(ctx context.Context, op cloud.Operation, subject string) error {
+		if op != cloud.OpEnsureLoadBalancer {
 			return nil
 		}
 		svc, err := h.client.CoreV1().Services("ns").Get(ctx, "web", metav1.GetOptions{})
@@ -86,7 +86,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	// The cloud delete came before the finalizer went: the finalizer went only after
 	// a successful delete call, which the call log shows finished.
-	if h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancerDeleted, cloud.ResultSuccess) != 1 {
+	if h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancerDeleted, cloud.ResultSuccess) != 1 {
 		t.Errorf("delete calls: %v", h.cloud.CallLog())
 	}
 	eventually(t, "state dropped", func() string {
@@ -114,7 +114,7 @@ func TestTypeChangeCleansUp(t *testing.T) {
 			eventually(t, "cleanup", func() string {
 				svc := h.getService("ns", "web")
 				switch {
-				case h.cloud.Calls(fakecloud.OpEnsureLoadBalancerDeleted) == 0:
+				case h.cloud.Calls(cloud.OpEnsureLoadBalancerDeleted) == 0:
 					return "no delete call"
 				case len(h.cloud.AllLoadBalancers()) != 0:
 					return "load balancer still in the cloud"
@@ -167,7 +167,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		h.waitBackends(n, "n1", "n2", "n3", "n4", "n5", "n6")
 	}
 	h.quiesce()
-	if n := h.cloud.Calls(fakecloud.OpEnsureLoadBalancer); n != 0 {
+	if n := h.cloud.Calls(cloud.OpEnsureLoadBalancer); n != 0 {
 		t.Errorf("node joins cost %d EnsureLoadBalancer calls, want backend updates only", n)
 	}
 	for _, n := range names {
@@ -207,7 +207,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		h.waitBackends(n, "n1", "n5", "n6", "new-uninit")
 	}
 	h.quiesce()
-	if n := h.cloud.Calls(fakecloud.OpEnsureLoadBalancer); n != 0 {
+	if n := h.cloud.Calls(cloud.OpEnsureLoadBalancer); n != 0 {
 		t.Errorf("node changes cost %d EnsureLoadBalancer calls", n)
 	}
 	eventually(t, "UpdatedLoadBalancer events", func() string {
@@ -260,7 +260,7 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 	h := newHarness(t, nil, newNode("n1"))
 	bad := newService("ns", "bad", withAnnotation("example.com/lb-size", "huge"))
 	badName := LoadBalancerName(bad)
-	h.cloud.SetHook(func(_ context.Context, op fakecloud.Op, subject string) error {
+	h.cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
 		if subject == badName {
 			return cloud.InvalidError(`annotation example.com/lb-size: "huge" is not one of small, large`)
 		}
@@ -276,7 +276,7 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 		if !strings.Contains(ev[0].Message, "lb-size") {
 			return "event does not name the problem: " + ev[0].Message
 		}
-		if n := h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultInvalid); n < 3 {
+		if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultInvalid); n < 3 {
 			return fmt.Sprintf("%d attempts, want retries with backoff", n)
 		}
 		return ""
@@ -292,9 +292,9 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 func TestThrottledUsesRetryAfter(t *testing.T) {
 	// With a backoff of a minute, only Retry-After can bring the retry in time.
 	h := newHarness(t, func(c *Config) { c.MinRetryDelay, c.MaxRetryDelay = time.Minute, time.Minute }, newNode("n1"))
-	h.cloud.ThrottleNext(fakecloud.OpEnsureLoadBalancer, 1, 200*time.Millisecond)
+	h.cloud.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, 200*time.Millisecond)
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
-	if n := h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
+	if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
 		t.Errorf("throttled calls = %d, want 1", n)
 	}
 	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultThrottled))); got != 1 {
@@ -305,7 +305,7 @@ func TestThrottledUsesRetryAfter(t *testing.T) {
 func TestHungLoadBalancerDoesNotBlockOthers(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Workers = 2 }, newNode("n1"))
 	slow := newService("ns", "slow")
-	h.cloud.Hang(fakecloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
+	h.cloud.Hang(cloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
 	h.createService(slow)
 	eventually(t, "hung call", func() string {
 		if h.cloud.InFlight() == 0 {
@@ -319,7 +319,7 @@ func TestHungLoadBalancerDoesNotBlockOthers(t *testing.T) {
 	// Node changes keep flowing to the others too.
 	h.createNode(newNode("n2"))
 	h.waitBackends(LoadBalancerName(h.getService("ns", "fast-0")), "n1", "n2")
-	h.cloud.Unhang(fakecloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
+	h.cloud.Unhang(cloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
 	h.waitIngress("ns", "slow")
 }
 
@@ -354,7 +354,7 @@ func TestNoStateForGoneServices(t *testing.T) {
 		h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("web-%d", i))).Name)
 	}
 	// One Service fails for a while so that the rate limiter tracks it too.
-	h.cloud.FailNext(fakecloud.OpEnsureLoadBalancerDeleted, 2, errors.New("cloud API unavailable"))
+	h.cloud.FailNext(cloud.OpEnsureLoadBalancerDeleted, 2, errors.New("cloud API unavailable"))
 	eventually(t, "managed gauge", func() string {
 		if got := testutil.ToFloat64(h.ctrl.metrics.managed); got != n {
 			return fmt.Sprintf("gauge %v", got)
@@ -554,7 +554,7 @@ func TestOneOperationAtATimePerLoadBalancer(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.NodeBatchWindow = 10 * time.Millisecond }, newNode("n0"))
 	var mu sync.Mutex
 	inFlight, most := map[string]int{}, 0
-	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, subject string) error {
+	h.cloud.SetHook(func(ctx context.Context, op cloud.Operation, subject string) error {
 		mu.Lock()
 		inFlight[subject]++
 		most = max(most, inFlight[subject])
@@ -600,9 +600,9 @@ func TestImplementedElsewhere(t *testing.T) {
 	h := newHarness(t, nil, newNode("n1"))
 	elsewhere := fmt.Errorf("load balancer of ns/other is implemented by another controller: %w", cloud.ErrNotImplemented)
 	otherLB := LoadBalancerName(newService("ns", "other"))
-	h.cloud.SetHook(func(_ context.Context, op fakecloud.Op, subject string) error {
+	h.cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
 		switch op {
-		case fakecloud.OpEnsureLoadBalancer, fakecloud.OpUpdateLoadBalancerBackends, fakecloud.OpEnsureLoadBalancerDeleted:
+		case cloud.OpEnsureLoadBalancer, cloud.OpUpdateLoadBalancerBackends, cloud.OpEnsureLoadBalancerDeleted:
 			if subject == otherLB {
 				return elsewhere
 			}
@@ -612,14 +612,14 @@ func TestImplementedElsewhere(t *testing.T) {
 	// A Service served here beside it shows the controller at work meanwhile.
 	h.waitIngress("ns", h.createService(newService("ns", "mine")).Name)
 	h.createService(newService("ns", "other"))
-	calls := func(op fakecloud.Op) int { return h.cloud.CallsWithResult(op, cloud.ResultNotImplemented) }
+	calls := func(op cloud.Operation) int { return h.cloud.CallsWithResult(op, cloud.ResultNotImplemented) }
 	quiet := func(t *testing.T, wantEnsures int) {
 		t.Helper()
 		h.quiesce()
-		if n := calls(fakecloud.OpEnsureLoadBalancer); n != wantEnsures {
+		if n := calls(cloud.OpEnsureLoadBalancer); n != wantEnsures {
 			t.Errorf("EnsureLoadBalancer answered 'elsewhere' %d times, want %d (no retries)", n, wantEnsures)
 		}
-		if n := h.cloud.Calls(fakecloud.OpUpdateLoadBalancerBackends); n != 0 {
+		if n := h.cloud.Calls(cloud.OpUpdateLoadBalancerBackends); n != 0 {
 			t.Errorf("%d backend updates for load balancers, want none", n)
 		}
 		for _, reason := range []string{EventSyncLoadBalancerFailed, EventUpdateLoadBalancerFailed, EventDeleteLoadBalancerFailed} {
@@ -654,7 +654,7 @@ func TestImplementedElsewhere(t *testing.T) {
 		svc.Spec.Ports[0].Port = 8080
 		h.updateService(svc)
 		eventually(t, "ensure after the spec change", func() string {
-			if n := calls(fakecloud.OpEnsureLoadBalancer); n != 1 {
+			if n := calls(cloud.OpEnsureLoadBalancer); n != 1 {
 				return fmt.Sprintf("%d ensures", n)
 			}
 			return ""
@@ -673,7 +673,7 @@ func TestImplementedElsewhere(t *testing.T) {
 			}
 			return ""
 		})
-		if n := calls(fakecloud.OpEnsureLoadBalancerDeleted); n != 1 {
+		if n := calls(cloud.OpEnsureLoadBalancerDeleted); n != 1 {
 			t.Errorf("EnsureLoadBalancerDeleted answered 'elsewhere' %d times, want 1", n)
 		}
 		quiet(t, 0)
@@ -700,13 +700,13 @@ func TestRetryAfterOfADayIsCapped(t *testing.T) {
 		}
 		c.LoadBalancers, _ = ic.For(manager.ServiceLBController).LoadBalancers()
 	}, newNode("n1"))
-	fc.ThrottleNext(fakecloud.OpEnsureLoadBalancer, 1, 24*time.Hour)
+	fc.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, 24*time.Hour)
 	start := time.Now()
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
 	if d := time.Since(start); d < limit {
 		t.Errorf("served after %v, before the %v cap: the throttled answer was not waited out", d, limit)
 	}
-	if n := fc.CallsWithResult(fakecloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
+	if n := fc.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
 		t.Errorf("throttled calls = %d, want 1", n)
 	}
 }

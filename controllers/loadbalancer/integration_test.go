@@ -305,7 +305,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 	var mu sync.Mutex
 	var problems []string
 	var deletesSeen int
-	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, lbName string) error {
+	h.cloud.SetHook(func(ctx context.Context, op cloud.Operation, lbName string) error {
 		svc, err := h.serviceFor(ctx, lbName)
 		if err != nil {
 			mu.Lock()
@@ -316,11 +316,11 @@ func TestIntegrationLifecycle(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch op {
-		case fakecloud.OpEnsureLoadBalancer, fakecloud.OpUpdateLoadBalancerBackends:
+		case cloud.OpEnsureLoadBalancer, cloud.OpUpdateLoadBalancerBackends:
 			if !hasFinalizer(svc) {
 				problems = append(problems, fmt.Sprintf("%s for %s before the finalizer was on it", op, svc.Name))
 			}
-		case fakecloud.OpEnsureLoadBalancerDeleted:
+		case cloud.OpEnsureLoadBalancerDeleted:
 			deletesSeen++
 			if !hasFinalizer(svc) {
 				problems = append(problems, fmt.Sprintf("delete for %s after its finalizer was gone", svc.Name))
@@ -474,7 +474,7 @@ func TestIntegrationNodeBurst(t *testing.T) {
 		}
 	}
 	t.Logf("%d nodes joined (%d Ready by kwok); at most %d cloud calls per load balancer; %d backend updates in all",
-		nodes, ready, most, h.cloud.Calls(fakecloud.OpUpdateLoadBalancerBackends))
+		nodes, ready, most, h.cloud.Calls(cloud.OpUpdateLoadBalancerBackends))
 }
 
 func TestIntegrationHungLoadBalancer(t *testing.T) {
@@ -483,7 +483,7 @@ func TestIntegrationHungLoadBalancer(t *testing.T) {
 	h.createNodes(kwokNode("hang-1", "10.30.0.1"))
 
 	var hangStarted, hangEnded atomicTime
-	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, lbName string) error {
+	h.cloud.SetHook(func(ctx context.Context, op cloud.Operation, lbName string) error {
 		svc, err := h.serviceFor(ctx, lbName)
 		if err != nil || svc.Name != "slow" {
 			return nil
@@ -539,7 +539,7 @@ func TestIntegrationInvalidServices(t *testing.T) {
 	h := newRealHarness(t, "integration.nephele.dev/invalid", nil)
 	h.createNodes(kwokNode("invalid-1", "10.40.0.1"))
 	const problem = `annotation example.com/lb-size: "huge" is not one of small, large`
-	h.cloud.SetHook(func(ctx context.Context, op fakecloud.Op, lbName string) error {
+	h.cloud.SetHook(func(ctx context.Context, op cloud.Operation, lbName string) error {
 		svc, err := h.serviceFor(ctx, lbName)
 		if err == nil && svc.Annotations["example.com/lb-size"] == "huge" {
 			return cloudInvalid(problem)
@@ -567,7 +567,7 @@ func TestIntegrationInvalidServices(t *testing.T) {
 	// Retried with backoff: more than one attempt for the invalid one, and once it is
 	// fixed it gets a load balancer.
 	poll(t, "retries of the invalid Service", time.Minute, func() string {
-		if n := h.cloud.CallsWithResult(fakecloud.OpEnsureLoadBalancer, "invalid"); n < 4 {
+		if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, "invalid"); n < 4 {
 			return fmt.Sprintf("%d invalid attempts", n)
 		}
 		return ""

@@ -96,7 +96,7 @@ func TestInitialize(t *testing.T) {
 			name:      "cloud error",
 			node:      taintedNode("n1"),
 			inst:      ptr(instance("n1", addrs...)),
-			fault:     func(c *fakecloud.Cloud) { c.SetError(fakecloud.OpInstanceMetadata, errors.New("HTTP 503")) },
+			fault:     func(c *fakecloud.Cloud) { c.SetError(cloud.OpInstanceMetadata, errors.New("HTTP 503")) },
 			wantEvent: EventInitializationFailed,
 			wantErr:   reasonCloudError,
 		},
@@ -105,7 +105,7 @@ func TestInitialize(t *testing.T) {
 			inventory: true,
 			node:      taintedNode("n1"),
 			inst:      ptr(instance("n1", addrs...)),
-			fault:     func(c *fakecloud.Cloud) { c.SetError(fakecloud.OpListInstances, errors.New("HTTP 500")) },
+			fault:     func(c *fakecloud.Cloud) { c.SetError(cloud.OpListInstances, errors.New("HTTP 500")) },
 			wantEvent: EventInitializationFailed,
 			wantErr:   reasonCloudError,
 		},
@@ -279,10 +279,10 @@ func TestInventoryMissFallsBackToOneLookup(t *testing.T) {
 	if _, err := f.ctrl.initialize(t.Context(), "n1"); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
-	if got := f.cloud.Calls(fakecloud.OpInstanceMetadata); got != 1 {
+	if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 1 {
 		t.Errorf("InstanceMetadata calls = %d, want 1", got)
 	}
-	if got := f.cloud.Calls(fakecloud.OpListInstances); got != 0 {
+	if got := f.cloud.Calls(cloud.OpListInstances); got != 0 {
 		t.Errorf("ListInstances calls = %d, want 0 (the listing was newer than the node)", got)
 	}
 	assertInitialized(t, f.node(t, "n1"), node, []corev1.NodeAddress{internal("10.0.0.1")})
@@ -312,7 +312,7 @@ func TestRunInitializesABurstWithFewListings(t *testing.T) {
 			for i := range n {
 				f.waitCached(t, fmt.Sprintf("n%02d", i), func(n *corev1.Node) bool { return !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) })
 			}
-			lists, gets := f.cloud.Calls(fakecloud.OpListInstances), f.cloud.Calls(fakecloud.OpInstanceMetadata)
+			lists, gets := f.cloud.Calls(cloud.OpListInstances), f.cloud.Calls(cloud.OpInstanceMetadata)
 			t.Logf("ListInstances=%d InstanceMetadata=%d", lists, gets)
 			if tt.inventory {
 				if lists > 5 || gets != 0 {

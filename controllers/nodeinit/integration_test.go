@@ -338,7 +338,7 @@ func TestIntegrationBurstOf50Nodes(t *testing.T) {
 		}
 		return nil
 	})
-	lists, gets := h.cloud.Calls(fakecloud.OpListInstances), h.cloud.Calls(fakecloud.OpInstanceMetadata)
+	lists, gets := h.cloud.Calls(cloud.OpListInstances), h.cloud.Calls(cloud.OpInstanceMetadata)
 	t.Logf("a burst of %d nodes cost %d ListInstances and %d InstanceMetadata calls", n, lists, gets)
 	if lists > 5 || gets != 0 {
 		t.Errorf("ListInstances = %d, InstanceMetadata = %d; want <= 5 and 0", lists, gets)

@@ -118,7 +118,7 @@ func TestRefreshCloudFailures(t *testing.T) {
 	current := []corev1.NodeAddress{internal("10.0.0.1")}
 	t.Run("listing fails", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{inventory: true}, []cloud.Instance{instance("n1", internal("10.0.0.2"))}, initializedNode("n1", current...))
-		f.cloud.SetError(fakecloud.OpListInstances, errors.New("HTTP 500"))
+		f.cloud.SetError(cloud.OpListInstances, errors.New("HTTP 500"))
 		f.client.ClearActions()
 		f.ctrl.refresh(t.Context())
 		if w := writes(f.client.Actions()); len(w) != 0 {
@@ -127,13 +127,13 @@ func TestRefreshCloudFailures(t *testing.T) {
 		if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": reasonInventoryNotReady}); n != 1 {
 			t.Errorf("inventory errors = %v, want 1", n)
 		}
-		if n := f.cloud.Calls(fakecloud.OpInstanceMetadata); n != 0 {
+		if n := f.cloud.Calls(cloud.OpInstanceMetadata); n != 0 {
 			t.Errorf("InstanceMetadata calls = %d: a failed listing must not turn into per-node calls", n)
 		}
 	})
 	t.Run("lookups fail", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{}, []cloud.Instance{instance("n1", internal("10.0.0.2"))}, initializedNode("n1", current...))
-		f.cloud.SetError(fakecloud.OpInstanceMetadata, cloud.Throttled(0, nil))
+		f.cloud.SetError(cloud.OpInstanceMetadata, cloud.Throttled(0, nil))
 		f.client.ClearActions()
 		f.ctrl.refresh(t.Context())
 		if w := writes(f.client.Actions()); len(w) != 0 {

@@ -346,7 +346,7 @@ func TestIntegrationDeletionAfterConfirmedNotFound(t *testing.T) {
 	}
 	// Two answers confirmed the deletion; the node itself was asked about once per round.
 	for _, c := range h.cloud.CallLog() {
-		if c.Op == fakecloud.OpInstanceMetadata && strings.Contains(c.Subject, "ready") {
+		if c.Op == cloud.OpInstanceMetadata && strings.Contains(c.Subject, "ready") {
 			t.Errorf("a Ready node was looked up: %s", c.Subject)
 		}
 	}

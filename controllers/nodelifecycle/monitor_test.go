@@ -138,11 +138,11 @@ func TestDeletionNeedsTwoNotFoundAnswersAGracePeriodApart(t *testing.T) {
 			if len(f.ctrl.notFound) != 0 {
 				t.Errorf("state kept for deleted nodes: %v", f.ctrl.notFound)
 			}
-			if got := f.cloud.Calls(fakecloud.OpInstanceMetadata); got != 3 {
+			if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 3 {
 				t.Errorf("InstanceMetadata calls = %d, want one per round for the not-Ready node", got)
 			}
 			if mode.inventory {
-				if got := f.cloud.Calls(fakecloud.OpListInstances); got < 1 || got > 3 {
+				if got := f.cloud.Calls(cloud.OpListInstances); got < 1 || got > 3 {
 					t.Errorf("ListInstances calls = %d, want one per round at most", got)
 				}
 			}
@@ -208,13 +208,13 @@ func TestAbsenceFromAListingIsNoProof(t *testing.T) {
 		if !f.exists(t, "a") || !f.exists(t, "b") {
 			t.Fatal("a node was deleted on an empty listing")
 		}
-		if got := f.cloud.Calls(fakecloud.OpInstanceMetadata); got != 10 {
+		if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 10 {
 			t.Errorf("InstanceMetadata calls = %d, want 10 (every absence confirmed)", got)
 		}
 	})
 	t.Run("empty listing, confirmations fail", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{lister: emptyLister{}}, nil, nodes...)
-		f.cloud.SetError(fakecloud.OpInstanceMetadata, errors.New("HTTP 500"))
+		f.cloud.SetError(cloud.OpInstanceMetadata, errors.New("HTTP 500"))
 		for range 5 {
 			f.round(t, testGrace)
 		}
@@ -332,8 +332,8 @@ func TestSafeModeWhenMostLookupsFail(t *testing.T) {
 	}
 	f := newFixture(t, fixtureOptions{}, nil, nodes...)
 	failing := map[string]bool{"fake://e1": true, "fake://e2": true, "fake://e3": true}
-	f.cloud.SetHook(func(_ context.Context, op fakecloud.Op, subject string) error {
-		if op == fakecloud.OpInstanceMetadata && failing[subject] {
+	f.cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
+		if op == cloud.OpInstanceMetadata && failing[subject] {
 			return errors.New("HTTP 500")
 		}
 		return nil

@@ -270,11 +270,11 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	if _, err := c.syncNode(t.Context(), "b"); err != nil {
 		t.Fatal(err)
 	}
-	deletes := fc.Calls(fakecloud.OpDeleteRoute)
+	deletes := fc.Calls(cloud.OpDeleteRoute)
 	if errs := c.apply(t.Context(), "a", nil, &lateA); len(errs) != 0 {
 		t.Fatalf("apply of a's late plan: %v", errs)
 	}
-	if got := fc.Calls(fakecloud.OpDeleteRoute); got != deletes {
+	if got := fc.Calls(cloud.OpDeleteRoute); got != deletes {
 		t.Errorf("a's late plan made %d delete calls, want none", got-deletes)
 	}
 	routes := fc.AllRoutes("c")

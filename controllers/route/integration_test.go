@@ -13,7 +13,6 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // These tests run the controller against a real kube-apiserver (internal/testenv) and
@@ -53,7 +52,7 @@ func TestIntegrationRoutesCreatedForNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": instrumented.OpCreateRoute, "result": "success"}); got != 3 {
+	if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": string(cloud.OpCreateRoute), "result": "success"}); got != 3 {
 		t.Errorf("successful creates counted = %v, want 3", got)
 	}
 }
@@ -142,7 +141,7 @@ func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
 	if got := h.routes(); !slices.Equal(got, wantRoutes) {
 		t.Errorf("routes after drift checks = %q, want %q", got, wantRoutes)
 	}
-	if n := h.cloud.CallsWithResult(fakecloud.OpDeleteRoute, cloud.ResultSuccess); n != 1 {
+	if n := h.cloud.CallsWithResult(cloud.OpDeleteRoute, cloud.ResultSuccess); n != 1 {
 		t.Errorf("DeleteRoute calls = %d, want 1 (the stale route only)", n)
 	}
 }
@@ -169,7 +168,7 @@ func TestIntegrationDriftRepairsRoutes(t *testing.T) {
 		if got := h.routes(); !slices.Equal(got, routesAB) {
 			return fmt.Errorf("routes = %q", got)
 		}
-		if h.cloud.CallsWithResult(fakecloud.OpDeleteRoute, cloud.ResultSuccess) < 2 {
+		if h.cloud.CallsWithResult(cloud.OpDeleteRoute, cloud.ResultSuccess) < 2 {
 			return fmt.Errorf("the blackhole route was not deleted")
 		}
 		return nil
@@ -180,11 +179,11 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
 
 	t.Run("errors", func(t *testing.T) {
-		h.cloud.FailNext(fakecloud.OpCreateRoute, 3, errInjected)
+		h.cloud.FailNext(cloud.OpCreateRoute, 3, errInjected)
 		n := h.createNode("a", "10.244.1.0/24")
 		h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
 		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
-		if got := h.cloud.CallsWithResult(fakecloud.OpCreateRoute, cloud.ResultError); got != 3 {
+		if got := h.cloud.CallsWithResult(cloud.OpCreateRoute, cloud.ResultError); got != 3 {
 			t.Errorf("failed CreateRoute calls = %d, want 3", got)
 		}
 		ev := h.waitEvent(n, EventFailedToCreateRoute)
@@ -195,12 +194,12 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 
 	t.Run("throttling waits for Retry-After", func(t *testing.T) {
 		const retryAfter = 700 * time.Millisecond
-		h.cloud.ThrottleNext(fakecloud.OpCreateRoute, 1, retryAfter)
+		h.cloud.ThrottleNext(cloud.OpCreateRoute, 1, retryAfter)
 		n := h.createNode("b", "10.244.2.0/24")
 		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(n, "10.244.2.0/24")))
 		var throttledAt, createdAt time.Time
 		for _, c := range h.cloud.CallLog() {
-			if c.Op != fakecloud.OpCreateRoute || c.Subject != n.Name {
+			if c.Op != cloud.OpCreateRoute || c.Subject != n.Name {
 				continue
 			}
 			switch c.Result() {
@@ -216,20 +215,20 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 		if d := createdAt.Sub(throttledAt); d < retryAfter {
 			t.Errorf("retried after %v, before the Retry-After of %v", d, retryAfter)
 		}
-		if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": instrumented.OpCreateRoute, "result": "throttled"}); got != 1 {
+		if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": string(cloud.OpCreateRoute), "result": "throttled"}); got != 1 {
 			t.Errorf("throttled creates counted = %v, want 1", got)
 		}
 	})
 
 	t.Run("failing listing", func(t *testing.T) {
 		// The next node sync that lists (after the errors above) fails to list twice.
-		h.cloud.FailNext(fakecloud.OpListRoutes, 2, errInjected)
-		h.cloud.FailNext(fakecloud.OpCreateRoute, 1, errInjected)
+		h.cloud.FailNext(cloud.OpListRoutes, 2, errInjected)
+		h.cloud.FailNext(cloud.OpCreateRoute, 1, errInjected)
 		n := h.createNode("c", "10.244.3.0/24")
 		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(h.node("b"), "10.244.2.0/24"), routeOf(n, "10.244.3.0/24")))
 		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
 		// The failed create made the controller relist, which failed twice and was retried.
-		if got := h.cloud.CallsWithResult(fakecloud.OpListRoutes, cloud.ResultError); got != 2 {
+		if got := h.cloud.CallsWithResult(cloud.OpListRoutes, cloud.ResultError); got != 2 {
 			t.Errorf("failed ListRoutes calls = %d, want 2", got)
 		}
 	})
@@ -240,12 +239,12 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 func TestIntegrationRetryAfterIsCapped(t *testing.T) {
 	const limit = 500 * time.Millisecond
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{maxRetryAfter: limit})
-	h.cloud.ThrottleNext(fakecloud.OpCreateRoute, 1, 24*time.Hour)
+	h.cloud.ThrottleNext(cloud.OpCreateRoute, 1, 24*time.Hour)
 	n := h.createNode("a", "10.244.1.0/24")
 	h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
 	var throttledAt, createdAt time.Time
 	for _, c := range h.cloud.CallLog() {
-		if c.Op != fakecloud.OpCreateRoute {
+		if c.Op != cloud.OpCreateRoute {
 			continue
 		}
 		switch c.Result() {
@@ -265,7 +264,7 @@ func TestIntegrationRetryAfterIsCapped(t *testing.T) {
 
 func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
-	h.cloud.SetError(fakecloud.OpCreateRoute, errInjected)
+	h.cloud.SetError(cloud.OpCreateRoute, errInjected)
 	n := h.createNode("a", "10.244.1.0/24")
 	cond := h.waitCondition(n, corev1.ConditionTrue, reasonNoRouteCreated)
 	if cond.Message != messageNoRoute {
@@ -273,7 +272,7 @@ func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {
 	}
 	h.waitEvent(n, EventFailedToCreateRoute)
 
-	h.cloud.SetError(fakecloud.OpCreateRoute, nil)
+	h.cloud.SetError(cloud.OpCreateRoute, nil)
 	h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
 	created := h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
 	if !created.LastTransitionTime.After(cond.LastTransitionTime.Time) && !created.LastTransitionTime.Equal(&cond.LastTransitionTime) {
@@ -311,12 +310,12 @@ func TestIntegrationListRoutesDoesNotGrowWithNodes(t *testing.T) {
 	}
 	// One listing for the start (the workers and the first drift check share it, or the
 	// first check lists once more); none per node.
-	afterCreate := h.cloud.Calls(fakecloud.OpListRoutes)
+	afterCreate := h.cloud.Calls(cloud.OpListRoutes)
 	t.Logf("ListRoutes calls after creating %d nodes: %d", nodes, afterCreate)
 	if afterCreate > 2 {
 		t.Errorf("ListRoutes calls after creating %d nodes = %d, want at most 2", nodes, afterCreate)
 	}
-	if got := h.cloud.Calls(fakecloud.OpCreateRoute); got != nodes {
+	if got := h.cloud.Calls(cloud.OpCreateRoute); got != nodes {
 		t.Errorf("CreateRoute calls = %d, want %d", got, nodes)
 	}
 
@@ -326,10 +325,10 @@ func TestIntegrationListRoutesDoesNotGrowWithNodes(t *testing.T) {
 	h.waitRoutes(nil)
 	// Deleting routes the controller created but never saw listed needs one listing
 	// for their cloud names, shared by all the deletions.
-	if got := h.cloud.Calls(fakecloud.OpListRoutes) - afterCreate; got > 1 {
+	if got := h.cloud.Calls(cloud.OpListRoutes) - afterCreate; got > 1 {
 		t.Errorf("ListRoutes calls while deleting %d nodes = %d, want at most 1", nodes, got)
 	}
-	if got := h.cloud.Calls(fakecloud.OpDeleteRoute); got != nodes {
+	if got := h.cloud.Calls(cloud.OpDeleteRoute); got != nodes {
 		t.Errorf("DeleteRoute calls = %d, want %d", got, nodes)
 	}
 }

@@ -14,19 +14,6 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// The operation label values, one per method of the capability interfaces.
-const (
-	OpInstanceMetadata           = "instance_metadata"
-	OpListInstances              = "list_instances"
-	OpGetLoadBalancer            = "get_load_balancer"
-	OpEnsureLoadBalancer         = "ensure_load_balancer"
-	OpUpdateLoadBalancerBackends = "update_load_balancer_backends"
-	OpEnsureLoadBalancerDeleted  = "ensure_load_balancer_deleted"
-	OpListRoutes                 = "list_routes"
-	OpCreateRoute                = "create_route"
-	OpDeleteRoute                = "delete_route"
-)
-
 // DefaultMaxRetryAfter is the longest Retry-After honoured when Options.MaxRetryAfter
 // is 0.
 const DefaultMaxRetryAfter = 5 * time.Minute
@@ -199,8 +186,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // call makes one instrumented call of fn for controller.
-func call[T any](ctx context.Context, p *provider, op, subject string, fn func(context.Context) (T, error)) (T, error) {
+func call[T any](ctx context.Context, p *provider, operation cloud.Operation, subject string, fn func(context.Context) (T, error)) (T, error) {
 	c := p.c
+	op := string(operation)
 	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
 		var zero T
 		return zero, wrap(op, subject, err)

@@ -81,9 +81,9 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	return true
 }
 
-func requests(t *testing.T, reg prometheus.Gatherer, controller, op string, result cloud.Result) float64 {
+func requests(t *testing.T, reg prometheus.Gatherer, controller string, op cloud.Operation, result cloud.Result) float64 {
 	t.Helper()
-	return metricValue(t, reg, "nephele_cloud_requests_total", map[string]string{"controller": controller, "operation": op, "result": string(result)})
+	return metricValue(t, reg, "nephele_cloud_requests_total", map[string]string{"controller": controller, "operation": string(op), "result": string(result)})
 }
 
 func lbSpec(name string) *cloud.LoadBalancerSpec {
@@ -137,10 +137,10 @@ func TestCountsByResult(t *testing.T) {
 	if err := fake.AddInstance(cloud.Instance{NodeName: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	fake.FailNext(fakecloud.OpInstanceMetadata, 1, errors.New("HTTP 500"))
-	fake.FailNext(fakecloud.OpInstanceMetadata, 1, cloud.InvalidError("bad node"))
-	fake.FailNext(fakecloud.OpInstanceMetadata, 1, fmt.Errorf("zones: %w", cloud.ErrNotImplemented))
-	fake.ThrottleNext(fakecloud.OpInstanceMetadata, 1, time.Nanosecond)
+	fake.FailNext(cloud.OpInstanceMetadata, 1, errors.New("HTTP 500"))
+	fake.FailNext(cloud.OpInstanceMetadata, 1, cloud.InvalidError("bad node"))
+	fake.FailNext(cloud.OpInstanceMetadata, 1, fmt.Errorf("zones: %w", cloud.ErrNotImplemented))
+	fake.ThrottleNext(cloud.OpInstanceMetadata, 1, time.Nanosecond)
 
 	inst, _ := c.For("cloud-node-controller").Instances()
 	for range 4 {
@@ -174,14 +174,14 @@ func TestCountsByResult(t *testing.T) {
 		cloud.ResultCanceled:       1,
 		cloud.ResultTimeout:        0,
 	} {
-		if got := requests(t, reg, ctrl, OpInstanceMetadata, result); got != want {
-			t.Errorf("requests{%s, %s} = %v, want %v", OpInstanceMetadata, result, got, want)
+		if got := requests(t, reg, ctrl, cloud.OpInstanceMetadata, result); got != want {
+			t.Errorf("requests{%s, %s} = %v, want %v", cloud.OpInstanceMetadata, result, got, want)
 		}
 	}
-	if got := requests(t, reg, "cloud-node-lifecycle-controller", OpInstanceMetadata, cloud.ResultSuccess); got != 1 {
+	if got := requests(t, reg, "cloud-node-lifecycle-controller", cloud.OpInstanceMetadata, cloud.ResultSuccess); got != 1 {
 		t.Errorf("other controller's successes = %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_request_duration_seconds", map[string]string{"controller": ctrl, "operation": OpInstanceMetadata}); got != 8 {
+	if got := metricValue(t, reg, "nephele_cloud_request_duration_seconds", map[string]string{"controller": ctrl, "operation": string(cloud.OpInstanceMetadata)}); got != 8 {
 		t.Errorf("duration observations = %v, want 8", got)
 	}
 	if got := metricValue(t, reg, "nephele_cloud_requests_in_flight", nil); got != 0 {
@@ -198,15 +198,16 @@ func TestErrorsKeepTheirType(t *testing.T) {
 	if !cloud.IsNotFound(err) || !errors.Is(err, cloud.ErrNotFound) {
 		t.Errorf("GetLoadBalancer: %v, want NotFound", err)
 	}
-	if !strings.Contains(err.Error(), OpGetLoadBalancer) || !strings.Contains(err.Error(), `"web"`) {
+	if !strings.Contains(err.Error(), string(cloud.OpGetLoadBalancer)) || !strings.Contains(err.Error(), `"web"`) {
 		t.Errorf("error %q does not name the operation and the load balancer", err)
 	}
 
-	fake.ThrottleNext(fakecloud.OpEnsureLoadBalancer, 1, time.Second)
+	fake.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, time.Second)
 	_, err = lbs.EnsureLoadBalancer(ctx, lbSpec("web"), nil)
+	// The caller sees the Retry-After the call path honours: the cloud's 1s, capped.
 	var te *cloud.ThrottledError
-	if !errors.As(err, &te) || te.RetryAfter != time.Second {
-		t.Errorf("EnsureLoadBalancer: %v, want a *ThrottledError with 1s", err)
+	if !errors.As(err, &te) || te.RetryAfter != time.Nanosecond {
+		t.Errorf("EnsureLoadBalancer: %v, want a *ThrottledError with the capped 1ns", err)
 	}
 	if !errors.Is(err, fakecloud.ErrInjected) {
 		t.Errorf("the cloud's own error is lost in %v", err)
@@ -220,7 +221,7 @@ func TestErrorsKeepTheirType(t *testing.T) {
 
 func TestTimeoutEndsAHungCall(t *testing.T) {
 	fake, c, reg := setup(t, fakecloud.Options{}, Options{Timeout: 50 * time.Millisecond})
-	fake.Hang(fakecloud.OpEnsureLoadBalancer, "stuck")
+	fake.Hang(cloud.OpEnsureLoadBalancer, "stuck")
 	lbs := mustLBs(t, c.For("service-lb-controller"))
 
 	// The caller's context has no deadline, only a late cancel so that a broken
@@ -236,10 +237,10 @@ func TestTimeoutEndsAHungCall(t *testing.T) {
 	if _, err := lbs.EnsureLoadBalancer(context.Background(), lbSpec("fine"), nil); err != nil {
 		t.Fatalf("another load balancer after the timeout: %v", err)
 	}
-	if got := requests(t, reg, "service-lb-controller", OpEnsureLoadBalancer, cloud.ResultTimeout); got != 1 {
+	if got := requests(t, reg, "service-lb-controller", cloud.OpEnsureLoadBalancer, cloud.ResultTimeout); got != 1 {
 		t.Errorf("timeouts counted = %v, want 1", got)
 	}
-	if got := requests(t, reg, "service-lb-controller", OpEnsureLoadBalancer, cloud.ResultSuccess); got != 1 {
+	if got := requests(t, reg, "service-lb-controller", cloud.OpEnsureLoadBalancer, cloud.ResultSuccess); got != 1 {
 		t.Errorf("successes counted = %v, want 1", got)
 	}
 }
@@ -248,7 +249,7 @@ func TestTimeoutWithAnOpaqueProviderError(t *testing.T) {
 	// A provider that answers the end of its context with an error of its own must
 	// still be counted, and reported, as a timeout.
 	fake, c, reg := setup(t, fakecloud.Options{}, Options{Timeout: 20 * time.Millisecond})
-	fake.SetHook(func(ctx context.Context, op fakecloud.Op, _ string) error {
+	fake.SetHook(func(ctx context.Context, op cloud.Operation, _ string) error {
 		<-ctx.Done()
 		return errors.New("connection reset by peer")
 	})
@@ -257,7 +258,7 @@ func TestTimeoutWithAnOpaqueProviderError(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("ListRoutes: %v, want the provider's error and DeadlineExceeded", err)
 	}
-	if got := requests(t, reg, "node-route-controller", OpListRoutes, cloud.ResultTimeout); got != 1 {
+	if got := requests(t, reg, "node-route-controller", cloud.OpListRoutes, cloud.ResultTimeout); got != 1 {
 		t.Errorf("timeouts counted = %v, want 1", got)
 	}
 }
@@ -265,7 +266,7 @@ func TestTimeoutWithAnOpaqueProviderError(t *testing.T) {
 func TestRetryAfterHoldsEveryController(t *testing.T) {
 	const retryAfter = 100 * time.Millisecond
 	fake, c, reg := setup(t, fakecloud.Options{}, Options{})
-	fake.ThrottleNext(fakecloud.OpListInstances, 1, retryAfter)
+	fake.ThrottleNext(cloud.OpListInstances, 1, retryAfter)
 
 	lister, _ := c.For("inventory").InstanceLister()
 	if _, err := lister.ListInstances(context.Background()); !cloud.IsThrottled(err) {
@@ -282,7 +283,7 @@ func TestRetryAfterHoldsEveryController(t *testing.T) {
 		t.Fatalf("ListRoutes after the Retry-After: %v", err)
 	}
 	log := fake.CallLog()
-	if len(log) != 2 || log[1].Op != fakecloud.OpListRoutes {
+	if len(log) != 2 || log[1].Op != cloud.OpListRoutes {
 		t.Fatalf("call log = %+v, want the throttled list then list_routes", log)
 	}
 	if log[1].Start.Before(until) {
@@ -298,7 +299,7 @@ func TestRetryAfterHoldsEveryController(t *testing.T) {
 
 func TestRetryAfterWaitEndsWithTheContext(t *testing.T) {
 	fake, c, reg := setup(t, fakecloud.Options{}, Options{MaxRetryAfter: time.Hour})
-	fake.ThrottleNext(fakecloud.OpGetLoadBalancer, 1, time.Hour)
+	fake.ThrottleNext(cloud.OpGetLoadBalancer, 1, time.Hour)
 	lbs := mustLBs(t, c.For("service-lb-controller"))
 	if _, err := lbs.GetLoadBalancer(context.Background(), lbSpec("a"), nil); !cloud.IsThrottled(err) {
 		t.Fatalf("GetLoadBalancer: %v, want throttled", err)
@@ -310,17 +311,17 @@ func TestRetryAfterWaitEndsWithTheContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Retry-After") {
 		t.Fatalf("GetLoadBalancer during an hour's Retry-After: %v, want DeadlineExceeded while waiting", err)
 	}
-	if got := fake.Calls(fakecloud.OpGetLoadBalancer); got != 1 {
+	if got := fake.Calls(cloud.OpGetLoadBalancer); got != 1 {
 		t.Errorf("the cloud saw %d calls, want only the throttled one", got)
 	}
-	if got := requests(t, reg, "service-lb-controller", OpGetLoadBalancer, cloud.ResultTimeout); got != 0 {
+	if got := requests(t, reg, "service-lb-controller", cloud.OpGetLoadBalancer, cloud.ResultTimeout); got != 0 {
 		t.Errorf("a call that never reached the cloud was counted as a request: %v", got)
 	}
 }
 
 func TestRetryAfterCapAndMaximum(t *testing.T) {
 	fake, c, _ := setup(t, fakecloud.Options{}, Options{MaxRetryAfter: 30 * time.Millisecond})
-	fake.ThrottleNext(fakecloud.OpListRoutes, 1, time.Hour)
+	fake.ThrottleNext(cloud.OpListRoutes, 1, time.Hour)
 	routes, _ := c.For("node-route-controller").Routes()
 	_, err := routes.ListRoutes(context.Background(), "c1")
 	if until := c.ThrottledUntil(); until.After(time.Now().Add(30 * time.Millisecond)) {
@@ -384,7 +385,7 @@ func TestRateLimitWaitEndsWithTheContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || cloud.Classify(err) != cloud.ResultTimeout {
 		t.Fatalf("ListRoutes with no token left: %v, want DeadlineExceeded", err)
 	}
-	if got := fake.Calls(fakecloud.OpListRoutes); got != 1 {
+	if got := fake.Calls(cloud.OpListRoutes); got != 1 {
 		t.Errorf("the cloud saw %d calls, want 1", got)
 	}
 }
@@ -497,7 +498,7 @@ func TestSharedRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := requests(t, reg, "r", OpListRoutes, cloud.ResultSuccess); got != 2 {
+	if got := requests(t, reg, "r", cloud.OpListRoutes, cloud.ResultSuccess); got != 2 {
 		t.Errorf("requests counted in the shared registry = %v, want 2", got)
 	}
 
@@ -523,40 +524,40 @@ func TestEveryOperation(t *testing.T) {
 	r := cloud.Route{TargetNode: "n1", DestinationCIDR: netip.MustParsePrefix("10.244.1.0/24")}
 
 	steps := []struct {
-		op string
+		op cloud.Operation
 		do func() error
 	}{
-		{OpInstanceMetadata, func() error { _, err := inst.InstanceMetadata(ctx, node("n1")); return err }},
-		{OpListInstances, func() error {
+		{cloud.OpInstanceMetadata, func() error { _, err := inst.InstanceMetadata(ctx, node("n1")); return err }},
+		{cloud.OpListInstances, func() error {
 			got, err := lister.ListInstances(ctx)
 			if err == nil && len(got) != 1 {
 				err = fmt.Errorf("listed %d instances, want 1", len(got))
 			}
 			return err
 		}},
-		{OpEnsureLoadBalancer, func() error { _, err := lbs.EnsureLoadBalancer(ctx, lbSpec("a"), nil); return err }},
-		{OpGetLoadBalancer, func() error { _, err := lbs.GetLoadBalancer(ctx, lbSpec("a"), nil); return err }},
-		{OpUpdateLoadBalancerBackends, func() error { return lbs.UpdateLoadBalancerBackends(ctx, lbSpec("a"), nil) }},
-		{OpEnsureLoadBalancerDeleted, func() error { return lbs.EnsureLoadBalancerDeleted(ctx, lbSpec("a"), nil) }},
-		{OpCreateRoute, func() error { return routes.CreateRoute(ctx, "c1", "n1", r) }},
-		{OpListRoutes, func() error {
+		{cloud.OpEnsureLoadBalancer, func() error { _, err := lbs.EnsureLoadBalancer(ctx, lbSpec("a"), nil); return err }},
+		{cloud.OpGetLoadBalancer, func() error { _, err := lbs.GetLoadBalancer(ctx, lbSpec("a"), nil); return err }},
+		{cloud.OpUpdateLoadBalancerBackends, func() error { return lbs.UpdateLoadBalancerBackends(ctx, lbSpec("a"), nil) }},
+		{cloud.OpEnsureLoadBalancerDeleted, func() error { return lbs.EnsureLoadBalancerDeleted(ctx, lbSpec("a"), nil) }},
+		{cloud.OpCreateRoute, func() error { return routes.CreateRoute(ctx, "c1", "n1", r) }},
+		{cloud.OpListRoutes, func() error {
 			got, err := routes.ListRoutes(ctx, "c1")
 			if err == nil && len(got) != 1 {
 				err = fmt.Errorf("listed %d routes, want 1", len(got))
 			}
 			return err
 		}},
-		{OpDeleteRoute, func() error { return routes.DeleteRoute(ctx, "c1", r) }},
+		{cloud.OpDeleteRoute, func() error { return routes.DeleteRoute(ctx, "c1", r) }},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
 			t.Errorf("%s: %v", s.op, err)
 		}
-		// The instrumented operation label and the fake's operation name agree.
+		// The instrumented operation label and the fake's operation are one name.
 		if got := requests(t, reg, "all", s.op, cloud.ResultSuccess); got != 1 {
 			t.Errorf("requests{%s, success} = %v, want 1", s.op, got)
 		}
-		if got := fake.CallsWithResult(fakecloud.Op(s.op), cloud.ResultSuccess); got != 1 {
+		if got := fake.CallsWithResult(s.op, cloud.ResultSuccess); got != 1 {
 			t.Errorf("fake saw %d successful %s calls, want 1", got, s.op)
 		}
 	}
@@ -565,7 +566,7 @@ func TestEveryOperation(t *testing.T) {
 	fake.SetError(fakecloud.AnyOp, errors.New("HTTP 500"))
 	for _, s := range steps {
 		err := s.do()
-		if err == nil || !strings.Contains(err.Error(), "cloud "+s.op) {
+		if err == nil || !strings.Contains(err.Error(), "cloud "+string(s.op)) {
 			t.Errorf("%s failure %v does not name the operation", s.op, err)
 		}
 	}
@@ -577,7 +578,7 @@ func TestEveryOperation(t *testing.T) {
 func TestConcurrentControllers(t *testing.T) {
 	fake, c, reg := setup(t, fakecloud.Options{}, Options{QPS: 5000, Burst: 50, Timeout: time.Second, MaxRetryAfter: time.Millisecond})
 	fake.ThrottleNext(fakecloud.AnyOp, 20, time.Millisecond)
-	fake.FailNext(fakecloud.OpEnsureLoadBalancer, 10, errors.New("HTTP 500"))
+	fake.FailNext(cloud.OpEnsureLoadBalancer, 10, errors.New("HTTP 500"))
 
 	const workers, rounds = 8, 40
 	var wg sync.WaitGroup

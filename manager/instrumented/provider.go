@@ -62,7 +62,7 @@ func (w *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	if node != nil {
 		subject = node.Name
 	}
-	return call(ctx, w.p, OpInstanceMetadata, subject, func(ctx context.Context) (*cloud.Instance, error) {
+	return call(ctx, w.p, cloud.OpInstanceMetadata, subject, func(ctx context.Context) (*cloud.Instance, error) {
 		return w.inner.InstanceMetadata(ctx, node)
 	})
 }
@@ -73,7 +73,7 @@ type instanceLister struct {
 }
 
 func (w *instanceLister) ListInstances(ctx context.Context) ([]cloud.Instance, error) {
-	return call(ctx, w.p, OpListInstances, "", w.inner.ListInstances)
+	return call(ctx, w.p, cloud.OpListInstances, "", w.inner.ListInstances)
 }
 
 type loadBalancers struct {
@@ -89,26 +89,26 @@ func lbName(spec *cloud.LoadBalancerSpec) string {
 }
 
 func (w *loadBalancers) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error) {
-	return call(ctx, w.p, OpGetLoadBalancer, lbName(spec), func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+	return call(ctx, w.p, cloud.OpGetLoadBalancer, lbName(spec), func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		return w.inner.GetLoadBalancer(ctx, spec, svc)
 	})
 }
 
 func (w *loadBalancers) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpec, svc *corev1.Service) (*corev1.LoadBalancerStatus, error) {
-	return call(ctx, w.p, OpEnsureLoadBalancer, lbName(spec), func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+	return call(ctx, w.p, cloud.OpEnsureLoadBalancer, lbName(spec), func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		return w.inner.EnsureLoadBalancer(ctx, spec, svc)
 	})
 }
 
 func (w *loadBalancers) UpdateLoadBalancerBackends(ctx context.Context, spec *cloud.LoadBalancerSpec, svc *corev1.Service) error {
-	_, err := call(ctx, w.p, OpUpdateLoadBalancerBackends, lbName(spec), func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, w.p, cloud.OpUpdateLoadBalancerBackends, lbName(spec), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.inner.UpdateLoadBalancerBackends(ctx, spec, svc)
 	})
 	return err
 }
 
 func (w *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, spec *cloud.LoadBalancerSpec, svc *corev1.Service) error {
-	_, err := call(ctx, w.p, OpEnsureLoadBalancerDeleted, lbName(spec), func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, w.p, cloud.OpEnsureLoadBalancerDeleted, lbName(spec), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.inner.EnsureLoadBalancerDeleted(ctx, spec, svc)
 	})
 	return err
@@ -128,20 +128,20 @@ func routeSubject(clusterName string, r cloud.Route) string {
 }
 
 func (w *routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Route, error) {
-	return call(ctx, w.p, OpListRoutes, clusterName, func(ctx context.Context) ([]cloud.Route, error) {
+	return call(ctx, w.p, cloud.OpListRoutes, clusterName, func(ctx context.Context) ([]cloud.Route, error) {
 		return w.inner.ListRoutes(ctx, clusterName)
 	})
 }
 
 func (w *routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
-	_, err := call(ctx, w.p, OpCreateRoute, routeSubject(clusterName, route), func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, w.p, cloud.OpCreateRoute, routeSubject(clusterName, route), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.inner.CreateRoute(ctx, clusterName, nameHint, route)
 	})
 	return err
 }
 
 func (w *routes) DeleteRoute(ctx context.Context, clusterName string, route cloud.Route) error {
-	_, err := call(ctx, w.p, OpDeleteRoute, routeSubject(clusterName, route), func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, w.p, cloud.OpDeleteRoute, routeSubject(clusterName, route), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.inner.DeleteRoute(ctx, clusterName, route)
 	})
 	return err
