@@ -1,20 +1,17 @@
 package manager_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,23 +25,21 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 )
-
-// The test binary doubles as a cloud-controller-manager: with ccmEnv set it runs the
-// manager command instead of the tests, so that tests can start replicas as real
-// processes, kill them with SIGKILL (no lease release) or stop them with SIGTERM.
-const ccmEnv = "NEPHELE_TEST_RUN_CCM"
 
 // heartbeatNamespace holds one ConfigMap per running controller per process, written by
 // the heartbeat controllers below: the tests read from the API who runs what.
 const heartbeatNamespace = "nephele-heartbeats"
 
+// TestMain lets the test binary double as a cloud-controller-manager (runCCM), so that
+// tests can start replicas as real processes, kill them with SIGKILL (no lease release)
+// or stop them with SIGTERM.
 func TestMain(m *testing.M) {
-	if os.Getenv(ccmEnv) == "1" {
-		os.Exit(runCCM())
-	}
+	proctest.Main(runCCM)
 	os.Exit(shared.Main(m))
 }
 
@@ -102,72 +97,16 @@ func heartbeatSpecs() []manager.ControllerSpec {
 	}
 }
 
-// ccm is one manager process started by a test.
-type ccm struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startCCM starts a manager process with the env's kubeconfig and the given flags.
-func startCCM(t *testing.T, env *controlplane.Env, args ...string) *ccm {
+func startCCM(t *testing.T, env *controlplane.Env, args ...string) *proctest.Process {
 	t.Helper()
 	base := []string{"--cloud-provider=fake", "--kubeconfig=" + env.Kubeconfig, "--secure-port=0",
 		"--cluster-cidr=10.244.0.0/16", "--v=2"}
-	c := &ccm{cmd: exec.Command(os.Args[0], append(base, args...)...), out: &syncBuffer{}, done: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), ccmEnv+"=1")
-	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting the manager: %v", err)
-	}
-	go func() { c.err = c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		c.kill()
-		if t.Failed() {
-			t.Logf("manager pid %d output:\n%s", c.cmd.Process.Pid, c.out.String())
-		}
-	})
-	return c
+	return proctest.Start(t, "manager", append(base, args...)...)
 }
 
-func (c *ccm) pid() int { return c.cmd.Process.Pid }
-
-func (c *ccm) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.done
-}
-
-// stop sends SIGTERM and waits for a clean exit.
-func (c *ccm) stop(t *testing.T) {
-	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("manager pid %d did not stop within 30s of SIGTERM", c.pid())
-	}
-	if c.err != nil {
-		t.Fatalf("manager pid %d exited with %v after SIGTERM; want a clean exit", c.pid(), c.err)
-	}
-}
+// stopTimeout bounds how long a manager takes to stop after SIGTERM.
+const stopTimeout = 30 * time.Second
 
 // shared is the control plane of this package's tests, with the namespace the heartbeat
 // controllers write to.
@@ -210,18 +149,6 @@ func clearHeartbeats(t *testing.T, client kubernetes.Interface) {
 	}
 }
 
-// eventually polls cond every 100ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func leaseHolder(t *testing.T, client kubernetes.Interface, name string) string {
 	t.Helper()
 	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
@@ -237,21 +164,22 @@ func leaseHolder(t *testing.T, client kubernetes.Interface, name string) string 
 	return *l.Spec.HolderIdentity
 }
 
-// onlyPid reports whether every controller in want runs, and all of them in pid alone.
-func onlyPid(r map[string][]int, pid int, want ...string) bool {
+// runsOnly returns nil when every controller in want runs, and all of them in pid
+// alone; otherwise an error saying who runs what.
+func runsOnly(r map[string][]int, pid int, want ...string) error {
 	for _, name := range want {
 		if len(r[name]) != 1 || r[name][0] != pid {
-			return false
+			return fmt.Errorf("runners %v, want %v in pid %d alone", r, want, pid)
 		}
 	}
 	for _, pids := range r {
 		for _, p := range pids {
 			if p != pid {
-				return false
+				return fmt.Errorf("runners %v, want only pid %d", r, pid)
 			}
 		}
 	}
-	return true
+	return nil
 }
 
 var allControllers = []string{manager.CloudNodeController, manager.CloudNodeLifecycleController,
@@ -267,22 +195,25 @@ func TestLeaderElectionFailover(t *testing.T) {
 	a := startCCM(t, e, timing...)
 	b := startCCM(t, e, timing...)
 
-	var leader, follower *ccm
-	eventually(t, 60*time.Second, "one replica runs every controller", func() bool {
+	var leader, follower *proctest.Process
+	poll.Within(t, 60*time.Second, "one replica to run every controller", func() error {
 		r := runners(t, e.Client, 2*time.Second)
+		errA, errB := runsOnly(r, a.Pid(), allControllers...), runsOnly(r, b.Pid(), allControllers...)
 		switch {
-		case onlyPid(r, a.pid(), allControllers...):
+		case errA == nil:
 			leader, follower = a, b
-		case onlyPid(r, b.pid(), allControllers...):
+		case errB == nil:
 			leader, follower = b, a
+		default:
+			return errors.Join(errA, errB)
 		}
-		return leader != nil
+		return nil
 	})
 	// Exactly one leader: over several renewals the follower never runs anything.
 	for i := 0; i < 10; i++ {
 		time.Sleep(300 * time.Millisecond)
-		if r := runners(t, e.Client, time.Second); !onlyPid(r, leader.pid()) {
-			t.Fatalf("two replicas run controllers at once: %v", r)
+		if err := runsOnly(runners(t, e.Client, time.Second), leader.Pid()); err != nil {
+			t.Fatalf("two replicas run controllers at once: %v", err)
 		}
 	}
 	if h := leaseHolder(t, e.Client, lease); h == "" {
@@ -293,9 +224,9 @@ func TestLeaderElectionFailover(t *testing.T) {
 	// then take over within lease duration + retry period (plus scheduling slack).
 	clearHeartbeats(t, e.Client)
 	killed := time.Now()
-	leader.kill()
-	eventually(t, 6*time.Second+1*time.Second+10*time.Second, "the follower takes over after the leader was killed",
-		func() bool { return onlyPid(runners(t, e.Client, time.Second), follower.pid(), allControllers...) })
+	leader.Kill()
+	poll.Within(t, 6*time.Second+1*time.Second+10*time.Second, "the follower to take over after the leader was killed",
+		func() error { return runsOnly(runners(t, e.Client, time.Second), follower.Pid(), allControllers...) })
 	t.Logf("takeover after SIGKILL took %s (lease duration 6s, retry period 1s)", time.Since(killed).Round(100*time.Millisecond))
 }
 
@@ -307,22 +238,22 @@ func TestGracefulStopReleasesLease(t *testing.T) {
 	timing := []string{"--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=60s",
 		"--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=1s"}
 	a := startCCM(t, e, timing...)
-	eventually(t, 60*time.Second, "the first replica leads", func() bool {
-		return onlyPid(runners(t, e.Client, 2*time.Second), a.pid(), allControllers...)
+	poll.Within(t, 60*time.Second, "the first replica to lead", func() error {
+		return runsOnly(runners(t, e.Client, 2*time.Second), a.Pid(), allControllers...)
 	})
 	b := startCCM(t, e, timing...)
 	time.Sleep(3 * time.Second) // b is campaigning and must not lead
-	if r := runners(t, e.Client, time.Second); !onlyPid(r, a.pid()) {
+	if r := runners(t, e.Client, time.Second); runsOnly(r, a.Pid()) != nil {
 		t.Fatalf("the second replica runs controllers while the first leads: %v", r)
 	}
 	stopped := time.Now()
-	a.stop(t)
-	if !strings.Contains(a.out.String(), "Released lease") {
-		t.Errorf("the stopped leader did not log releasing its lease; output:\n%s", a.out.String())
+	a.Stop(t, stopTimeout)
+	if !strings.Contains(a.Output(), "Released lease") {
+		t.Errorf("the stopped leader did not log releasing its lease; output:\n%s", a.Output())
 	}
 	// Released: the successor needs one retry period, far less than the 60s lease.
-	eventually(t, 20*time.Second, "the second replica takes over the released lease", func() bool {
-		return onlyPid(runners(t, e.Client, time.Second), b.pid(), allControllers...)
+	poll.Within(t, 20*time.Second, "the second replica to take over the released lease", func() error {
+		return runsOnly(runners(t, e.Client, time.Second), b.Pid(), allControllers...)
 	})
 	t.Logf("takeover after SIGTERM took %s (lease duration 60s)", time.Since(stopped).Round(100*time.Millisecond))
 }
@@ -341,15 +272,15 @@ func TestControllersFlag(t *testing.T) {
 		t.Run(tt.flag, func(t *testing.T) {
 			clearHeartbeats(t, e.Client)
 			c := startCCM(t, e, "--controllers="+tt.flag, fmt.Sprintf("--leader-elect-resource-name=controllers-%d", i))
-			eventually(t, 60*time.Second, "the selected controllers run", func() bool {
-				return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), tt.want...)
+			poll.Within(t, 60*time.Second, "the selected controllers to run", func() error {
+				return runsOnly(runners(t, e.Client, 2*time.Second), c.Pid(), tt.want...)
 			})
 			time.Sleep(time.Second)
 			r := runners(t, e.Client, 2*time.Second)
 			if len(r) != len(tt.want) {
 				t.Fatalf("--controllers=%s runs %v, want exactly %v", tt.flag, r, tt.want)
 			}
-			c.stop(t)
+			c.Stop(t, stopTimeout)
 		})
 	}
 }
@@ -378,14 +309,13 @@ func TestInvalidFlagsExitOneLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], append([]string{"--cloud-provider=fake", "--kubeconfig=" + kubeconfig}, tt.args...)...)
-			cmd.Env = append(os.Environ(), ccmEnv+"=1")
-			out, err := cmd.CombinedOutput()
-			exit, ok := err.(*exec.ExitError)
-			if !ok || exit.ExitCode() != 1 {
-				t.Fatalf("exit = %v, want exit status 1; output:\n%s", err, out)
+			p := proctest.Start(t, "manager", append([]string{"--cloud-provider=fake", "--kubeconfig=" + kubeconfig}, tt.args...)...)
+			code := p.Wait(t, stopTimeout)
+			out := p.Output()
+			if code != 1 {
+				t.Fatalf("exit code %d, want 1; output:\n%s", code, out)
 			}
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
 				t.Fatalf("output = %q, want one line containing %q", out, tt.want)
 			}
@@ -412,9 +342,11 @@ func TestServingHealthAndAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	eventually(t, 60*time.Second, "/readyz is ok with every controller running", func() bool {
-		code, _ := get("/readyz", "")
-		return code == http.StatusOK
+	poll.Within(t, 60*time.Second, "/readyz to be ok with every controller running", func() error {
+		if code, body := get("/readyz", ""); code != http.StatusOK {
+			return fmt.Errorf("/readyz = %d %.200s", code, body)
+		}
+		return nil
 	})
 	code, body := get("/readyz?verbose", "")
 	for _, name := range append([]string{"leader-election"}, allControllers...) {
@@ -446,9 +378,11 @@ func TestServingHealthAndAuth(t *testing.T) {
 		t.Errorf("/metrics as an unauthorized service account = %d, want 403", code)
 	}
 	grantMetrics(t, e.Client, "metrics-reader")
-	eventually(t, 30*time.Second, "the service account may read /metrics once granted", func() bool {
-		code, _ := get("/metrics", saToken)
-		return code == http.StatusOK
+	poll.Within(t, 30*time.Second, "the service account to be let read /metrics once granted", func() error {
+		if code, body := get("/metrics", saToken); code != http.StatusOK {
+			return fmt.Errorf("/metrics = %d %.200s", code, body)
+		}
+		return nil
 	})
 	if code, _ := get("/debug/pprof/", saToken); code != http.StatusForbidden {
 		t.Errorf("/debug/pprof/ for a token allowed only /metrics = %d, want 403", code)
@@ -456,7 +390,7 @@ func TestServingHealthAndAuth(t *testing.T) {
 	if code, _ := get("/debug/pprof/", e.Token); code != http.StatusOK {
 		t.Errorf("/debug/pprof/ as cluster admin = %d, want 200", code)
 	}
-	c.stop(t)
+	c.Stop(t, stopTimeout)
 }
 
 func freePort(t *testing.T) int {
@@ -541,9 +475,11 @@ func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
 		t.Fatalf("starting kube-controller-manager: %v", err)
 	}
 	var kcmIdentity string
-	eventually(t, 60*time.Second, "kube-controller-manager holds the migration lease", func() bool {
-		kcmIdentity = leaseHolder(t, e.Client, migrationLease)
-		return kcmIdentity != ""
+	poll.Within(t, 60*time.Second, "kube-controller-manager to hold the migration lease", func() error {
+		if kcmIdentity = leaseHolder(t, e.Client, migrationLease); kcmIdentity == "" {
+			return errors.New("the lease has no holder")
+		}
+		return nil
 	})
 	select {
 	case <-kcm.Done():
@@ -553,8 +489,8 @@ func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
 
 	c := startCCM(t, e, append([]string{"--enable-leader-migration", "--leader-elect-resource-name=migrating-ccm",
 		"--leader-migration-config=" + migrationConfig(t, "cloud-controller-manager")}, timing...)...)
-	eventually(t, 60*time.Second, "nephele runs the controller it owns outright", func() bool {
-		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), manager.CloudNodeController)
+	poll.Within(t, 60*time.Second, "nephele to run the controller it owns outright", func() error {
+		return runsOnly(runners(t, e.Client, 2*time.Second), c.Pid(), manager.CloudNodeController)
 	})
 	// While kube-controller-manager holds the migration lease, the migrated controllers
 	// must not run here.
@@ -575,14 +511,14 @@ func TestLeaderMigrationWithKubeControllerManager(t *testing.T) {
 	if err := kcm.Stop(); err != nil {
 		t.Fatalf("stopping kube-controller-manager: %v", err)
 	}
-	eventually(t, 60*time.Second, "nephele takes the migration lease and starts the migrated controllers", func() bool {
-		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), allControllers...)
+	poll.Within(t, 60*time.Second, "nephele to take the migration lease and start the migrated controllers", func() error {
+		return runsOnly(runners(t, e.Client, 2*time.Second), c.Pid(), allControllers...)
 	})
 	if h := leaseHolder(t, e.Client, migrationLease); h == kcmIdentity || h == "" {
 		t.Fatalf("migration lease holder = %q after the handover, want nephele's identity", h)
 	}
 	t.Logf("handover took %s after kube-controller-manager stopped", time.Since(stopped).Round(100*time.Millisecond))
-	c.stop(t)
+	c.Stop(t, stopTimeout)
 }
 
 func TestServiceAccountCredentials(t *testing.T) {
@@ -611,8 +547,8 @@ func TestServiceAccountCredentials(t *testing.T) {
 	}
 
 	c := startCCM(t, e, "--use-service-account-credentials", "--leader-elect-resource-name=sa-ccm")
-	eventually(t, 60*time.Second, "every controller runs with its own credentials", func() bool {
-		return onlyPid(runners(t, e.Client, 2*time.Second), c.pid(), allControllers...)
+	poll.Within(t, 60*time.Second, "every controller to run with its own credentials", func() error {
+		return runsOnly(runners(t, e.Client, 2*time.Second), c.Pid(), allControllers...)
 	})
 	want := map[string]string{
 		manager.CloudNodeController:          "system:serviceaccount:kube-system:node-controller",
@@ -621,7 +557,7 @@ func TestServiceAccountCredentials(t *testing.T) {
 		manager.NodeRouteController:          "system:serviceaccount:kube-system:route-controller",
 	}
 	for name, user := range want {
-		cm, err := e.Client.CoreV1().ConfigMaps(heartbeatNamespace).Get(ctx, fmt.Sprintf("%s.%d", name, c.pid()), metav1.GetOptions{})
+		cm, err := e.Client.CoreV1().ConfigMaps(heartbeatNamespace).Get(ctx, fmt.Sprintf("%s.%d", name, c.Pid()), metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("heartbeat of %s: %v", name, err)
 		}
@@ -629,5 +565,5 @@ func TestServiceAccountCredentials(t *testing.T) {
 			t.Errorf("%s authenticates as %q, want %q", name, cm.Data["user"], user)
 		}
 	}
-	c.stop(t)
+	c.Stop(t, stopTimeout)
 }

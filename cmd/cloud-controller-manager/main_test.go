@@ -1,19 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,21 +15,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
-// runMainEnv makes the test binary run main instead of the tests: the tests start the
+// TestMain lets the test binary run main instead of the tests: the tests start the
 // binary's real main path as a subprocess of themselves.
-const runMainEnv = "NEPHELE_TEST_RUN_CLOUD_CONTROLLER_MANAGER"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main()
-		return
-	}
+	proctest.Main(func() int { main(); return 0 })
 	os.Exit(m.Run())
 }
 
@@ -47,62 +38,6 @@ const (
 	lbFinalizer        = "service.kubernetes.io/load-balancer-cleanup"
 	cloudToken         = "ccm-test-token"
 )
-
-// proc is a cloud-controller-manager process started from this test binary.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startCCM runs main with args in a subprocess, killed when the test ends.
-func startCCM(t *testing.T, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(os.Args[0], args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting the cloud-controller-manager: %v", err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("cloud-controller-manager output:\n%s", p.out.String())
-		}
-	})
-	return p
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(pollTimeout):
-		t.Fatalf("the cloud-controller-manager did not exit within %s", pollTimeout)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
 
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
@@ -136,112 +71,16 @@ current-context: c
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := startCCM(t, tt.args...)
-			if code := p.wait(t); code != tt.code {
-				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.code, p.out.String())
+			p := proctest.Start(t, "cloud-controller-manager", tt.args...)
+			if code := p.Wait(t, pollTimeout); code != tt.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.code, p.Output())
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(p.out.String(), w) {
-					t.Errorf("output does not contain %q:\n%s", w, p.out.String())
+				if !strings.Contains(p.Output(), w) {
+					t.Errorf("output does not contain %q:\n%s", w, p.Output())
 				}
 			}
 		})
-	}
-}
-
-// randomPrefix returns a random /24 inside 127.second.0.0/16, so test binaries running
-// at the same time rarely share addresses.
-func randomPrefix(second byte) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, second, byte(rand.IntN(256)), 0}), 24)
-}
-
-// freePort returns a port in [lo, hi) free for TCP on every one of addrs a moment ago.
-func freePort(t *testing.T, lo, hi int, addrs ...netip.Addr) uint16 {
-	t.Helper()
-	for range 500 {
-		port := uint16(lo + rand.IntN(hi-lo))
-		ok := true
-		var lns []net.Listener
-		for _, a := range addrs {
-			ln, err := net.Listen("tcp", netip.AddrPortFrom(a, port).String())
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatalf("no free port in [%d, %d) on %v", lo, hi, addrs)
-	return 0
-}
-
-// echo answers each line on addr with "tag line" until the test ends.
-func echo(t *testing.T, addr netip.AddrPort, tag string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr.String())
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer func() { _ = c.Close() }()
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := fmt.Fprintf(c, "%s %s", tag, line); err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-}
-
-func ask(addr netip.AddrPort, msg string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSuffix(line, "\n"), err
-}
-
-// eventually polls cond until it holds, failing the test after pollTimeout with the
-// last state describe gives.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s; last: %s", pollTimeout, what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -253,7 +92,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	env := testenv.New(t, controlplane.Options{Kwok: true})
 
-	vipPool, nodeNet := randomPrefix(111), randomPrefix(112)
+	vipPool, nodeNet := testnet.LoopbackPrefix(111), testnet.LoopbackPrefix(112)
 	cloudCfg := server.Config{
 		StatePath:    filepath.Join(t.TempDir(), "cloud.db"),
 		Token:        cloudToken,
@@ -311,22 +150,22 @@ func TestEndToEnd(t *testing.T) {
 
 	tokenFile := writeFile(t, "token", cloudToken+"\n")
 	cloudConfig := writeFile(t, "cloud.yaml", fmt.Sprintf("endpoint: %s\ntokenFile: %s\nrequestTimeout: 10s\n", srv.URL(), tokenFile))
-	ccm := startCCM(t,
+	ccm := proctest.Start(t, "cloud-controller-manager",
 		"--cloud-provider=local", "--cloud-config="+cloudConfig, "--kubeconfig="+env.Kubeconfig,
 		"--secure-port=0", "--leader-elect=false", "--cluster-cidr=10.244.0.0/16", "--v=2")
 
 	// Node initialization.
 	for _, m := range members {
 		name := m.inst.Name
-		eventually(t, name+" is initialized", func() (bool, string) {
+		poll.Within(t, pollTimeout, name+" to be initialized", func() error {
 			n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
-			state := fmt.Sprintf("providerID %q labels %v taints %v addresses %v", n.Spec.ProviderID, n.Labels, n.Spec.Taints, n.Status.Addresses)
+			state := fmt.Errorf("providerID %q labels %v taints %v addresses %v", n.Spec.ProviderID, n.Labels, n.Spec.Taints, n.Status.Addresses)
 			for _, tn := range n.Spec.Taints {
 				if tn.Key == taintUninitialized {
-					return false, state
+					return state
 				}
 			}
 			hasIP := false
@@ -338,7 +177,10 @@ func TestEndToEnd(t *testing.T) {
 				n.Labels[corev1.LabelTopologyRegion] == m.inst.Region &&
 				n.Labels[corev1.LabelInstanceTypeStable] == m.inst.InstanceType &&
 				n.Labels["nephele.dev/pool"] == "e2e" && hasIP
-			return ok, state
+			if !ok {
+				return state
+			}
+			return nil
 		})
 	}
 	if members[2].inst.InstanceType != "local.large" || members[0].inst.Zone == members[1].inst.Zone {
@@ -346,10 +188,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Routes for every pod CIDR.
-	eventually(t, "a route per node", func() (bool, string) {
+	poll.Within(t, pollTimeout, "a route per node", func() error {
 		rs, err := admin.ListRoutes(ctx, "kubernetes")
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		got := map[string]string{}
 		for _, r := range rs {
@@ -357,10 +199,13 @@ func TestEndToEnd(t *testing.T) {
 		}
 		for _, m := range members {
 			if got[m.podNet.String()] != m.inst.Name {
-				return false, fmt.Sprint(got)
+				return fmt.Errorf("routes %v", got)
 			}
 		}
-		return len(got) == len(members), fmt.Sprint(got)
+		if len(got) != len(members) {
+			return fmt.Errorf("routes %v", got)
+		}
+		return nil
 	})
 
 	// A Service of type LoadBalancer: its VIP forwards to the node port on the nodes'
@@ -369,12 +214,12 @@ func TestEndToEnd(t *testing.T) {
 	for _, m := range members {
 		ips = append(ips, m.ip)
 	}
-	nodePort := freePort(t, 30000, 32768, ips...)
+	nodePort := testnet.FreeNodePort(t, ips...)
 	for _, m := range members {
-		echo(t, netip.AddrPortFrom(m.ip, nodePort), m.inst.Name)
+		testnet.TCPEcho(t, netip.AddrPortFrom(m.ip, nodePort), m.inst.Name)
 	}
 	vip := vipPool.Addr().Next()
-	port := freePort(t, 20000, 29000, vip)
+	port := testnet.FreePort(t, "tcp", vip)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "default"},
 		Spec: corev1.ServiceSpec{
@@ -386,43 +231,46 @@ func TestEndToEnd(t *testing.T) {
 	if _, err := env.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Service has the VIP as ingress", func() (bool, string) {
+	poll.Within(t, pollTimeout, "the Service to have the VIP as ingress", func() error {
 		s, err := env.Client.CoreV1().Services("default").Get(ctx, "echo", metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		ing := s.Status.LoadBalancer.Ingress
-		return len(ing) == 1 && ing[0].IP == vip.String() && ing[0].IPMode != nil && *ing[0].IPMode == corev1.LoadBalancerIPModeVIP,
-			fmt.Sprintf("ingress %+v finalizers %v", ing, s.Finalizers)
+		if len(ing) == 1 && ing[0].IP == vip.String() && ing[0].IPMode != nil && *ing[0].IPMode == corev1.LoadBalancerIPModeVIP {
+			return nil
+		}
+		return fmt.Errorf("ingress %+v finalizers %v", ing, s.Finalizers)
 	})
 	front := netip.AddrPortFrom(vip, port)
 	seen := map[string]bool{}
-	eventually(t, "the VIP forwards to every node", func() (bool, string) {
-		a, err := ask(front, "ping")
+	poll.Within(t, pollTimeout, "the VIP to forward to every node", func() error {
+		a, err := testnet.AskTCP(front, netip.Addr{}, "ping")
 		if err == nil && strings.HasSuffix(a, " ping") {
-			seen[strings.TrimSuffix(a, " ping")] = true
+			seen[testnet.Tag(a)] = true
 		}
-		return len(seen) == len(members), fmt.Sprintf("answered by %v, last error %v", seen, err)
+		if len(seen) != len(members) {
+			return fmt.Errorf("answered by %v, last error %v", seen, err)
+		}
+		return nil
 	})
 
 	// Deleting the Service deletes the load balancer, then the finalizer goes.
 	if err := env.Client.CoreV1().Services("default").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the load balancer and the Service are gone", func() (bool, string) {
+	poll.Within(t, pollTimeout, "the load balancer and the Service to be gone", func() error {
 		lbs, err := admin.ListLoadBalancers(ctx, "")
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		_, gerr := env.Client.CoreV1().Services("default").Get(ctx, "echo", metav1.GetOptions{})
-		return len(lbs) == 0 && gerr != nil, fmt.Sprintf("%d load balancers, service lookup %v", len(lbs), gerr)
+		if len(lbs) == 0 && gerr != nil {
+			return nil
+		}
+		return fmt.Errorf("%d load balancers, service lookup %v", len(lbs), gerr)
 	})
 
 	// SIGTERM stops the manager cleanly.
-	if err := ccm.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := ccm.wait(t); code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0", code)
-	}
+	ccm.Stop(t, pollTimeout)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -164,12 +163,7 @@ func TestSIGTERMStopsTheProcess(t *testing.T) {
 	if _, err := c.GetInstance(context.Background(), "i-000000000001"); !cloud.IsNotFound(err) {
 		t.Fatalf("the process does not serve the API: %v", err)
 	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.Wait(t, pollTimeout); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0", code)
-	}
+	p.Stop(t, pollTimeout)
 	if !strings.Contains(p.Output(), "local cloud stopped") {
 		t.Errorf("no clean stop in the log: %s", p.Output())
 	}

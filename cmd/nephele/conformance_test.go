@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
 )
 
 // conformanceTimeout bounds one `nephele conformance` run; a run against the local
@@ -41,44 +40,25 @@ func startLocalcloud(t *testing.T) runningLocalcloud {
 		t.Fatal(err)
 	}
 	vipPool, instanceCIDR := loopbackRanges()
-	out := &syncBuffer{}
-	cmd := exec.Command(filepath.Join(bin, localcloudBinary), "--state", filepath.Join(dir, "state.db"),
+	p := proctest.Exec(t, "localcloud", filepath.Join(bin, localcloudBinary), "--state", filepath.Join(dir, "state.db"),
 		"--token-file", tokenFile, "--listen", "127.0.0.1:0", "--address-file", addrFile,
 		"--vip-pool", vipPool, "--instance-cidr", instanceCIDR, "--disable-health-checks")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(stopTimeout):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("localcloud did not stop within %s of SIGTERM", stopTimeout)
+	t.Cleanup(func() { p.Stop(t, stopTimeout) })
+	var addr string
+	poll.Within(t, runTimeout, "localcloud to write its address file", func() error {
+		if err := p.Err(); err != nil {
+			t.Fatalf("localcloud exited before serving: %v", err)
 		}
-		if t.Failed() {
-			t.Logf("localcloud output:\n%s", out)
+		raw, err := os.ReadFile(addrFile)
+		if err != nil {
+			return err
 		}
+		if addr = strings.TrimSpace(string(raw)); addr == "" {
+			return fmt.Errorf("%s is empty", addrFile)
+		}
+		return nil
 	})
-	deadline := time.Now().Add(runTimeout)
-	for {
-		addr, err := os.ReadFile(addrFile)
-		if err == nil && len(addr) > 0 {
-			return runningLocalcloud{endpoint: "http://" + strings.TrimSpace(string(addr)), tokenFile: tokenFile}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("localcloud exited before serving: %v\n%s", err, out)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("localcloud wrote no address file within %s\n%s", runTimeout, out)
-		}
-	}
+	return runningLocalcloud{endpoint: "http://" + addr, tokenFile: tokenFile}
 }
 
 // cloudConfig writes a local provider cloud config for endpoint.
@@ -94,22 +74,9 @@ func cloudConfig(t *testing.T, endpoint, tokenFile string) string {
 // runNephele runs nephele with args as a process and returns its exit code and output.
 func runNephele(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), conformanceTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asMainEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case ctx.Err() != nil:
-		t.Fatalf("nephele %s did not finish within %s:\n%s", strings.Join(args, " "), conformanceTimeout, out)
-	case errors.As(err, &exit):
-		return exit.ExitCode(), string(out)
-	}
-	t.Fatalf("nephele %s: %v", strings.Join(args, " "), err)
-	return -1, ""
+	p := proctest.Start(t, "nephele", args...)
+	code := p.Wait(t, conformanceTimeout)
+	return code, p.Output()
 }
 
 // junitReport is the JUnit document as a CI dashboard reads it.

@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,17 +18,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/proctest"
 )
 
-// asMainEnv makes the test binary run nephele's main instead of the tests, so a test can
+// TestMain lets the test binary run nephele's main instead of the tests, so a test can
 // run `nephele up` as a real process and signal it.
-const asMainEnv = "NEPHELE_TEST_RUN_AS_NEPHELE"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
+	proctest.Main(func() int { main(); return 0 })
 	os.Exit(m.Run())
 }
 
@@ -69,90 +62,10 @@ func testBinDir(t *testing.T) string {
 	return bin
 }
 
-// syncBuffer is a bytes.Buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// upProcess is `nephele up` running as a process.
-type upProcess struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
 // startUp runs `nephele up` with args; the process is killed when the test ends.
-func startUp(t *testing.T, args ...string) *upProcess {
+func startUp(t *testing.T, args ...string) *proctest.Process {
 	t.Helper()
-	p := &upProcess{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], append([]string{"up"}, args...)...)
-	p.cmd.Env = append(os.Environ(), asMainEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		p.err = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("output of nephele up %s:\n%s", strings.Join(args, " "), p.out)
-		}
-	})
-	return p
-}
-
-// waitOutput waits until the output contains s, failing if the process exits first.
-func (p *upProcess) waitOutput(t *testing.T, s string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.After(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(p.out.String(), s) {
-		select {
-		case <-p.done:
-			t.Fatalf("nephele up exited (%v) before printing %q", p.err, s)
-		case <-deadline:
-			t.Fatalf("nephele up did not print %q within %s", s, timeout)
-		case <-tick.C:
-		}
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *upProcess) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("nephele up did not exit within %s", timeout)
-	}
-	var exit *exec.ExitError
-	switch {
-	case p.err == nil:
-		return 0
-	case errors.As(p.err, &exit):
-		return exit.ExitCode()
-	}
-	t.Fatalf("nephele up: %v", p.err)
-	return -1
+	return proctest.Start(t, "nephele up", append([]string{"up"}, args...)...)
 }
 
 // assertNothingRuns fails if a process still mentions dir on its command line: every
@@ -212,20 +125,17 @@ func TestUp(t *testing.T) {
 
 	t.Run("a killed run leaves nothing running", func(t *testing.T) {
 		p := startUp(t, args...)
-		p.waitOutput(t, "nephele is up", runTimeout)
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		p.wait(t, stopTimeout)
+		p.WaitOutput(t, "nephele is up", runTimeout)
+		p.Kill()
 		assertNothingRuns(t, dir)
 	})
 
 	t.Run("smoke passes after a killed run", func(t *testing.T) {
 		p := startUp(t, append(args, "--smoke")...)
-		if code := p.wait(t, 2*runTimeout); code != 0 {
+		if code := p.Wait(t, 2*runTimeout); code != 0 {
 			t.Fatalf("nephele up --smoke exited %d, want 0", code)
 		}
-		out := p.out.String()
+		out := p.Output()
 		for _, want := range []string{
 			"state kept: 2 instances", // the killed run's instances
 			"2 instances kept",
@@ -250,9 +160,9 @@ func TestUp(t *testing.T) {
 
 	t.Run("Ctrl-C stops everything", func(t *testing.T) {
 		p := startUp(t, args...)
-		p.waitOutput(t, "Press Ctrl-C to stop.", runTimeout)
+		p.WaitOutput(t, "Press Ctrl-C to stop.", runTimeout)
 		kubeconfig := filepath.Join(dir, "kubeconfig")
-		if !strings.Contains(p.out.String(), "export KUBECONFIG="+kubeconfig) {
+		if !strings.Contains(p.Output(), "export KUBECONFIG="+kubeconfig) {
 			t.Errorf("output does not tell how to use %s", kubeconfig)
 		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -272,20 +182,20 @@ func TestUp(t *testing.T) {
 		}
 
 		second := startUp(t, args...)
-		if code := second.wait(t, runTimeout); code == 0 {
+		if code := second.Wait(t, runTimeout); code == 0 {
 			t.Error("a second nephele up in the same directory succeeded")
 		}
-		if !strings.Contains(second.out.String(), "another nephele up") {
-			t.Errorf("the second nephele up does not say the directory is in use:\n%s", second.out)
+		if !strings.Contains(second.Output(), "another nephele up") {
+			t.Errorf("the second nephele up does not say the directory is in use:\n%s", second.Output())
 		}
 
-		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		if err := p.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
-		if code := p.wait(t, stopTimeout); code != 0 {
+		if code := p.Wait(t, stopTimeout); code != 0 {
 			t.Errorf("nephele up exited %d after SIGINT, want 0", code)
 		}
-		out := p.out.String()
+		out := p.Output()
 		order := []string{"stop cloud-controller-manager", "stop local cloud", "stop node agents", "stop the control plane and kwok"}
 		last := -1
 		for _, step := range order {

@@ -14,6 +14,8 @@
 //	p.Signal(syscall.SIGTERM)
 //	if code := p.Wait(t, proctest.Timeout); code != 0 { ... }
 //
+// Exec runs another binary (one the test built) with the same handling.
+//
 // A process is killed and reaped when its test ends, and its output is logged when the
 // test failed, so a test leaves no process behind and a failure shows what the program
 // said.

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,7 +30,8 @@ func Main(program func() int) {
 	os.Exit(program())
 }
 
-// Process is the test binary running as the program, started by Start.
+// Process is a program a test started: the test binary running as the program (Start)
+// or another binary (Exec).
 type Process struct {
 	name string
 	cmd  *exec.Cmd
@@ -44,8 +46,21 @@ type Process struct {
 // if the test failed.
 func Start(t testing.TB, name string, args ...string) *Process {
 	t.Helper()
-	p := &Process{name: name, cmd: exec.Command(os.Args[0], args...), out: &buffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), childEnv+"="+name)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"="+name)
+	return start(t, name, cmd)
+}
+
+// Exec runs the binary at path with args and the test's environment, as Start runs the
+// test binary: for a program the test built.
+func Exec(t testing.TB, name, path string, args ...string) *Process {
+	t.Helper()
+	return start(t, name, exec.Command(path, args...))
+}
+
+func start(t testing.TB, name string, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{name: name, cmd: cmd, out: &buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
@@ -57,7 +72,7 @@ func Start(t testing.TB, name string, args ...string) *Process {
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("%s (pid %d) %s, output:\n%s", name, p.Pid(), strings.Join(args, " "), p.Output())
+			t.Logf("%s (pid %d) %s, output:\n%s", name, p.Pid(), strings.Join(cmd.Args[1:], " "), p.Output())
 		}
 	})
 	return p
@@ -103,6 +118,18 @@ func (p *Process) Wait(t testing.TB, timeout time.Duration) int {
 		t.Fatalf("%s (pid %d) did not exit within %s", p.name, p.Pid(), timeout)
 	}
 	return p.cmd.ProcessState.ExitCode()
+}
+
+// Stop sends SIGTERM and waits up to timeout for the process to exit. It fails the test
+// unless the process exits, and exits cleanly (code 0).
+func (p *Process) Stop(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping %s (pid %d): %v", p.name, p.Pid(), err)
+	}
+	if code := p.Wait(t, timeout); code != 0 {
+		t.Fatalf("%s (pid %d) exited with code %d after SIGTERM, want a clean exit", p.name, p.Pid(), code)
+	}
 }
 
 // WaitOutput waits up to timeout until the process has written s. It fails the test if

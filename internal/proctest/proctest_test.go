@@ -59,13 +59,17 @@ func TestSignalAndWaitOutput(t *testing.T) {
 	if p.Err() != nil {
 		t.Fatalf("Err() = %v while running", p.Err())
 	}
+	p.Stop(t, Timeout)
+	p.WaitOutput(t, "stopped", Timeout) // written before it exited
+
+	p = Start(t, "server", "serve")
+	p.WaitOutput(t, "serving", Timeout)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.Wait(t, Timeout); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
-	p.WaitOutput(t, "stopped", Timeout) // written before it exited
 }
 
 func TestKill(t *testing.T) {
@@ -81,6 +85,13 @@ func TestKill(t *testing.T) {
 		t.Errorf("exit code %d after SIGKILL, want -1", code)
 	}
 	p.Kill() // a second Kill does nothing
+}
+
+func TestExec(t *testing.T) {
+	p := Exec(t, "sh", "/bin/sh", "-c", "echo from sh; exit 4")
+	if code := p.Wait(t, Timeout); code != 4 || p.Output() != "from sh\n" {
+		t.Errorf("exit code %d output %q, want 4 and %q", code, p.Output(), "from sh\n")
+	}
 }
 
 func TestTheChildIsNotMarkedForItsOwnChildren(t *testing.T) {
