@@ -4,6 +4,12 @@
 //
 //	localcloud --state /tmp/cloud.db --token-file /tmp/token --listen 127.0.0.1:0 --address-file /tmp/cloud.addr
 //
+// With --hosts (as root) instances can also be real hosts on this machine; --cleanup
+// removes what a killed cloud's hosts left:
+//
+//	localcloud --state /tmp/cloud.db --token-file /tmp/token --hosts --guard-cidr 10.244.0.0/16 --guard-cidr 10.96.0.0/12
+//	localcloud --state /tmp/cloud.db --cleanup
+//
 // It stops cleanly on SIGTERM or SIGINT. See docs/localcloud.md.
 package main
 
@@ -26,6 +32,7 @@ import (
 
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/faults"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
@@ -59,6 +66,11 @@ type options struct {
 	disableHealthChecks           bool
 	verbosity                     int
 	loggingFormat                 string
+
+	hosts, cleanup  bool
+	bridge, hostDir string
+	guards          []string
+	hostStopTimeout time.Duration
 }
 
 func (o *options) flags(fs *pflag.FlagSet) {
@@ -70,7 +82,7 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.region, "region", server.DefaultRegion, "region of instances created without one")
 	fs.StringSliceVar(&o.zones, "zones", server.DefaultZones, "zones given round-robin to instances created without one")
 	fs.StringVar(&o.instanceType, "instance-type", server.DefaultInstanceType, "instance type of instances created without one")
-	fs.StringVar(&o.instanceCIDR, "instance-cidr", server.DefaultInstanceCIDR.String(), "range InternalIP addresses are assigned from")
+	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range InternalIP addresses are assigned from (default %s, or %s with --hosts: its first address goes to the bridge)", server.DefaultInstanceCIDR, hosts.DefaultRange))
 	fs.StringVar(&o.vipPool, "vip-pool", server.DefaultVIPPool.String(), "range load balancer VIPs are allocated from (inside 127.0.0.0/8 needs no root on Linux)")
 	fs.StringArrayVar(&o.faults, "fault", nil, "fault rule OPERATION:KNOB[,KNOB...], repeatable, e.g. 'lb.ensure:latency=200ms' or '*:rate=10/s,burst=20' (see docs/localcloud.md)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of the random draws behind latency distributions and error rates")
@@ -81,6 +93,12 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", 30*time.Second, "a UDP session ends after this long without traffic")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	fs.StringVar(&o.loggingFormat, "logging-format", "text", "log format: text or json")
+	fs.BoolVar(&o.hosts, "hosts", false, "enable host instances: real hosts on this machine in namespaces on a bridge (needs root)")
+	fs.StringVar(&o.bridge, "bridge", hosts.DefaultBridge, "with --hosts: the bridge the local cloud creates and attaches hosts to")
+	fs.StringArrayVar(&o.guards, "guard-cidr", nil, "with --hosts: a CIDR that must never leave the machine (a cluster's pod or Service range), repeatable; routes to hosts may only send destinations inside one")
+	fs.StringVar(&o.hostDir, "host-dir", "", "directory of the hosts' journal, namespace files and state directories (default: the state file's path + \".hosts\")")
+	fs.DurationVar(&o.hostStopTimeout, "host-stop-timeout", hosts.DefaultStopTimeout, "with --hosts: how long a stopping host's boot command has after SIGTERM before every process of the host is killed")
+	fs.BoolVar(&o.cleanup, "cleanup", false, "remove from this machine everything the host directory records (hosts, namespaces, mounts, bridge, routes, iptables chain, cgroups, host directories) and exit; for a cloud that was killed and will not be started again")
 }
 
 // config checks the options and turns them into a server configuration.
@@ -105,9 +123,21 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 	case token == "":
 		return cfg, errors.New("--token or --token-file is required")
 	}
-	instanceCIDR, err := netip.ParsePrefix(o.instanceCIDR)
+	var instanceCIDR netip.Prefix
+	if o.instanceCIDR != "" {
+		var err error
+		if instanceCIDR, err = netip.ParsePrefix(o.instanceCIDR); err != nil {
+			return cfg, fmt.Errorf("--instance-cidr: %w", err)
+		}
+		if o.hosts {
+			if err := hosts.ValidateRange(instanceCIDR); err != nil {
+				return cfg, fmt.Errorf("--instance-cidr: %w", err)
+			}
+		}
+	}
+	hostsCfg, err := o.hostsConfig()
 	if err != nil {
-		return cfg, fmt.Errorf("--instance-cidr: %w", err)
+		return cfg, err
 	}
 	vipPool, err := netip.ParsePrefix(o.vipPool)
 	if err != nil {
@@ -148,6 +178,7 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 		Faults:       rules,
 		FaultSeed:    o.faultSeed,
 		Logger:       log,
+		Hosts:        hostsCfg,
 	}
 	cfg.DataPlane.HealthInterval = o.healthInterval
 	cfg.DataPlane.HealthTimeout = o.healthTimeout
@@ -155,6 +186,52 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 	cfg.DataPlane.DialTimeout = o.dialTimeout
 	cfg.DataPlane.UDPIdleTimeout = o.udpIdleTimeout
 	return cfg, nil
+}
+
+// hostsConfig checks the host flags: nil without --hosts, which the other host flags
+// then must not be given with.
+func (o *options) hostsConfig() (*hosts.Config, error) {
+	if !o.hosts {
+		if len(o.guards) > 0 || o.bridge != hosts.DefaultBridge || o.hostStopTimeout != hosts.DefaultStopTimeout {
+			return nil, errors.New("--bridge, --guard-cidr and --host-stop-timeout need --hosts")
+		}
+		return nil, nil
+	}
+	if err := hosts.ValidateBridgeName(o.bridge); err != nil {
+		return nil, fmt.Errorf("--bridge: %w", err)
+	}
+	if o.hostStopTimeout <= 0 {
+		return nil, fmt.Errorf("--host-stop-timeout must be positive, got %s", o.hostStopTimeout)
+	}
+	cfg := &hosts.Config{Dir: o.hostDir, Bridge: o.bridge, StopTimeout: o.hostStopTimeout}
+	for _, g := range o.guards {
+		p, err := netip.ParsePrefix(g)
+		if err != nil || !p.Addr().Is4() || p.Bits() == 0 {
+			return nil, fmt.Errorf("--guard-cidr %q: want an IPv4 CIDR such as 10.244.0.0/16", g)
+		}
+		cfg.Guards = append(cfg.Guards, p)
+	}
+	return cfg, nil
+}
+
+// runCleanup removes what the host directory records.
+func (o *options) runCleanup(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.state == "" && o.hostDir == "" {
+		return errors.New("--cleanup needs --state or --host-dir")
+	}
+	dir := o.hostDir
+	if dir == "" {
+		dir = server.DefaultHostDir(o.state)
+	}
+	log, err := newLogger(stderr, o.loggingFormat, o.verbosity)
+	if err != nil {
+		return err
+	}
+	if err := hosts.Cleanup(ctx, dir, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "localcloud: cleaned up %s\n", dir)
+	return nil
 }
 
 func newLogger(w io.Writer, format string, verbosity int) (logr.Logger, error) {
@@ -180,6 +257,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.cleanup {
+		if n := fs.NFlag(); n > 1+countSet(fs, "state", "host-dir", "v", "logging-format") {
+			return errors.New("--cleanup takes no other flags but --state, --host-dir, -v and --logging-format")
+		}
+		return o.runCleanup(ctx, stdout, stderr)
+	}
 	cfg, err := o.config(stderr)
 	if err != nil {
 		return err
@@ -201,9 +284,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	case <-srv.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	stopIn := shutdownTimeout
+	if cfg.Hosts != nil {
+		stopIn += cfg.Hosts.StopTimeout // hosts get their time to stop
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), stopIn)
 	defer cancel()
 	return errors.Join(srv.Err(), srv.Shutdown(sctx))
+}
+
+// countSet returns how many of the named flags were given.
+func countSet(fs *pflag.FlagSet, names ...string) int {
+	n := 0
+	for _, name := range names {
+		if fs.Changed(name) {
+			n++
+		}
+	}
+	return n
 }
 
 // writeFileAtomic writes content so that readers see the whole file or none of it.

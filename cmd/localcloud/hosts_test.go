@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+)
+
+func TestHostFlagsRejected(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.db")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "bridge without hosts", args: []string{"--state", state, "--token", "x", "--bridge", "br9"}, want: "need --hosts"},
+		{name: "guard without hosts", args: []string{"--state", state, "--token", "x", "--guard-cidr", "10.244.0.0/16"}, want: "need --hosts"},
+		{name: "bad guard", args: []string{"--state", state, "--token", "x", "--hosts", "--guard-cidr", "10.244.0.0"}, want: "--guard-cidr"},
+		{name: "guard of everything", args: []string{"--state", state, "--token", "x", "--hosts", "--guard-cidr", "0.0.0.0/0"}, want: "--guard-cidr"},
+		{name: "loopback range for hosts", args: []string{"--state", state, "--token", "x", "--hosts", "--instance-cidr", "127.200.0.0/16"}, want: "127.0.0.0/8"},
+		{name: "IPv6 range for hosts", args: []string{"--state", state, "--token", "x", "--hosts", "--instance-cidr", "fd00::/64"}, want: "IPv4"},
+		{name: "long bridge name", args: []string{"--state", state, "--token", "x", "--hosts", "--bridge", "a-bridge-name-too-long"}, want: "--bridge"},
+		{name: "bad stop timeout", args: []string{"--state", state, "--token", "x", "--hosts", "--host-stop-timeout", "0s"}, want: "--host-stop-timeout"},
+		{name: "cleanup with serving flags", args: []string{"--state", state, "--token", "x", "--cleanup"}, want: "--cleanup takes no other flags"},
+		{name: "cleanup of nothing", args: []string{"--cleanup"}, want: "--cleanup needs --state"},
+	}
+	if os.Geteuid() != 0 {
+		tests = append(tests, struct {
+			name string
+			args []string
+			want string
+		}{name: "hosts without root", args: []string{"--state", state, "--token", "x", "--hosts"}, want: "need root"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run(%q) = %v, want an error mentioning %q", tt.args, err, tt.want)
+			}
+		})
+	}
+	// Cleaning up a directory that does not exist succeeds.
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"--cleanup", "--state", state}, &stdout, &stderr); err != nil {
+		t.Fatalf("--cleanup of a state without hosts: %v", err)
+	}
+}
+
+// TestKilledCloudAdoptsItsHosts kills a cloud running two hosts with SIGKILL, kills one
+// host's boot process while no cloud runs, and starts the cloud again on the same state:
+// the living host is adopted (same boot process, no second copy), the other is booted
+// again. It then kills the cloud once more and removes everything with --cleanup, and
+// checks that the machine is as it was.
+func TestKilledCloudAdoptsItsHosts(t *testing.T) {
+	hoststest.RequireRoot(t)
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addr")
+	state := filepath.Join(dir, "state.db")
+	markers := []string{"nphcmd21", "10.250.21.", "10.251.21.", "nv0afa15", dir}
+	before := hoststest.Snapshot(t, markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	args := []string{
+		"--state", state, "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile,
+		"--hosts", "--bridge", "nphcmd21", "--instance-cidr", "10.250.21.0/24", "--guard-cidr", "10.251.21.0/24",
+		"--host-stop-timeout", "2s",
+	}
+	ctx := context.Background()
+	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+
+	p := proctest.Start(t, "localcloud", args...)
+	c := readAddress(t, addrFile, "tok")
+	var ids []string
+	var pids []int
+	for _, name := range []string{"node-1", "node-2"} {
+		inst, err := c.CreateInstance(ctx, api.InstanceSpec{Name: name, Kind: api.InstanceHost, BootCommand: boot})
+		if err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		ids, pids = append(ids, inst.ID), append(pids, inst.Host.BootPID)
+	}
+	p.Kill()
+	_ = os.Remove(addrFile)
+	if !alive(pids[0]) || !alive(pids[1]) {
+		t.Fatalf("the hosts' boot processes died with the cloud")
+	}
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	p = proctest.Start(t, "localcloud", args...)
+	c = readAddress(t, addrFile, "tok")
+	n1, err := c.GetInstance(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n1.Host == nil || n1.Host.BootPID != pids[0] || n1.Host.Phase != "running" {
+		t.Errorf("node-1 after the restart: %+v, want its boot process %d adopted", n1.Host, pids[0])
+	}
+	n2, err := c.GetInstance(ctx, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n2.Host == nil || n2.Host.BootPID == 0 || n2.Host.BootPID == pids[1] {
+		t.Errorf("node-2 after the restart: %+v, want a new boot process", n2.Host)
+	}
+	if n := countProcs(t, "sleep 1000", pids[0]); n != 1 {
+		t.Errorf("%d copies of node-1's boot process run, want 1", n)
+	}
+
+	// Killed again; --cleanup removes everything it left.
+	p.Kill()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, []string{"--cleanup", "--state", state}, &stdout, &stderr); err != nil {
+		t.Fatalf("--cleanup: %v (%s)", err, stderr.String())
+	}
+	if alive(pids[0]) || alive(n2.Host.BootPID) {
+		t.Errorf("boot processes outlived --cleanup")
+	}
+	if got := hoststest.Snapshot(t, markers...); got != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
+	}
+	if got := hoststest.Sysctl(t, "net/ipv4/ip_forward"); got != forward {
+		t.Errorf("ip_forward is %s, was %s", got, forward)
+	}
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// countProcs counts living processes whose command line is cmdline and that are pid or
+// share its parent: copies of one host's boot process.
+func countProcs(t *testing.T, cmdline string, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := os.Readlink("/proc/" + itoa(pid) + "/ns/net")
+	n := 0
+	for _, e := range entries {
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ") != cmdline {
+			continue
+		}
+		if other, _ := os.Readlink("/proc/" + e.Name() + "/ns/net"); other == ns && alive(atoi(e.Name())) {
+			n++
+		}
+	}
+	return n
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
