@@ -29,6 +29,13 @@ help: ## list the targets
 .PHONY: tools
 tools: $(TOOL_BINS) ## build etcd, kube-apiserver, kube-controller-manager (v1.36 and the v1.35 migration peer), kube-scheduler and kwok into bin/
 
+# Real nodes need a few Debian packages the project does not build (runc, iptables; the
+# script says why each): node-deps installs those missing, as root, and does nothing when
+# none is; not root, it stops with the apt-get command to run.
+.PHONY: node-deps
+node-deps: ## install the Debian packages real nodes need (runc, iptables), only those missing
+	@hack/install-node-deps.sh
+
 # Each binary depends on the module files that pin it, so a second `make tools` is a no-op
 # and a version bump rebuilds exactly what changed.
 $(BIN)/etcd: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum

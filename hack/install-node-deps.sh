@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# install-node-deps.sh: install the Debian packages a real nephele node needs and the
+# project does not build itself (`make tools` builds kubelet, kube-proxy, containerd, its
+# shim, ctr and the CNI plugins). Idempotent: it installs only what is missing and does
+# nothing when everything is there. Not root: it prints the exact command to run and fails.
+#
+#   hack/install-node-deps.sh          install what is missing (as root)
+#   hack/install-node-deps.sh --check  only report; exit 1 when something is missing
+#
+# Each entry is "command package why". Only what is really run on a node is listed:
+# - conntrack is not: kube-proxy 1.36 clears conntrack entries over netlink, not with the
+#   conntrack tool (it only uses iptables' conntrack match, which is in the kernel).
+# - socat is not: containerd 2.x forwards ports in Go (kubectl port-forward).
+# - ethtool is not: the CNI bridge plugin sets hairpin mode over netlink.
+set -euo pipefail
+
+deps=(
+	# containerd-shim-runc-v2 runs every container with runc; not built from Go modules.
+	"runc runc the OCI runtime containerd's runc shim starts containers with"
+	# kubelet (KUBE-FIREWALL, KUBE-KUBELET-CANARY), kube-proxy (iptables mode) and the
+	# CNI portmap plugin call iptables, iptables-save and iptables-restore.
+	"iptables iptables kube-proxy's iptables mode, kubelet's and the portmap plugin's chains"
+	"iptables-restore iptables kube-proxy writes its rules with iptables-restore"
+	"ip6tables iptables kubelet and kube-proxy probe the IPv6 family"
+	# kubelet mounts tmpfs for secret, configmap and projected (token) volumes with mount(8).
+	"mount mount kubelet mounts pod volumes with mount(8)"
+	"umount mount kubelet unmounts pod volumes with umount(8)"
+	# The local cloud enters a host's namespaces, and keeps its mount namespace, with these.
+	"nsenter util-linux entering a host's network and mount namespaces"
+	"unshare util-linux creating a host's persistent mount namespace"
+	# The local cloud and the tests set up veths, bridges and routes with ip(8).
+	"ip iproute2 host veths, bridges and routes"
+)
+
+check_only=false
+case "${1:-}" in
+--check) check_only=true ;;
+"") ;;
+*)
+	echo "usage: $0 [--check]" >&2
+	exit 2
+	;;
+esac
+
+missing=()
+for entry in "${deps[@]}"; do
+	read -r cmd pkg why <<<"$entry"
+	if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1; then
+		echo "missing: $cmd (Debian package $pkg): $why" >&2
+		case " ${missing[*]-} " in
+		*" $pkg "*) ;;
+		*) missing+=("$pkg") ;;
+		esac
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+if $check_only; then
+	echo "node dependencies missing; install them with: $cmd" >&2
+	exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "node dependencies missing and not root; run as root:" >&2
+	echo "  $cmd" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"
