@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -186,9 +187,19 @@ func (m *Machine) buildHost(ctx context.Context, spec HostSpec, rec *hostRecord)
 	if err := os.MkdirAll(rec.Dir, 0o755); err != nil {
 		return fmt.Errorf("creating host directory: %w", err)
 	}
+	spec.PrivatePaths = privatePaths(spec.PrivatePaths)
 	for _, p := range spec.PrivatePaths {
 		if err := os.MkdirAll(privateSource(rec.Dir, p), 0o755); err != nil {
 			return fmt.Errorf("creating private directory for %s: %w", p, err)
+		}
+		// A private path inside another is mounted on a directory of the outer
+		// one's private directory, which must have it.
+		for _, outer := range spec.PrivatePaths {
+			if rel, ok := strings.CutPrefix(p, outer+"/"); ok {
+				if err := os.MkdirAll(filepath.Join(privateSource(rec.Dir, outer), rel), 0o755); err != nil {
+					return fmt.Errorf("creating mount point for %s: %w", p, err)
+				}
+			}
 		}
 	}
 	if err := m.ensureMountPoints(&spec); err != nil {
@@ -299,6 +310,24 @@ func (m *Machine) adopt(spec HostSpec) bool {
 	m.watch(h, h.gen, p)
 	m.log.Info("host adopted", "id", spec.ID, "bootPID", up.BootPID)
 	return true
+}
+
+// implicitPrivate are private paths every host gets: where named network namespaces
+// live, so that namespaces made inside a host (a container runtime's pod sandboxes) are
+// not left as files on the machine when the host goes.
+var implicitPrivate = []string{"/run/netns"}
+
+// privatePaths returns a host's private paths with the implicit ones, parents before
+// the paths inside them (the order they are mounted in).
+func privatePaths(given []string) []string {
+	out := slices.Clone(given)
+	for _, p := range implicitPrivate {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out) // a parent sorts before every path inside it
+	return out
 }
 
 // routeLine is an `ip route` batch line for r through dev.

@@ -38,7 +38,7 @@ func TestHostLifecycle(t *testing.T) {
 			BootCommand: []string{"sh", "-c", `ip -4 -o addr show dev eth0; echo "hostname=$(hostname)"; ` +
 				`echo "env=$NEPHELE_INSTANCE_ID,$NEPHELE_INSTANCE_NAME,$NEPHELE_INSTANCE_ADDRESS,$NEPHELE_HOST_CGROUP,$GREETING"; ` +
 				`echo "dir=$NEPHELE_HOST_DIR pwd=$(pwd)"; echo "route=$(ip -4 route show default)"; ` +
-				`touch "$PRIVATE/inside"; echo "ready-$NEPHELE_INSTANCE_NAME"; exec sleep 1000`},
+				`touch "$PRIVATE/inside"; ip netns add nphinner1; echo "ready-$NEPHELE_INSTANCE_NAME"; exec sleep 1000`},
 			Env:          map[string]string{"GREETING": "hi", "PRIVATE": private},
 			PrivatePaths: []string{private},
 		}
@@ -75,6 +75,13 @@ func TestHostLifecycle(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(private, "inside")); err == nil {
 			t.Errorf("the file written to the private path shows on the machine")
+		}
+		// Named network namespaces made inside a host stay in it.
+		if _, err := os.Stat("/run/netns/nphinner1"); err == nil {
+			t.Errorf("a network namespace made inside the host shows on the machine")
+		}
+		if _, err := os.Stat(filepath.Join(m.HostDir(spec.ID), "private/run/netns/nphinner1")); err != nil {
+			t.Errorf("a network namespace made inside the host is not in its private /run/netns: %v", err)
 		}
 
 		// An exit boots the host again, and the old boot's processes are gone.
