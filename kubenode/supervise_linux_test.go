@@ -1,0 +1,85 @@
+package kubenode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/nephele-dev/nephele/internal/poll"
+)
+
+func shComponent(t *testing.T, script string) component {
+	return component{name: "sh", path: "/bin/sh", args: []string{"-c", script}, logFile: filepath.Join(t.TempDir(), "sh.log")}
+}
+
+func TestSuperviseRestartsWithBackoff(t *testing.T) {
+	s, err := supervise(shComponent(t, "echo ran; exit 3"), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "a restart", func() error {
+		if s.restartCount() < 1 {
+			return errors.New("not restarted yet")
+		}
+		return nil
+	})
+	if err := s.stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	restarts := s.restartCount()
+	// The first backoff is a second, the second two: not more than a few runs so far.
+	if restarts > 3 {
+		t.Errorf("%d restarts: no backoff", restarts)
+	}
+	out, err := os.ReadFile(s.c.logFile)
+	if err != nil || strings.Count(string(out), "ran\n") != restarts+1 {
+		t.Errorf("log holds %q (%v), want one line per run (%d)", out, err, restarts+1)
+	}
+}
+
+func TestSuperviseStop(t *testing.T) {
+	tests := []struct {
+		name, script string
+		grace        time.Duration
+		atLeast      time.Duration
+	}{
+		{"SIGTERM", "echo ready; exec sleep 60", 10 * time.Second, 0},
+		{"SIGKILL after the grace period", "trap '' TERM; echo ready; sleep 60 & wait; sleep 60", 300 * time.Millisecond, 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := supervise(shComponent(t, tt.script), logr.Discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			poll.Eventually(t, "the shell to be ready", func() error {
+				if out, _ := os.ReadFile(s.c.logFile); !strings.Contains(string(out), "ready") {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+			began := time.Now()
+			if err := s.stop(tt.grace); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(began)
+			if took < tt.atLeast || took > tt.grace+5*time.Second {
+				t.Errorf("stop took %s", took)
+			}
+			if s.pid() != 0 || s.restartCount() != 0 {
+				t.Errorf("after stop: pid %d, restarts %d", s.pid(), s.restartCount())
+			}
+		})
+	}
+}
+
+func TestSuperviseMissingBinary(t *testing.T) {
+	if _, err := supervise(component{name: "x", path: "/nonexistent", logFile: filepath.Join(t.TempDir(), "x.log")}, logr.Discard()); err == nil {
+		t.Error("a missing binary started")
+	}
+}
