@@ -25,14 +25,15 @@ var (
 	ErrInvalid = errors.New("invalid request for the provider")
 )
 
-// NotFoundError returns an error wrapping ErrNotFound that names what is missing.
-func NotFoundError(format string, args ...any) error {
+// NotFoundf returns an error wrapping ErrNotFound whose message, formatted as
+// fmt.Sprintf does, names what is missing.
+func NotFoundf(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrNotFound)
 }
 
-// InvalidError returns an error wrapping ErrInvalid. The message should name the
-// offending field or annotation and say what would be accepted.
-func InvalidError(format string, args ...any) error {
+// Invalidf returns an error wrapping ErrInvalid, formatted as fmt.Sprintf does. The
+// message should name the offending field or annotation and say what would be accepted.
+func Invalidf(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalid)
 }
 

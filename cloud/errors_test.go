@@ -21,8 +21,8 @@ func TestSentinelsThroughWrapping(t *testing.T) {
 		is   func(error) bool
 		want error
 	}{
-		{name: "not found", err: NotFoundError("instance %q", "i-1"), is: IsNotFound, want: ErrNotFound},
-		{name: "invalid", err: InvalidError("annotation %q: want a number", "x"), is: IsInvalid, want: ErrInvalid},
+		{name: "not found", err: NotFoundf("instance %q", "i-1"), is: IsNotFound, want: ErrNotFound},
+		{name: "invalid", err: Invalidf("annotation %q: want a number", "x"), is: IsInvalid, want: ErrInvalid},
 		{name: "throttled", err: Throttled(time.Second, errors.New("429")), is: IsThrottled, want: ErrThrottled},
 		{name: "throttled without cause", err: Throttled(0, nil), is: IsThrottled, want: ErrThrottled},
 		{name: "not implemented", err: fmt.Errorf("routes: %w", ErrNotImplemented), is: IsNotImplemented, want: ErrNotImplemented},
@@ -45,10 +45,10 @@ func TestSentinelsThroughWrapping(t *testing.T) {
 }
 
 func TestErrorMessagesNameTheObject(t *testing.T) {
-	if got := NotFoundError("instance %q", "i-1").Error(); !strings.Contains(got, `instance "i-1"`) {
+	if got := NotFoundf("instance %q", "i-1").Error(); !strings.Contains(got, `instance "i-1"`) {
 		t.Errorf("NotFoundError message = %q, want it to name the instance", got)
 	}
-	if got := InvalidError("port %d", 70000).Error(); !strings.Contains(got, "port 70000") {
+	if got := Invalidf("port %d", 70000).Error(); !strings.Contains(got, "port 70000") {
 		t.Errorf("InvalidError message = %q, want it to name the port", got)
 	}
 }
@@ -112,12 +112,12 @@ func TestClassify(t *testing.T) {
 		want Result
 	}{
 		{name: "nil", err: nil, want: ResultSuccess},
-		{name: "not found", err: NotFoundError("lb %q", "a"), want: ResultNotFound},
-		{name: "wrapped not found", err: wrap(NotFoundError("lb %q", "a")), want: ResultNotFound},
+		{name: "not found", err: NotFoundf("lb %q", "a"), want: ResultNotFound},
+		{name: "wrapped not found", err: wrap(NotFoundf("lb %q", "a")), want: ResultNotFound},
 		{name: "throttled", err: Throttled(time.Second, nil), want: ResultThrottled},
 		{name: "wrapped sentinel throttled", err: wrap(ErrThrottled), want: ResultThrottled},
 		{name: "not implemented", err: wrap(ErrNotImplemented), want: ResultNotImplemented},
-		{name: "invalid", err: wrap(InvalidError("bad")), want: ResultInvalid},
+		{name: "invalid", err: wrap(Invalidf("bad")), want: ResultInvalid},
 		{name: "deadline", err: context.DeadlineExceeded, want: ResultTimeout},
 		{name: "wrapped deadline", err: wrap(context.DeadlineExceeded), want: ResultTimeout},
 		{name: "deadline from a context", err: wrap(deadline.Err()), want: ResultTimeout},

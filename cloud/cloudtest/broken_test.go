@@ -61,7 +61,7 @@ func (b *broken) InstanceMetadata(ctx context.Context, node *corev1.Node) (*clou
 	switch b.bug {
 	case "errors-as-not-found":
 		if err != nil && !cloud.IsNotFound(err) {
-			return nil, cloud.NotFoundError("node %s: %v", node.Name, err)
+			return nil, cloud.NotFoundf("node %s: %v", node.Name, err)
 		}
 	case "unstable-metadata":
 		if err == nil && b.calls.Add(1)%2 == 0 {
@@ -115,7 +115,7 @@ func (b *broken) EnsureLoadBalancerDeleted(ctx context.Context, spec *cloud.Load
 	_, existed := b.LoadBalancer(spec.Name)
 	err := b.Cloud.EnsureLoadBalancerDeleted(ctx, spec, svc)
 	if b.bug == "delete-missing-not-found" && err == nil && !existed {
-		return cloud.NotFoundError("load balancer %s", spec.Name)
+		return cloud.NotFoundf("load balancer %s", spec.Name)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func fakeSetup(t *testing.T, fc *fakecloud.Cloud, provider func(*fakecloud.Cloud
 			},
 			Delete: func(_ context.Context, nodeName string) error {
 				if !fc.RemoveInstance(pid(nodeName)) {
-					return cloud.NotFoundError("fake instance %s", nodeName)
+					return cloud.NotFoundf("fake instance %s", nodeName)
 				}
 				return nil
 			},

@@ -67,7 +67,7 @@ func TestInjectedErrors(t *testing.T) {
 		{name: "any next n", program: func(c *Cloud) { c.FailNext(AnyOp, 1, errBoom) }, want: []error{errBoom, nil}},
 		{name: "throttle", program: func(c *Cloud) { c.Throttle(cloud.OpEnsureLoadBalancer, time.Second) }, want: []error{cloud.ErrThrottled, cloud.ErrThrottled}},
 		{name: "throttle next", program: func(c *Cloud) { c.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, time.Second) }, want: []error{cloud.ErrThrottled, nil}},
-		{name: "not found injected", program: func(c *Cloud) { c.FailNext(cloud.OpEnsureLoadBalancer, 1, cloud.NotFoundError("zone")) }, want: []error{cloud.ErrNotFound, nil}},
+		{name: "not found injected", program: func(c *Cloud) { c.FailNext(cloud.OpEnsureLoadBalancer, 1, cloud.NotFoundf("zone")) }, want: []error{cloud.ErrNotFound, nil}},
 		{name: "cleared by ClearFaults", program: func(c *Cloud) {
 			c.SetError(AnyOp, errBoom)
 			c.FailNext(cloud.OpEnsureLoadBalancer, 5, errBoom)

@@ -40,7 +40,7 @@ func (c *Cloud) UpdateInstance(providerID string, f func(*cloud.Instance)) error
 	defer c.mu.Unlock()
 	cur, ok := c.instances[providerID]
 	if !ok {
-		return cloud.NotFoundError("updating fake instance %q", providerID)
+		return cloud.NotFoundf("updating fake instance %q", providerID)
 	}
 	next := copyInstance(*cur)
 	f(&next)
@@ -101,16 +101,16 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud
 	var out *cloud.Instance
 	err := c.do(ctx, cloud.OpInstanceMetadata, subject, func() error {
 		if node == nil {
-			return cloud.InvalidError("instance metadata: node is nil")
+			return cloud.Invalidf("instance metadata: node is nil")
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		inst := c.findInstance(node)
 		if inst == nil {
 			if node.Spec.ProviderID != "" {
-				return cloud.NotFoundError("instance %q of node %q", node.Spec.ProviderID, node.Name)
+				return cloud.NotFoundf("instance %q of node %q", node.Spec.ProviderID, node.Name)
 			}
-			return cloud.NotFoundError("instance of node %q", node.Name)
+			return cloud.NotFoundf("instance of node %q", node.Name)
 		}
 		cp := copyInstance(*inst)
 		out = &cp

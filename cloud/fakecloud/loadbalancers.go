@@ -89,10 +89,10 @@ func specName(spec *cloud.LoadBalancerSpec) string {
 
 func checkSpec(spec *cloud.LoadBalancerSpec) error {
 	if spec == nil {
-		return cloud.InvalidError("load balancer spec is nil")
+		return cloud.Invalidf("load balancer spec is nil")
 	}
 	if spec.Name == "" {
-		return cloud.InvalidError("load balancer for service %s: name is empty", spec.Service)
+		return cloud.Invalidf("load balancer for service %s: name is empty", spec.Service)
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (c *Cloud) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBalancerSpe
 		defer c.mu.Unlock()
 		lb, ok := c.lbs[spec.Name]
 		if !ok {
-			return cloud.NotFoundError("load balancer %q", spec.Name)
+			return cloud.NotFoundf("load balancer %q", spec.Name)
 		}
 		status = lb.Status()
 		return nil
@@ -154,7 +154,7 @@ func (c *Cloud) ensureLocked(spec *cloud.LoadBalancerSpec) (*LoadBalancer, error
 	if spec.RequestedIP != "" {
 		ip, err := netip.ParseAddr(spec.RequestedIP)
 		if err != nil {
-			return nil, cloud.InvalidError("load balancer %q: requested IP %q is not an IP address", spec.Name, spec.RequestedIP)
+			return nil, cloud.Invalidf("load balancer %q: requested IP %q is not an IP address", spec.Name, spec.RequestedIP)
 		}
 		want = ip
 	}
@@ -198,7 +198,7 @@ func (c *Cloud) UpdateLoadBalancerBackends(ctx context.Context, spec *cloud.Load
 		defer c.mu.Unlock()
 		lb, ok := c.lbs[spec.Name]
 		if !ok {
-			return cloud.NotFoundError("updating the backends of load balancer %q", spec.Name)
+			return cloud.NotFoundf("updating the backends of load balancer %q", spec.Name)
 		}
 		lb.Spec.Backends = copyBackends(spec.Backends)
 		lb.BackendProviderIDs = backendIDs(spec.Backends)

@@ -41,7 +41,7 @@ func (c *Cloud) SetRouteBlackhole(clusterName string, destination netip.Prefix, 
 	defer c.mu.Unlock()
 	r, ok := c.routes[clusterName][destination]
 	if !ok {
-		return cloud.NotFoundError("route to %s in cluster %q", destination, clusterName)
+		return cloud.NotFoundf("route to %s in cluster %q", destination, clusterName)
 	}
 	r.Blackhole = blackhole
 	return nil
@@ -107,7 +107,7 @@ func (c *Cloud) DeleteRoute(ctx context.Context, clusterName string, route cloud
 				}
 			}
 		default:
-			return cloud.InvalidError("deleting a route in cluster %q: it has neither a destination nor a name", clusterName)
+			return cloud.Invalidf("deleting a route in cluster %q: it has neither a destination nor a name", clusterName)
 		}
 		if len(routes) == 0 {
 			delete(c.routes, clusterName)
@@ -118,10 +118,10 @@ func (c *Cloud) DeleteRoute(ctx context.Context, clusterName string, route cloud
 
 func checkRoute(route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() {
-		return cloud.InvalidError("route to node %q: destination CIDR is not set", route.TargetNode)
+		return cloud.Invalidf("route to node %q: destination CIDR is not set", route.TargetNode)
 	}
 	if route.TargetNode == "" {
-		return cloud.InvalidError("route to %s: target node is empty", route.DestinationCIDR)
+		return cloud.Invalidf("route to %s: target node is empty", route.DestinationCIDR)
 	}
 	return nil
 }

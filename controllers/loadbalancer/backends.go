@@ -7,19 +7,15 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// Taints that keep a node out of load balancers.
-const (
-	// TaintToBeDeleted is set by the cluster autoscaler on a node it is about to remove;
-	// upstream drains such nodes from load balancers first.
-	TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
-	// TaintUninitialized is set by the kubelet with --cloud-provider=external until the
-	// cloud node controller has initialized the node.
-	TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
-)
+// TaintToBeDeleted is set by the cluster autoscaler on a node it is about to remove;
+// upstream drains such nodes from load balancers first. (A node still carrying
+// k8s.io/cloud-provider/api's TaintExternalCloudProvider is kept out too.)
+const TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
 
 // IsBackend reports whether node may receive load balancer traffic: it is initialized
 // (has a provider ID and no uninitialized taint), is not being deleted, is not labelled
@@ -38,7 +34,7 @@ func IsBackend(node *corev1.Node) bool {
 	}
 	for i := range node.Spec.Taints {
 		switch node.Spec.Taints[i].Key {
-		case TaintToBeDeleted, TaintUninitialized:
+		case TaintToBeDeleted, cloudproviderapi.TaintExternalCloudProvider:
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
 
 func TestIsBackend(t *testing.T) {
@@ -16,8 +17,8 @@ func TestIsBackend(t *testing.T) {
 		{"initialized node", newNode("n"), true},
 		{"nil", nil, false},
 		{"no provider ID", newNode("n", withoutProviderID()), false},
-		{"uninitialized taint", newNode("n", withTaint(TaintUninitialized)), false},
-		{"provider ID but still uninitialized", newNode("n", withTaint(TaintUninitialized), withTaint("other")), false},
+		{"uninitialized taint", newNode("n", withTaint(cloudproviderapi.TaintExternalCloudProvider)), false},
+		{"provider ID but still uninitialized", newNode("n", withTaint(cloudproviderapi.TaintExternalCloudProvider), withTaint("other")), false},
 		{"autoscaler deleting", newNode("n", withTaint(TaintToBeDeleted)), false},
 		{"unrelated taint", newNode("n", withTaint("example.com/dedicated")), true},
 		{"excluded label", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "true")), false},
@@ -55,7 +56,7 @@ func TestBackendSetUpdate(t *testing.T) {
 		{"first node", n1, "n1", true, []string{"n1"}},
 		{"same node again", n1.DeepCopy(), "n1", false, []string{"n1"}},
 		{"heartbeat", heartbeat, "n1", false, []string{"n1"}},
-		{"uninitialized node joins", newNode("n3", withTaint(TaintUninitialized)), "n3", false, []string{"n1"}},
+		{"uninitialized node joins", newNode("n3", withTaint(cloudproviderapi.TaintExternalCloudProvider)), "n3", false, []string{"n1"}},
 		{"second node", n2, "n2", true, []string{"n1", "n2"}},
 		{"uninitialized node initializes", newNode("n3"), "n3", true, []string{"n1", "n2", "n3"}},
 		{"address change", newNode("n2", withIP("10.9.9.9")), "n2", true, []string{"n1", "n2", "n3"}},

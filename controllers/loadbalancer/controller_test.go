@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -161,7 +162,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 	for i := 2; i <= 6; i++ {
 		h.createNode(newNode(fmt.Sprintf("n%d", i)))
 	}
-	h.createNode(newNode("new-uninit", withTaint(TaintUninitialized)))
+	h.createNode(newNode("new-uninit", withTaint(cloudproviderapi.TaintExternalCloudProvider)))
 	h.createNode(newNode("new-excluded", withLabel(corev1.LabelNodeExcludeBalancers, "")))
 	for _, n := range names {
 		h.waitBackends(n, "n1", "n2", "n3", "n4", "n5", "n6")
@@ -219,7 +220,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 }
 
 func TestNoBackendsWarns(t *testing.T) {
-	h := newHarness(t, nil, newNode("uninit", withTaint(TaintUninitialized)))
+	h := newHarness(t, nil, newNode("uninit", withTaint(cloudproviderapi.TaintExternalCloudProvider)))
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
 	eventually(t, "warning", func() string {
 		if len(h.events.Find("ns/web", EventUnAvailableLoadBalancer)) == 0 {
@@ -262,7 +263,7 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 	badName := LoadBalancerName(bad)
 	h.cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
 		if subject == badName {
-			return cloud.InvalidError(`annotation example.com/lb-size: "huge" is not one of small, large`)
+			return cloud.Invalidf(`annotation example.com/lb-size: "huge" is not one of small, large`)
 		}
 		return nil
 	})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -594,7 +595,7 @@ func TestIntegrationInvalidServices(t *testing.T) {
 
 func TestIntegrationBackendEligibility(t *testing.T) {
 	h := newRealHarness(t, "integration.nephele.dev/eligibility", nil)
-	uninit := kwokNode("elig-uninit", "10.50.0.4", withoutProviderID(), withTaint(TaintUninitialized))
+	uninit := kwokNode("elig-uninit", "10.50.0.4", withoutProviderID(), withTaint(cloudproviderapi.TaintExternalCloudProvider))
 	h.createNodes(
 		kwokNode("elig-good", "10.50.0.1"),
 		kwokNode("elig-excluded", "10.50.0.2", withLabel(corev1.LabelNodeExcludeBalancers, "true")),
@@ -641,4 +642,4 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 	}
 }
 
-func cloudInvalid(msg string) error { return cloud.InvalidError("%s", msg) }
+func cloudInvalid(msg string) error { return cloud.Invalidf("%s", msg) }

@@ -24,7 +24,7 @@ const (
 	EventSynced                = "Synced"
 	EventInstanceNotFound      = "InstanceNotFound"
 	EventInitializationFailed  = "InitializationFailed"
-	EventProvidedNodeIPInvalid = "ProvidedNodeIPNotFound"
+	EventProvidedNodeIPInvalid = "ProvidedNodeIPInvalid"
 	EventNoAddresses           = "NoAddresses"
 	EventNoProviderID          = "NoProviderID"
 	EventLabelRefused          = "LabelRefused"

@@ -16,7 +16,7 @@ const (
 	reasonLabelRefused      = "label_refused"
 	reasonPartialAddresses  = "partial_addresses"
 	reasonAPIError          = "api_error"
-	reasonInventoryNotReady = "inventory_error"
+	reasonInventoryError = "inventory_error"
 )
 
 type metrics struct {

@@ -54,7 +54,7 @@ func (c *Controller) refresh(ctx context.Context) {
 // the addresses at most one and a half periods behind the cloud.
 func (c *Controller) refreshFromInventory(ctx context.Context, nodes []*corev1.Node) int {
 	if err := c.inventory.Sync(ctx, c.refreshEvery/2); err != nil {
-		c.metrics.errors.WithLabelValues(reasonInventoryNotReady).Inc()
+		c.metrics.errors.WithLabelValues(reasonInventoryError).Inc()
 		c.log.Error(err, "Not refreshing node addresses this period")
 		return 0
 	}

@@ -124,7 +124,7 @@ func TestRefreshCloudFailures(t *testing.T) {
 		if w := writes(f.client.Actions()); len(w) != 0 {
 			t.Errorf("API writes = %v, want none", w)
 		}
-		if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": reasonInventoryNotReady}); n != 1 {
+		if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": reasonInventoryError}); n != 1 {
 			t.Errorf("inventory errors = %v, want 1", n)
 		}
 		if n := f.cloud.Calls(cloud.OpInstanceMetadata); n != 0 {

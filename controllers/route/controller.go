@@ -26,13 +26,12 @@ import (
 	"github.com/nephele-dev/nephele/manager"
 )
 
-// Defaults for the zero values of Config.
+// Defaults for the zero values of Config that have no flag; the others are
+// manager.DefaultControllerConfig's.
 const (
-	DefaultConcurrentRouteSyncs = 10
-	DefaultReconcilePeriod      = 5 * time.Minute
-	DefaultRetryBaseDelay       = time.Second
-	DefaultRetryMaxDelay        = 5 * time.Minute
-	DefaultErrorRelistInterval  = 10 * time.Second
+	DefaultRetryBaseDelay      = time.Second
+	DefaultRetryMaxDelay       = 5 * time.Minute
+	DefaultErrorRelistInterval = 10 * time.Second
 )
 
 // Config holds the controller's dependencies and settings.
@@ -59,10 +58,10 @@ type Config struct {
 	// are created or deleted.
 	ClusterCIDRs []string
 	// ConcurrentRouteSyncs bounds the nodes synced, and so the route creates and deletes
-	// in flight, at once. Zero means DefaultConcurrentRouteSyncs.
+	// in flight, at once. Zero means the manager's default.
 	ConcurrentRouteSyncs int
 	// ReconcilePeriod is how often all routes are listed and every node checked
-	// (--route-reconciliation-period). Zero means DefaultReconcilePeriod.
+	// (--route-reconciliation-period). Zero means the manager's default.
 	ReconcilePeriod time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the per-node exponential retry backoff.
 	// Zero means DefaultRetryBaseDelay and DefaultRetryMaxDelay.

@@ -222,10 +222,10 @@ func TestConditionIsAStatusPatch(t *testing.T) {
 }
 
 func TestInvalidCreateIsNotRetried(t *testing.T) {
-	if !isPermanent(errors.Join(&createError{cloud.InvalidError("x")})) {
+	if !isPermanent(errors.Join(&createError{cloud.Invalidf("x")})) {
 		t.Error("a lone invalid create error should be permanent")
 	}
-	if isPermanent(errors.Join(&createError{cloud.InvalidError("x")}, errors.New("HTTP 500"))) {
+	if isPermanent(errors.Join(&createError{cloud.Invalidf("x")}, errors.New("HTTP 500"))) {
 		t.Error("an invalid error beside a transient one must be retried")
 	}
 	if isPermanent(cloud.Throttled(time.Second, nil)) {

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/metrictest"
 )
 
 // setup returns a fake cloud, an instrumented Cloud over it registered in a fresh
@@ -37,53 +37,9 @@ func setup(t *testing.T, fopts fakecloud.Options, opts Options) (*fakecloud.Clou
 	return fake, c, reg
 }
 
-// metricValue returns the value of the counter, gauge, or histogram sample count
-// called name whose labels include labels, summed over the matching series; 0 when
-// there is none.
-func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if !hasLabels(m, labels) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func requests(t *testing.T, reg prometheus.Gatherer, controller string, op cloud.Operation, result cloud.Result) float64 {
 	t.Helper()
-	return metricValue(t, reg, "nephele_cloud_requests_total", map[string]string{"controller": controller, "operation": string(op), "result": string(result)})
+	return metrictest.Value(t, reg, "nephele_cloud_requests_total", map[string]string{"controller": controller, "operation": string(op), "result": string(result)})
 }
 
 func lbSpec(name string) *cloud.LoadBalancerSpec {
@@ -138,7 +94,7 @@ func TestCountsByResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.FailNext(cloud.OpInstanceMetadata, 1, errors.New("HTTP 500"))
-	fake.FailNext(cloud.OpInstanceMetadata, 1, cloud.InvalidError("bad node"))
+	fake.FailNext(cloud.OpInstanceMetadata, 1, cloud.Invalidf("bad node"))
 	fake.FailNext(cloud.OpInstanceMetadata, 1, fmt.Errorf("zones: %w", cloud.ErrNotImplemented))
 	fake.ThrottleNext(cloud.OpInstanceMetadata, 1, time.Nanosecond)
 
@@ -181,10 +137,10 @@ func TestCountsByResult(t *testing.T) {
 	if got := requests(t, reg, "cloud-node-lifecycle-controller", cloud.OpInstanceMetadata, cloud.ResultSuccess); got != 1 {
 		t.Errorf("other controller's successes = %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_request_duration_seconds", map[string]string{"controller": ctrl, "operation": string(cloud.OpInstanceMetadata)}); got != 8 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_request_duration_seconds", map[string]string{"controller": ctrl, "operation": string(cloud.OpInstanceMetadata)}); got != 8 {
 		t.Errorf("duration observations = %v, want 8", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_requests_in_flight", nil); got != 0 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_requests_in_flight", nil); got != 0 {
 		t.Errorf("in flight = %v after every call returned", got)
 	}
 }
@@ -289,10 +245,10 @@ func TestRetryAfterHoldsEveryController(t *testing.T) {
 	if log[1].Start.Before(until) {
 		t.Errorf("list_routes reached the cloud %v before the Retry-After deadline", until.Sub(log[1].Start))
 	}
-	if got := metricValue(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": "node-route-controller", "reason": WaitRetryAfter}); got <= 0 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": "node-route-controller", "reason": WaitRetryAfter}); got <= 0 {
 		t.Errorf("retry_after wait of node-route-controller = %v, want > 0", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": "inventory"}); got != 0 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": "inventory"}); got != 0 {
 		t.Errorf("inventory waited %v before its first call, want 0", got)
 	}
 }
@@ -366,7 +322,7 @@ func TestRateLimitIsShared(t *testing.T) {
 	}
 	var waited float64
 	for _, ctrl := range controllers {
-		waited += metricValue(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": ctrl, "reason": WaitRateLimit})
+		waited += metrictest.Value(t, reg, "nephele_cloud_throttle_wait_seconds_total", map[string]string{"controller": ctrl, "reason": WaitRateLimit})
 	}
 	if waited <= 0 {
 		t.Errorf("rate_limit wait = %v, want > 0", waited)
@@ -604,16 +560,16 @@ func TestConcurrentControllers(t *testing.T) {
 	if got := fake.TotalCalls(); got != total {
 		t.Fatalf("the cloud saw %d calls, want %d", got, total)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_requests_total", nil); got != total {
+	if got := metrictest.Value(t, reg, "nephele_cloud_requests_total", nil); got != total {
 		t.Errorf("requests_total sums to %v, want %d", got, total)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_requests_total", map[string]string{"result": string(cloud.ResultThrottled)}); got != 20 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_requests_total", map[string]string{"result": string(cloud.ResultThrottled)}); got != 20 {
 		t.Errorf("throttled requests = %v, want 20", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_requests_total", map[string]string{"result": string(cloud.ResultError)}); got != 10 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_requests_total", map[string]string{"result": string(cloud.ResultError)}); got != 10 {
 		t.Errorf("failed requests = %v, want 10", got)
 	}
-	if got := metricValue(t, reg, "nephele_cloud_requests_in_flight", nil); got != 0 {
+	if got := metrictest.Value(t, reg, "nephele_cloud_requests_in_flight", nil); got != 0 {
 		t.Errorf("in flight = %v after every call returned", got)
 	}
 }

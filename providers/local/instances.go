@@ -21,7 +21,7 @@ type instances struct{ p *Provider }
 // and must not look deleted.
 func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud.Instance, error) {
 	if node == nil {
-		return nil, cloud.InvalidError("instance metadata: node is nil")
+		return nil, cloud.Invalidf("instance metadata: node is nil")
 	}
 	var (
 		inst *api.Instance
@@ -30,7 +30,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	if node.Spec.ProviderID != "" {
 		id, perr := instanceID(node.Spec.ProviderID)
 		if perr != nil {
-			return nil, cloud.InvalidError("node %s: %v", node.Name, perr)
+			return nil, cloud.Invalidf("node %s: %v", node.Name, perr)
 		}
 		inst, err = in.p.client.GetInstance(ctx, id)
 		if err != nil {
@@ -38,7 +38,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		}
 	} else {
 		if node.Name == "" {
-			return nil, cloud.InvalidError("instance metadata: node has neither a provider ID nor a name")
+			return nil, cloud.Invalidf("instance metadata: node has neither a provider ID nor a name")
 		}
 		inst, err = in.p.client.GetInstanceByName(ctx, node.Name)
 		if err != nil {

@@ -80,10 +80,10 @@ func (l loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, spec *clou
 
 func checkSpec(spec *cloud.LoadBalancerSpec) error {
 	if spec == nil {
-		return cloud.InvalidError("load balancer spec is nil")
+		return cloud.Invalidf("load balancer spec is nil")
 	}
 	if spec.Name == "" {
-		return cloud.InvalidError("load balancer of service %s: the name is empty", spec.Service)
+		return cloud.Invalidf("load balancer of service %s: the name is empty", spec.Service)
 	}
 	return nil
 }

@@ -35,10 +35,10 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 // cloud derives the name from the destination.
 func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() {
-		return cloud.InvalidError("creating a route to node %s in cluster %s: the destination CIDR is empty", route.TargetNode, clusterName)
+		return cloud.Invalidf("creating a route to node %s in cluster %s: the destination CIDR is empty", route.TargetNode, clusterName)
 	}
 	if route.TargetNode == "" {
-		return cloud.InvalidError("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
+		return cloud.Invalidf("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
 	}
 	spec := api.RouteSpec{DestinationCIDR: route.DestinationCIDR.Masked().String(), TargetNode: route.TargetNode}
 	if nameHint != "" && api.ValidateObjectName("name", nameHint) == nil {

@@ -58,9 +58,9 @@ func stateOf(shutdown bool, err error) (cloud.InstanceState, error) {
 func checkNode(node *corev1.Node) error {
 	switch {
 	case node == nil:
-		return cloud.InvalidError("instance metadata: node is nil")
+		return cloud.Invalidf("instance metadata: node is nil")
 	case node.Name == "" && node.Spec.ProviderID == "":
-		return cloud.InvalidError("instance metadata: the node has neither a name nor a provider ID")
+		return cloud.Invalidf("instance metadata: the node has neither a name nor a provider ID")
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func (in instancesV2) InstanceMetadata(ctx context.Context, node *corev1.Node) (
 		return nil, err
 	}
 	if !exists {
-		return nil, cloud.NotFoundError("%s: the upstream provider says its instance does not exist", subject(node))
+		return nil, cloud.NotFoundf("%s: the upstream provider says its instance does not exist", subject(node))
 	}
 	md, err := instanceCall(ctx, in.p, "InstanceMetadata", node, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
 		return in.up.InstanceMetadata(ctx, node)
@@ -147,7 +147,7 @@ func (in instancesV1) InstanceMetadata(ctx context.Context, node *corev1.Node) (
 			return nil, err
 		}
 		if !exists {
-			return nil, cloud.NotFoundError("%s: the upstream provider says its instance does not exist", subject(node))
+			return nil, cloud.NotFoundf("%s: the upstream provider says its instance does not exist", subject(node))
 		}
 		if addrs, err = instanceCall(ctx, in.p, "NodeAddressesByProviderID", node, func(ctx context.Context) ([]corev1.NodeAddress, error) {
 			return in.up.NodeAddressesByProviderID(ctx, providerID)

@@ -26,7 +26,7 @@ func lbSubject(spec *cloud.LoadBalancerSpec) string {
 
 func checkSpec(spec *cloud.LoadBalancerSpec) error {
 	if spec == nil {
-		return cloud.InvalidError("load balancer spec is nil")
+		return cloud.Invalidf("load balancer spec is nil")
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (l loadBalancers) GetLoadBalancer(ctx context.Context, spec *cloud.LoadBala
 		return nil, mapError(areaLoadBalancers, "GetLoadBalancer", lbSubject(spec), err)
 	}
 	if !a.exists {
-		return nil, cloud.NotFoundError("%s: the upstream provider says it does not exist", lbSubject(spec))
+		return nil, cloud.NotFoundf("%s: the upstream provider says it does not exist", lbSubject(spec))
 	}
 	if a.status == nil {
 		return &corev1.LoadBalancerStatus{}, nil

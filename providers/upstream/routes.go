@@ -87,10 +87,10 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 // not be idempotent.
 func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() {
-		return cloud.InvalidError("creating a route to node %q in cluster %s: the destination CIDR is not set", route.TargetNode, clusterName)
+		return cloud.Invalidf("creating a route to node %q in cluster %s: the destination CIDR is not set", route.TargetNode, clusterName)
 	}
 	if route.TargetNode == "" {
-		return cloud.InvalidError("creating the route to %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
+		return cloud.Invalidf("creating the route to %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
 	}
 	dst := route.DestinationCIDR.Masked()
 	ups, cidrs, err := r.list(ctx, clusterName)
@@ -119,7 +119,7 @@ func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 // listed is already gone.
 func (r routes) DeleteRoute(ctx context.Context, clusterName string, route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() && route.Name == "" {
-		return cloud.InvalidError("deleting a route in cluster %s: it has neither a destination nor a name", clusterName)
+		return cloud.Invalidf("deleting a route in cluster %s: it has neither a destination nor a name", clusterName)
 	}
 	ups, cidrs, err := r.list(ctx, clusterName)
 	if err != nil {

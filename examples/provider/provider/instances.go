@@ -19,7 +19,7 @@ type instances struct{ c *examplecloud.Cloud }
 // otherwise by host name.
 func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud.Instance, error) {
 	if node == nil {
-		return nil, cloud.InvalidError("instance metadata: node is nil")
+		return nil, cloud.Invalidf("instance metadata: node is nil")
 	}
 	var (
 		inst *examplecloud.Instance
@@ -60,24 +60,24 @@ func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error)
 }
 
 // instanceID returns the instance ID in a provider ID of this provider. Every error is
-// a cloud.InvalidError: an ID that cannot be read is never looked up, so it can never
+// a cloud.Invalidf: an ID that cannot be read is never looked up, so it can never
 // come back as NotFound.
 func instanceID(providerID string) (string, error) {
 	pid, err := cloud.ParseProviderID(providerID)
 	if err != nil {
-		return "", cloud.InvalidError("spec.providerID: %v: want %s://<instance ID>, e.g. %s://vm-000001", err, Name, Name)
+		return "", cloud.Invalidf("spec.providerID: %v: want %s://<instance ID>, e.g. %s://vm-000001", err, Name, Name)
 	}
 	if pid.Provider != Name {
-		return "", cloud.InvalidError("spec.providerID %q belongs to provider %q, not %q", providerID, pid.Provider, Name)
+		return "", cloud.Invalidf("spec.providerID %q belongs to provider %q, not %q", providerID, pid.Provider, Name)
 	}
 	// The provider writes IDs as "example://vm-000001". Another form of the same ID
 	// ("example:///vm-000001") is not this provider's, and stripping its slashes could
 	// leave nothing to look up.
 	switch {
 	case pid.ID == "":
-		return "", cloud.InvalidError("spec.providerID %q has an empty instance ID: want %s://<instance ID>, e.g. %s://vm-000001", providerID, Name, Name)
+		return "", cloud.Invalidf("spec.providerID %q has an empty instance ID: want %s://<instance ID>, e.g. %s://vm-000001", providerID, Name, Name)
 	case strings.HasPrefix(pid.ID, "/"):
-		return "", cloud.InvalidError("spec.providerID %q: the instance ID %q must not begin with \"/\": want %s://<instance ID>, e.g. %s://vm-000001", providerID, pid.ID, Name, Name)
+		return "", cloud.Invalidf("spec.providerID %q: the instance ID %q must not begin with \"/\": want %s://<instance ID>, e.g. %s://vm-000001", providerID, pid.ID, Name, Name)
 	}
 	return pid.ID, nil
 }

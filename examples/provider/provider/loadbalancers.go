@@ -18,7 +18,7 @@ type loadBalancers struct{ c *examplecloud.Cloud }
 
 func checkSpec(spec *cloud.LoadBalancerSpec) error {
 	if spec == nil || spec.Name == "" {
-		return cloud.InvalidError("load balancer spec without a name")
+		return cloud.Invalidf("load balancer spec without a name")
 	}
 	return nil
 }
@@ -29,10 +29,10 @@ func checkSpec(spec *cloud.LoadBalancerSpec) error {
 // source ranges only when they allow every client anyway.
 func checkSupported(spec *cloud.LoadBalancerSpec) error {
 	if spec.RequestedIP != "" {
-		return cloud.InvalidError("Service %s: spec.loadBalancerIP %q is not supported by this provider (the example cloud assigns each load balancer's VIP itself): remove spec.loadBalancerIP", spec.Service, spec.RequestedIP)
+		return cloud.Invalidf("Service %s: spec.loadBalancerIP %q is not supported by this provider (the example cloud assigns each load balancer's VIP itself): remove spec.loadBalancerIP", spec.Service, spec.RequestedIP)
 	}
 	if len(spec.SourceRanges) > 0 && !slices.ContainsFunc(spec.SourceRanges, allowsEveryClient) {
-		return cloud.InvalidError("Service %s: spec.loadBalancerSourceRanges (or annotation service.beta.kubernetes.io/load-balancer-source-ranges) %v is not supported by this provider (the example cloud cannot restrict clients): remove it, or allow every client with 0.0.0.0/0", spec.Service, spec.SourceRanges)
+		return cloud.Invalidf("Service %s: spec.loadBalancerSourceRanges (or annotation service.beta.kubernetes.io/load-balancer-source-ranges) %v is not supported by this provider (the example cloud cannot restrict clients): remove it, or allow every client with 0.0.0.0/0", spec.Service, spec.SourceRanges)
 	}
 	return nil
 }
@@ -64,7 +64,7 @@ func (l loadBalancers) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadB
 	want := examplecloud.LoadBalancer{Name: spec.Name, Cluster: spec.ClusterName, Targets: targets(spec.Backends)}
 	for _, p := range spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
-			return nil, cloud.InvalidError("port %s: protocol %s is not supported by the example cloud: want TCP or UDP", p.Name, p.Protocol)
+			return nil, cloud.Invalidf("port %s: protocol %s is not supported by the example cloud: want TCP or UDP", p.Name, p.Protocol)
 		}
 		want.Listeners = append(want.Listeners, examplecloud.Listener{Protocol: string(p.Protocol), Port: p.Port, TargetPort: p.NodePort})
 	}

@@ -45,7 +45,7 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 // same destination via the same node is success, via another node an error.
 func (r routes) CreateRoute(ctx context.Context, clusterName, _ string, route cloud.Route) error {
 	if !route.DestinationCIDR.IsValid() || route.TargetNode == "" {
-		return cloud.InvalidError("a route needs a destination CIDR and a target node (got %s to %q)", route.DestinationCIDR, route.TargetNode)
+		return cloud.Invalidf("a route needs a destination CIDR and a target node (got %s to %q)", route.DestinationCIDR, route.TargetNode)
 	}
 	dst := route.DestinationCIDR.Masked()
 	name := routeName(clusterName, dst)
@@ -80,7 +80,7 @@ func (r routes) DeleteRoute(ctx context.Context, clusterName string, route cloud
 	name := route.Name
 	if name == "" {
 		if !route.DestinationCIDR.IsValid() {
-			return cloud.InvalidError("deleting a route of cluster %s without a name or a destination", clusterName)
+			return cloud.Invalidf("deleting a route of cluster %s without a name or a destination", clusterName)
 		}
 		name = routeName(clusterName, route.DestinationCIDR)
 	}
