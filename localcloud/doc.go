@@ -12,6 +12,9 @@
 //     load balancer VIPs, with health checks and source ranges.
 //   - [github.com/nephele-dev/nephele/localcloud/faults]: latency, errors, throttling,
 //     outages and eventual consistency, per operation.
+//   - [github.com/nephele-dev/nephele/localcloud/hosts]: host instances, real hosts on the
+//     cloud's machine (namespaces on a bridge, cgroups, a supervised boot command), the
+//     guards that keep their traffic on the machine, and the route table's data plane.
 //   - [github.com/nephele-dev/nephele/localcloud/server]: the HTTP service tying them
 //     together, with authentication and metrics.
 //   - [github.com/nephele-dev/nephele/localcloud/client]: the typed Go client, mapping
