@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -180,6 +181,15 @@ func TestServesLoadBalancerNodePorts(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The agent opens a Service's listeners one at a time, in no set order: wait until
+	// every one is open (the kernel then queues what arrives) before probing any, or a
+	// probe of the last one races its Listen on a loaded machine.
+	poll.Eventually(t, "all six node-port listeners open", func() error {
+		if got := a.Listening(); len(got) != 6 {
+			return fmt.Errorf("%d open: %v", len(got), got)
+		}
+		return nil
+	})
 	for _, n := range testNodes {
 		poll.Eventually(t, "HTTP on "+n.Name, func() error {
 			code, body, err := get(at(n, tcp), "/anything")
