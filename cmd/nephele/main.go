@@ -1,5 +1,10 @@
-// Command nephele is nephele's command line: `nephele up` runs a whole cluster with the
-// local cloud and a cloud-controller-manager on one machine (docs/up.md).
+// Command nephele is nephele's command line:
+//
+//   - `nephele up` runs a whole cluster with the local cloud and a cloud-controller-manager
+//     on one machine (docs/up.md);
+//   - `nephele conformance` proves a provider against the conformance suite
+//     (docs/conformance.md);
+//   - `nephele node` runs inside a local cloud host and makes it a Kubernetes node.
 package main
 
 import (
