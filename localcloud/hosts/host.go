@@ -54,6 +54,8 @@ func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
 	if m.closed {
 		return errors.New("the host machine is closed")
 	}
+	// A Remove that held the host before us dropped it from the map.
+	m.hosts[spec.ID] = h
 	if h.phase == PhaseRunning {
 		return nil
 	}
@@ -91,21 +93,51 @@ func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
 // ends) for it to exit, then SIGKILL to every process left in the host's cgroup, and the
 // host's namespaces, veth, mounts and cgroups are removed. Its directory stays. Stopping
 // a stopped or unknown host does nothing.
-func (m *Machine) Stop(ctx context.Context, id string) error { return m.stop(ctx, id) }
+func (m *Machine) Stop(ctx context.Context, id string) error {
+	h := m.lockHost(id)
+	defer h.op.Unlock()
+	return m.stopHeld(ctx, id, h)
+}
 
-func (m *Machine) stop(ctx context.Context, id string) error {
+// Remove stops host id and removes its directory and every record of it. Removing an
+// unknown host does nothing.
+func (m *Machine) Remove(ctx context.Context, id string) error {
+	h := m.lockHost(id)
+	defer h.op.Unlock()
+	if err := m.stopHeld(ctx, id, h); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rec := m.j.Hosts[id]; rec != nil {
+		if err := os.RemoveAll(rec.Dir); err != nil {
+			return fmt.Errorf("removing host directory %s: %w", rec.Dir, err)
+		}
+		delete(m.j.Hosts, id)
+		if err := m.save(); err != nil {
+			return err
+		}
+	}
+	delete(m.hosts, id)
+	return nil
+}
+
+// lockHost returns host id's runtime state with its op lock held, creating it for a
+// host known only to the journal (an earlier run's), whose namespaces may exist.
+func (m *Machine) lockHost(id string) *host {
 	m.mu.Lock()
 	h := m.hosts[id]
 	if h == nil {
-		// Known only to the journal (an earlier run): nothing runs that this process
-		// watches, but its namespaces may exist.
 		h = &host{phase: PhaseStopped}
 		m.hosts[id] = h
 	}
 	m.mu.Unlock()
-
 	h.op.Lock()
-	defer h.op.Unlock()
+	return h
+}
+
+// stopHeld stops a host whose op lock the caller holds.
+func (m *Machine) stopHeld(ctx context.Context, id string, h *host) error {
 	m.mu.Lock()
 	rec := m.j.Hosts[id]
 	if h.phase != PhaseRunning && (rec == nil || rec.Up == nil) {
@@ -138,27 +170,6 @@ func (m *Machine) stop(ctx context.Context, id string) error {
 		return err
 	}
 	m.log.Info("host stopped", "id", id)
-	return nil
-}
-
-// Remove stops host id and removes its directory and every record of it. Removing an
-// unknown host does nothing.
-func (m *Machine) Remove(ctx context.Context, id string) error {
-	if err := m.stop(ctx, id); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if rec := m.j.Hosts[id]; rec != nil {
-		if err := os.RemoveAll(rec.Dir); err != nil {
-			return fmt.Errorf("removing host directory %s: %w", rec.Dir, err)
-		}
-		delete(m.j.Hosts, id)
-		if err := m.save(); err != nil {
-			return err
-		}
-	}
-	delete(m.hosts, id)
 	return nil
 }
 

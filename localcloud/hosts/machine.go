@@ -317,7 +317,7 @@ func (m *Machine) Close(ctx context.Context) error {
 
 	errc := make(chan error, len(ids))
 	for _, id := range ids {
-		go func() { errc <- m.stop(ctx, id) }()
+		go func() { errc <- m.Stop(ctx, id) }()
 	}
 	var errs []error
 	for range ids {
