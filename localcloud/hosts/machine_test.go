@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
@@ -168,4 +169,38 @@ func cgroupProcs(t *testing.T, rel string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// TestStopKillsWhatIgnoresSIGTERM: a boot command that ignores SIGTERM, and the children
+// it started, are killed once the stop timeout has passed.
+func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	tn := newTestNet(t, 6)
+	ctx := context.Background()
+	m := tn.open(t)
+	spec := hosts.HostSpec{
+		ID: "i-000000000001", Name: "stubborn", Address: tn.addr(2),
+		BootCommand: []string{"sh", "-c", `trap "" TERM; sleep 1000 & sleep 1000 & echo "children $!"; wait; wait`},
+	}
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, m, spec.ID, "\nchildren ")
+	st, _ := m.Status(spec.ID)
+	procs := cgroupProcs(t, st.Cgroup)
+	if len(procs) != 3 {
+		t.Fatalf("the host's cgroup holds %v, want the shell and two children", procs)
+	}
+	start := time.Now()
+	if err := m.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if took < tn.cfg.StopTimeout || took > tn.cfg.StopTimeout+5*time.Second {
+		t.Errorf("stop took %s, want the stop timeout %s and a little", took, tn.cfg.StopTimeout)
+	}
+	for _, pid := range procs {
+		if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(raw), ") Z") {
+			t.Errorf("process %d outlived stop: %s", pid, raw)
+		}
+	}
 }

@@ -68,6 +68,7 @@ func TestRoutesRoute(t *testing.T) {
 		if !reachable(hoststest.MachineNetNS()) {
 			t.Error("the machine does not reach b's server through the route")
 		}
+		t.Logf("net.ipv4.ip_forward is %s on this machine: host to host and machine to host traffic does not need it", forward)
 
 		// A host booted now gets the route.
 		c := sleeper(tn, 4, "i-00000000000c", "c")
