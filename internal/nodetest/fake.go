@@ -84,17 +84,27 @@ func (f *Fake) Start(t testing.TB) {
 	}
 }
 
-// Node reads node name from the fake API server; false when there is none.
-func (f *Fake) Node(t testing.TB, name string) (*corev1.Node, bool) {
+// Node reads node name from the fake API server, failing the test when there is none.
+func (f *Fake) Node(t testing.TB, name string) *corev1.Node {
 	t.Helper()
 	n, err := f.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading node %s: %v", name, err)
+	}
+	return n
+}
+
+// Exists reports whether the fake API server holds node name.
+func (f *Fake) Exists(t testing.TB, name string) bool {
+	t.Helper()
+	_, err := f.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, false
+		return false
 	}
 	if err != nil {
 		t.Fatalf("reading node %s: %v", name, err)
 	}
-	return n, true
+	return true
 }
 
 // WaitCached waits until the informers' copy of node name satisfies ok, which is

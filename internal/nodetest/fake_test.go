@@ -20,11 +20,11 @@ func TestFake(t *testing.T) {
 	if _, err := nodes.Get("n1"); err != nil {
 		t.Fatalf("the informers have not synced the node: %v", err)
 	}
-	if n, ok := f.Node(t, "n1"); !ok || n.Name != "n1" {
-		t.Errorf("Node(n1) = %v, %v", n, ok)
+	if n := f.Node(t, "n1"); n.Name != "n1" || !f.Exists(t, "n1") {
+		t.Errorf("Node(n1) = %v", n)
 	}
-	if _, ok := f.Node(t, "n2"); ok {
-		t.Error("Node(n2) found a node never created")
+	if f.Exists(t, "n2") {
+		t.Error("Exists(n2) found a node never created")
 	}
 	if got, err := f.Cloud.InstanceMetadata(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{ProviderID: "fake://n1"}}); err != nil || got.ProviderID != "fake://n1" {
 		t.Errorf("the fake cloud does not hold the instance: %+v, %v", got, err)
