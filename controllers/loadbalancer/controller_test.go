@@ -22,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 )
@@ -59,11 +60,11 @@ func TestLifecycle(t *testing.T) {
 	if lb.Spec.ClusterName != "unit" || lb.Spec.Service.Name != "web" || lb.Spec.Ports[0].NodePort != 30080 {
 		t.Errorf("spec given to the cloud: %+v", lb.Spec)
 	}
-	eventually(t, "events", func() string {
+	poll.Eventually(t, "events", func() error {
 		if got := h.events.Reasons("ns/web"); !slices.Contains(got, EventEnsuredLoadBalancer) || got[0] != EventEnsuringLoadBalancer {
-			return fmt.Sprintf("events %v", got)
+			return fmt.Errorf("events %v", got)
 		}
-		return ""
+		return nil
 	})
 
 	// Deleting: the apiserver keeps a Service with finalizers and sets its deletion
@@ -71,15 +72,15 @@ func TestLifecycle(t *testing.T) {
 	svc = h.getService("ns", "web")
 	svc.DeletionTimestamp = deletedAt()
 	h.updateService(svc)
-	eventually(t, "cleanup", func() string {
+	poll.Eventually(t, "cleanup", func() error {
 		svc := h.getService("ns", "web")
 		if _, ok := h.cloud.LoadBalancer(name); ok {
-			return "load balancer still in the cloud"
+			return errors.New("load balancer still in the cloud")
 		}
 		if hasFinalizer(svc) {
-			return "finalizer still there"
+			return errors.New("finalizer still there")
 		}
-		return ""
+		return nil
 	})
 	got := h.events.Reasons("ns/web")
 	if i, j := slices.Index(got, EventDeletingLoadBalancer), slices.Index(got, EventDeletedLoadBalancer); i < 0 || j < i {
@@ -90,11 +91,11 @@ func TestLifecycle(t *testing.T) {
 	if h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancerDeleted, cloud.ResultSuccess) != 1 {
 		t.Errorf("delete calls: %v", h.cloud.CallLog())
 	}
-	eventually(t, "state dropped", func() string {
+	poll.Eventually(t, "state dropped", func() error {
 		if h.ctrl.hasState("ns/web") {
-			return "state for ns/web kept"
+			return errors.New("state for ns/web kept")
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -112,21 +113,21 @@ func TestTypeChangeCleansUp(t *testing.T) {
 			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
 			tt.change(svc)
 			h.updateService(svc)
-			eventually(t, "cleanup", func() string {
+			poll.Eventually(t, "cleanup", func() error {
 				svc := h.getService("ns", "web")
 				switch {
 				case h.cloud.Calls(cloud.OpEnsureLoadBalancerDeleted) == 0:
-					return "no delete call"
+					return errors.New("no delete call")
 				case len(h.cloud.AllLoadBalancers()) != 0:
-					return "load balancer still in the cloud"
+					return errors.New("load balancer still in the cloud")
 				case hasFinalizer(svc):
-					return "finalizer still there"
+					return errors.New("finalizer still there")
 				case len(svc.Status.LoadBalancer.Ingress) != 0:
-					return fmt.Sprintf("status still %+v", svc.Status.LoadBalancer)
+					return fmt.Errorf("status still %+v", svc.Status.LoadBalancer)
 				case h.ctrl.hasState("ns/web"):
-					return "state kept"
+					return errors.New("state kept")
 				}
-				return ""
+				return nil
 			})
 		})
 	}
@@ -211,22 +212,22 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 	if n := h.cloud.Calls(cloud.OpEnsureLoadBalancer); n != 0 {
 		t.Errorf("node changes cost %d EnsureLoadBalancer calls", n)
 	}
-	eventually(t, "UpdatedLoadBalancer events", func() string {
+	poll.Eventually(t, "UpdatedLoadBalancer events", func() error {
 		if len(h.events.Find("ns/web-0", EventUpdatedLoadBalancer)) == 0 {
-			return "none"
+			return errors.New("none")
 		}
-		return ""
+		return nil
 	})
 }
 
 func TestNoBackendsWarns(t *testing.T) {
 	h := newHarness(t, nil, newNode("uninit", withTaint(cloudproviderapi.TaintExternalCloudProvider)))
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
-	eventually(t, "warning", func() string {
+	poll.Eventually(t, "warning", func() error {
 		if len(h.events.Find("ns/web", EventUnAvailableLoadBalancer)) == 0 {
-			return fmt.Sprintf("no %s event: %v", EventUnAvailableLoadBalancer, h.events.Reasons("ns/web"))
+			return fmt.Errorf("no %s event: %v", EventUnAvailableLoadBalancer, h.events.Reasons("ns/web"))
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -234,12 +235,12 @@ func TestBadSourceRange(t *testing.T) {
 	h := newHarness(t, nil, newNode("n1"))
 	bad := h.createService(newService("ns", "bad", withSourceRanges("10.0.0.0/8", "10.0.0.300/32")))
 	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
-	eventually(t, "warning", func() string {
+	poll.Eventually(t, "warning", func() error {
 		ev := h.events.Find("ns/bad", EventSyncLoadBalancerFailed)
 		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
-			return fmt.Sprintf("events %v", h.events.Reasons("ns/bad"))
+			return fmt.Errorf("events %v", h.events.Reasons("ns/bad"))
 		}
-		return ""
+		return nil
 	})
 	h.quiesce()
 	for _, c := range h.cloud.CallLog() {
@@ -269,18 +270,18 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 	})
 	h.createService(bad)
 	h.waitIngress("ns", h.createService(newService("ns", "good")).Name)
-	eventually(t, "warning and retries", func() string {
+	poll.Eventually(t, "warning and retries", func() error {
 		ev := h.events.Find("ns/bad", EventSyncLoadBalancerFailed)
 		if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
-			return fmt.Sprintf("events %v", h.events.Reasons("ns/bad"))
+			return fmt.Errorf("events %v", h.events.Reasons("ns/bad"))
 		}
 		if !strings.Contains(ev[0].Message, "lb-size") {
-			return "event does not name the problem: " + ev[0].Message
+			return errors.New("event does not name the problem: " + ev[0].Message)
 		}
 		if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultInvalid); n < 3 {
-			return fmt.Sprintf("%d attempts, want retries with backoff", n)
+			return fmt.Errorf("%d attempts, want retries with backoff", n)
 		}
-		return ""
+		return nil
 	})
 	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultInvalid))); got < 1 {
 		t.Errorf("invalid errors = %v", got)
@@ -308,11 +309,11 @@ func TestHungLoadBalancerDoesNotBlockOthers(t *testing.T) {
 	slow := newService("ns", "slow")
 	h.cloud.Hang(cloud.OpEnsureLoadBalancer, LoadBalancerName(slow))
 	h.createService(slow)
-	eventually(t, "hung call", func() string {
+	poll.Eventually(t, "hung call", func() error {
 		if h.cloud.InFlight() == 0 {
-			return "not in flight"
+			return errors.New("not in flight")
 		}
-		return ""
+		return nil
 	})
 	for i := range 5 {
 		h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("fast-%d", i))).Name)
@@ -327,24 +328,24 @@ func TestHungLoadBalancerDoesNotBlockOthers(t *testing.T) {
 func TestOrphanedLoadBalancerIsDeleted(t *testing.T) {
 	h := newHarness(t, nil, newNode("n1"))
 	svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
-	eventually(t, "state", func() string {
+	poll.Eventually(t, "state", func() error {
 		if !h.ctrl.hasState("ns/web") {
-			return "no state"
+			return errors.New("no state")
 		}
-		return ""
+		return nil
 	})
 	// The fake clientset deletes at once, as if someone had removed the finalizer.
 	if err := h.client.CoreV1().Services("ns").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "orphan deleted", func() string {
+	poll.Eventually(t, "orphan deleted", func() error {
 		if _, ok := h.cloud.LoadBalancer(LoadBalancerName(svc)); ok {
-			return "load balancer still there"
+			return errors.New("load balancer still there")
 		}
 		if h.ctrl.hasState("ns/web") {
-			return "state kept"
+			return errors.New("state kept")
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -356,24 +357,24 @@ func TestNoStateForGoneServices(t *testing.T) {
 	}
 	// One Service fails for a while so that the rate limiter tracks it too.
 	h.cloud.FailNext(cloud.OpEnsureLoadBalancerDeleted, 2, errors.New("cloud API unavailable"))
-	eventually(t, "managed gauge", func() string {
+	poll.Eventually(t, "managed gauge", func() error {
 		if got := testutil.ToFloat64(h.ctrl.metrics.managed); got != n {
-			return fmt.Sprintf("gauge %v", got)
+			return fmt.Errorf("gauge %v", got)
 		}
-		return ""
+		return nil
 	})
 	for i := range n {
 		svc := h.getService("ns", fmt.Sprintf("web-%d", i))
 		svc.DeletionTimestamp = deletedAt()
 		h.updateService(svc)
 	}
-	eventually(t, "finalizers removed", func() string {
+	poll.Eventually(t, "finalizers removed", func() error {
 		for i := range n {
 			if hasFinalizer(h.getService("ns", fmt.Sprintf("web-%d", i))) {
-				return fmt.Sprintf("web-%d keeps its finalizer", i)
+				return fmt.Errorf("web-%d keeps its finalizer", i)
 			}
 		}
-		return ""
+		return nil
 	})
 	// The apiserver deletes the Services once their finalizers are gone.
 	for i := range n {
@@ -423,12 +424,12 @@ func TestSpecChangeEnsuresAgain(t *testing.T) {
 	h.quiesce()
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, NodePort: 30443})
 	h.updateService(svc)
-	eventually(t, "second port", func() string {
+	poll.Eventually(t, "second port", func() error {
 		lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
 		if len(lb.Spec.Ports) != 2 {
-			return fmt.Sprintf("ports %+v", lb.Spec.Ports)
+			return fmt.Errorf("ports %+v", lb.Spec.Ports)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -531,11 +532,11 @@ func TestStatusIsWhatTheProviderReports(t *testing.T) {
 	}, newNode("n1"))
 	waitStatus := func(want corev1.LoadBalancerStatus) {
 		t.Helper()
-		eventually(t, "status", func() string {
+		poll.Eventually(t, "status", func() error {
 			if got := h.getService("ns", "web").Status.LoadBalancer; !reflect.DeepEqual(got, want) {
-				return fmt.Sprintf("status %+v, want %+v", got, want)
+				return fmt.Errorf("status %+v, want %+v", got, want)
 			}
-			return ""
+			return nil
 		})
 	}
 	h.createService(newService("ns", "web"))
@@ -654,11 +655,11 @@ func TestImplementedElsewhere(t *testing.T) {
 		svc := h.getService("ns", "other")
 		svc.Spec.Ports[0].Port = 8080
 		h.updateService(svc)
-		eventually(t, "ensure after the spec change", func() string {
+		poll.Eventually(t, "ensure after the spec change", func() error {
 			if n := calls(cloud.OpEnsureLoadBalancer); n != 1 {
-				return fmt.Sprintf("%d ensures", n)
+				return fmt.Errorf("%d ensures", n)
 			}
-			return ""
+			return nil
 		})
 		quiet(t, 1)
 		h.cloud.ResetCalls()
@@ -668,21 +669,21 @@ func TestImplementedElsewhere(t *testing.T) {
 		svc := h.getService("ns", "other")
 		svc.DeletionTimestamp = deletedAt()
 		h.updateService(svc)
-		eventually(t, "finalizer removed", func() string {
+		poll.Eventually(t, "finalizer removed", func() error {
 			if hasFinalizer(h.getService("ns", "other")) {
-				return "finalizer still there"
+				return errors.New("finalizer still there")
 			}
-			return ""
+			return nil
 		})
 		if n := calls(cloud.OpEnsureLoadBalancerDeleted); n != 1 {
 			t.Errorf("EnsureLoadBalancerDeleted answered 'elsewhere' %d times, want 1", n)
 		}
 		quiet(t, 0)
-		eventually(t, "state dropped", func() string {
+		poll.Eventually(t, "state dropped", func() error {
 			if h.ctrl.hasState("ns/other") {
-				return "state kept"
+				return errors.New("state kept")
 			}
-			return ""
+			return nil
 		})
 	})
 }

@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 // harness runs a controller against a fake clientset and a fake cloud.
@@ -81,22 +83,6 @@ func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harn
 	return h
 }
 
-// eventually polls cond until it returns "" or the generous deadline passes.
-func eventually(t *testing.T, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (h *harness) createService(svc *corev1.Service) *corev1.Service {
 	h.t.Helper()
 	out, err := h.client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
@@ -140,16 +126,16 @@ func (h *harness) updateNode(node *corev1.Node) {
 func (h *harness) waitIngress(ns, name string) *corev1.Service {
 	h.t.Helper()
 	var svc *corev1.Service
-	eventually(h.t, "status of "+ns+"/"+name, func() string {
+	poll.Eventually(h.t, "status of "+ns+"/"+name, func() error {
 		svc = h.getService(ns, name)
 		lb, ok := h.cloud.LoadBalancer(LoadBalancerName(svc))
 		if !ok {
-			return "no load balancer in the cloud"
+			return errors.New("no load balancer in the cloud")
 		}
 		if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != lb.VIP.String() {
-			return fmt.Sprintf("ingress %+v, want VIP %s", ing, lb.VIP)
+			return fmt.Errorf("ingress %+v, want VIP %s", ing, lb.VIP)
 		}
-		return ""
+		return nil
 	})
 	return svc
 }
@@ -157,19 +143,19 @@ func (h *harness) waitIngress(ns, name string) *corev1.Service {
 // waitBackends waits until the load balancer's backends are exactly names, in order.
 func (h *harness) waitBackends(lbName string, names ...string) {
 	h.t.Helper()
-	eventually(h.t, "backends of "+lbName, func() string {
+	poll.Eventually(h.t, "backends of "+lbName, func() error {
 		lb, ok := h.cloud.LoadBalancer(lbName)
 		if !ok {
-			return "no load balancer"
+			return errors.New("no load balancer")
 		}
 		var got []string
 		for _, b := range lb.Spec.Backends {
 			got = append(got, b.NodeName)
 		}
 		if strings.Join(got, ",") != strings.Join(names, ",") {
-			return fmt.Sprintf("backends %v, want %v", got, names)
+			return fmt.Errorf("backends %v, want %v", got, names)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -178,15 +164,15 @@ func (h *harness) waitBackends(lbName string, names ...string) {
 func (h *harness) quiesce() {
 	h.t.Helper()
 	stable := 0
-	eventually(h.t, "controller to go idle", func() string {
+	poll.Eventually(h.t, "controller to go idle", func() error {
 		if h.ctrl.worker.Len() == 0 && h.cloud.InFlight() == 0 {
 			stable++
 		} else {
 			stable = 0
 		}
 		if stable < 50 { // 50 polls of 20ms: ten test batch windows
-			return "busy"
+			return errors.New("busy")
 		}
-		return ""
+		return nil
 	})
 }

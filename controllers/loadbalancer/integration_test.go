@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
@@ -169,19 +171,19 @@ func (h *realHarness) serviceFor(ctx context.Context, lbName string) (*corev1.Se
 func (h *realHarness) waitIngress(name string, deadline time.Duration) *corev1.Service {
 	h.t.Helper()
 	var svc *corev1.Service
-	poll(h.t, "status of Service "+name, deadline, func() string {
+	poll.Within(h.t, deadline, "status of Service "+name, func() error {
 		var err error
 		if svc, err = h.get(name); err != nil {
-			return err.Error()
+			return err
 		}
 		lb, ok := h.cloud.LoadBalancer(LoadBalancerName(svc))
 		if !ok {
-			return "no load balancer in the cloud"
+			return errors.New("no load balancer in the cloud")
 		}
 		if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != lb.VIP.String() {
-			return fmt.Sprintf("ingress %+v, want %s", ing, lb.VIP)
+			return fmt.Errorf("ingress %+v, want %s", ing, lb.VIP)
 		}
-		return ""
+		return nil
 	})
 	return svc
 }
@@ -201,13 +203,13 @@ func (h *realHarness) events(name, reason string) []corev1.Event {
 // waitEvent waits for an Event about the named Service with reason and type.
 func (h *realHarness) waitEvent(name, eventType, reason, mentioning string) {
 	h.t.Helper()
-	poll(h.t, fmt.Sprintf("%s event %s on %s", eventType, reason, name), time.Minute, func() string {
+	poll.Eventually(h.t, fmt.Sprintf("%s event %s on %s", eventType, reason, name), func() error {
 		for _, ev := range h.events(name, reason) {
 			if ev.Type == eventType && strings.Contains(ev.Message, mentioning) {
-				return ""
+				return nil
 			}
 		}
-		return "no such event"
+		return errors.New("no such event")
 	})
 }
 
@@ -259,22 +261,6 @@ func (h *realHarness) backendNames(lbName string) []string {
 		out = append(out, b.NodeName)
 	}
 	return out
-}
-
-// poll calls cond until it returns "" or deadline passes.
-func poll(t *testing.T, what string, deadline time.Duration, cond func() string) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: after %s still %s", what, deadline, msg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // kwokNode returns a Node for kwok to run: initialized, with an internal IP.
@@ -344,12 +330,12 @@ func TestIntegrationLifecycle(t *testing.T) {
 		t.Fatalf("finalizers %v, want %s", svc.Finalizers, Finalizer)
 	}
 	lbName := LoadBalancerName(svc)
-	poll(t, "backends", time.Minute, func() string {
+	poll.Eventually(t, "backends", func() error {
 		got := strings.Join(h.backendNames(lbName), ",")
 		if !strings.Contains(got, "life-1") || !strings.Contains(got, "life-2") {
-			return "backends " + got
+			return errors.New("backends " + got)
 		}
-		return ""
+		return nil
 	})
 	lb, _ := h.cloud.LoadBalancer(lbName)
 	if p := lb.Spec.Ports; len(p) != 1 || p[0].Port != 80 || p[0].NodePort != svc.Spec.Ports[0].NodePort || p[0].NodePort == 0 {
@@ -362,11 +348,11 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if err := h.env.Client.CoreV1().Services(h.ns).Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "Service deletion", time.Minute, func() string {
+	poll.Eventually(t, "Service deletion", func() error {
 		if _, err := h.get("web"); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("Service still there (%v)", err)
+			return fmt.Errorf("Service still there (%v)", err)
 		}
-		return ""
+		return nil
 	})
 	if _, ok := h.cloud.LoadBalancer(lbName); ok {
 		t.Error("the Service is gone but its load balancer is still in the cloud")
@@ -388,17 +374,17 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if _, err := h.env.Client.CoreV1().Services(h.ns).Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("changing the type to ClusterIP: %v", err)
 	}
-	poll(t, "cleanup after the type change", time.Minute, func() string {
+	poll.Eventually(t, "cleanup after the type change", func() error {
 		svc, err := h.get("api")
 		switch {
 		case err != nil:
-			return err.Error()
+			return err
 		case hasFinalizer(svc):
-			return "finalizer still there"
+			return errors.New("finalizer still there")
 		case len(svc.Status.LoadBalancer.Ingress) != 0:
-			return fmt.Sprintf("status still %+v", svc.Status.LoadBalancer)
+			return fmt.Errorf("status still %+v", svc.Status.LoadBalancer)
 		}
-		return ""
+		return nil
 	})
 	if _, ok := h.cloud.LoadBalancer(lbName); ok {
 		t.Error("the load balancer outlived the type change")
@@ -433,7 +419,7 @@ func TestIntegrationNodeBurst(t *testing.T) {
 		burst = append(burst, kwokNode(fmt.Sprintf("burst-%02d", i), fmt.Sprintf("10.20.0.%d", i+1)))
 	}
 	h.createNodes(burst...)
-	poll(t, "every load balancer to get every new node", 2*time.Minute, func() string {
+	poll.Within(t, 2*time.Minute, "every load balancer to get every new node", func() error {
 		for _, n := range lbNames {
 			got := 0
 			for _, b := range h.backendNames(n) {
@@ -442,10 +428,10 @@ func TestIntegrationNodeBurst(t *testing.T) {
 				}
 			}
 			if got != nodes {
-				return fmt.Sprintf("load balancer %s has %d of %d new nodes", n, got, nodes)
+				return fmt.Errorf("load balancer %s has %d of %d new nodes", n, got, nodes)
 			}
 		}
-		return ""
+		return nil
 	})
 	// Give a straggling batch (and kwok's status updates) time to show up.
 	time.Sleep(5 * time.Second)
@@ -501,11 +487,11 @@ func TestIntegrationHungLoadBalancer(t *testing.T) {
 		}
 	})
 	h.create(h.service("slow"))
-	poll(t, "the slow load balancer's call to hang", time.Minute, func() string {
+	poll.Eventually(t, "the slow load balancer's call to hang", func() error {
 		if hangStarted.get().IsZero() {
-			return "no call yet"
+			return errors.New("no call yet")
 		}
-		return ""
+		return nil
 	})
 	h.create(h.service("fast"))
 	// Generous deadline: the point is only that the fast one does not wait for the hang.
@@ -567,11 +553,11 @@ func TestIntegrationInvalidServices(t *testing.T) {
 	}
 	// Retried with backoff: more than one attempt for the invalid one, and once it is
 	// fixed it gets a load balancer.
-	poll(t, "retries of the invalid Service", time.Minute, func() string {
+	poll.Eventually(t, "retries of the invalid Service", func() error {
 		if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, "invalid"); n < 4 {
-			return fmt.Sprintf("%d invalid attempts", n)
+			return fmt.Errorf("%d invalid attempts", n)
 		}
-		return ""
+		return nil
 	})
 	huge, err := h.get("huge")
 	if err != nil {
@@ -613,11 +599,11 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 		}
 		return out
 	}
-	poll(t, "backends", time.Minute, func() string {
+	poll.Eventually(t, "backends", func() error {
 		if got := fmt.Sprint(eligNodes()); got != "[elig-good]" {
-			return "backends " + got
+			return errors.New("backends " + got)
 		}
-		return ""
+		return nil
 	})
 
 	// The cloud node controller initializes the node: provider ID set, taint removed.
@@ -630,11 +616,11 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 	if _, err := h.env.Client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the initialized node to join", time.Minute, func() string {
+	poll.Eventually(t, "the initialized node to join", func() error {
 		if got := fmt.Sprint(eligNodes()); got != "[elig-good elig-uninit]" {
-			return "backends " + got
+			return errors.New("backends " + got)
 		}
-		return ""
+		return nil
 	})
 	lb, _ := h.cloud.LoadBalancer(lbName)
 	if lb.Ensures != 1 {

@@ -17,19 +17,6 @@ import (
 	"github.com/nephele-dev/nephele/controllers/worker"
 )
 
-// Event reasons, as upstream's service controller records them.
-const (
-	EventEnsuringLoadBalancer     = "EnsuringLoadBalancer"
-	EventEnsuredLoadBalancer      = "EnsuredLoadBalancer"
-	EventSyncLoadBalancerFailed   = "SyncLoadBalancerFailed"
-	EventDeletingLoadBalancer     = "DeletingLoadBalancer"
-	EventDeletedLoadBalancer      = "DeletedLoadBalancer"
-	EventUpdatedLoadBalancer      = "UpdatedLoadBalancer"
-	EventUpdateLoadBalancerFailed = "UpdateLoadBalancerFailed"
-	EventDeleteLoadBalancerFailed = "DeleteLoadBalancerFailed"
-	EventUnAvailableLoadBalancer  = "UnAvailableLoadBalancer"
-)
-
 // sync brings the load balancer of the Service named by k in line with the Service. It
 // returns what it did, for the duration metric.
 func (c *Controller) sync(ctx context.Context, k string) (string, error) {

@@ -200,30 +200,3 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("Stopped")
 	return err
 }
-
-// Spec returns the manager's description of the cloud-node-controller.
-func Spec() manager.ControllerSpec {
-	return manager.ControllerSpec{
-		Name:       manager.CloudNodeController,
-		Aliases:    []string{"cloud-node"},
-		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
-		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
-			instances, ok := cc.Cloud.Instances()
-			if !ok || instances == nil {
-				return nil, manager.Disabled("provider %s has no Instances capability", cc.Cloud.ProviderName())
-			}
-			return New(Config{
-				Client:                cc.Client,
-				Informers:             cc.Informers,
-				Instances:             instances,
-				Inventory:             cc.Inventory,
-				Recorder:              cc.Recorder,
-				Logger:                cc.Logger,
-				Metrics:               cc.Metrics,
-				Health:                cc.Health,
-				StatusUpdateFrequency: cc.Config.NodeStatusUpdateFrequency,
-				Workers:               cc.Config.ConcurrentNodeSyncs,
-			})
-		},
-	}
-}

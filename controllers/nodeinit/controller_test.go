@@ -369,7 +369,7 @@ func TestPacer(t *testing.T) {
 		{name: "retried after the gap", now: at(2 * time.Second), created: at(900 * time.Millisecond), wantRequested: at(2 * time.Second)},
 	}
 	for _, s := range steps {
-		requested, wait := p.plan(s.now, s.created)
+		requested, wait := p.schedule(s.now, s.created)
 		if !requested.Equal(s.wantRequested) || wait != s.wantWait {
 			t.Fatalf("%s: plan = %v, %v; want %v, %v", s.name, requested, wait, s.wantRequested, s.wantWait)
 		}

@@ -8,15 +8,15 @@ import (
 
 // Error reasons, the values of the reason label of nephele_cloud_node_errors_total.
 const (
-	reasonCloudError        = "cloud_error"
-	reasonInstanceNotFound  = "instance_not_found"
-	reasonNoProviderID      = "no_provider_id"
-	reasonNoAddresses       = "no_addresses"
-	reasonProvidedNodeIP    = "provided_node_ip"
-	reasonLabelRefused      = "label_refused"
-	reasonPartialAddresses  = "partial_addresses"
-	reasonAPIError          = "api_error"
-	reasonInventoryError = "inventory_error"
+	reasonCloudError       = "cloud_error"
+	reasonInstanceNotFound = "instance_not_found"
+	reasonNoProviderID     = "no_provider_id"
+	reasonNoAddresses      = "no_addresses"
+	reasonProvidedNodeIP   = "provided_node_ip"
+	reasonLabelRefused     = "label_refused"
+	reasonPartialAddresses = "partial_addresses"
+	reasonAPIError         = "api_error"
+	reasonInventoryError   = "inventory_error"
 )
 
 type metrics struct {

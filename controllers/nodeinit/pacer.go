@@ -19,11 +19,11 @@ type pacer struct {
 	failed bool      // whether that listing failed
 }
 
-// plan decides how a node created at created gets a listing that started after it. It
+// schedule decides how a node created at created gets a listing that started after it. It
 // returns the time the listing the caller must wait for was requested (the caller asks
 // the inventory for a listing no older than that), or how long to wait before asking
 // again.
-func (p *pacer) plan(now, created time.Time) (requested time.Time, wait time.Duration) {
+func (p *pacer) schedule(now, created time.Time) (requested time.Time, wait time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.last.IsZero() && !p.failed && !p.last.Before(created) {

@@ -287,7 +287,7 @@ func TestIntegrationNoDeletionWhileTheCloudFails(t *testing.T) {
 				t.Errorf("safe-mode rounds = %v, want >= 24", got)
 			}
 			h.eventually("safe-mode events", func() error {
-				if got := len(h.events(EventSafeMode)); got != maxSafeModeEvents {
+				if got := len(h.events(EventNodeDeletionSafeMode)); got != maxSafeModeEvents {
 					return fmt.Errorf("safe-mode events on %d nodes, want %d", got, maxSafeModeEvents)
 				}
 				return nil
@@ -429,7 +429,7 @@ func TestIntegrationSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 		t.Errorf("safe mode gauge = %v, want 1", got)
 	}
 	h.eventually("safe-mode events on the three nodes", func() error {
-		if got := h.events(EventSafeMode); !slices.Equal(got, []string{"gone0", "gone1", "gone2"}) {
+		if got := h.events(EventNodeDeletionSafeMode); !slices.Equal(got, []string{"gone0", "gone1", "gone2"}) {
 			return fmt.Errorf("safe-mode events on %v", got)
 		}
 		return nil

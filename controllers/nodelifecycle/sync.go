@@ -19,13 +19,6 @@ import (
 	"github.com/nephele-dev/nephele/controllers/taints"
 )
 
-// Event reasons.
-const (
-	EventDeletingNode       = "DeletingNode"
-	EventDeletingNodeFailed = "DeletingNodeFailed"
-	EventSafeMode           = "NodeDeletionSafeMode"
-)
-
 // errNotLookedUp marks a lookup the round did not get to (it was cancelled).
 var errNotLookedUp = errors.New("not looked up")
 
@@ -203,7 +196,7 @@ func (c *Controller) enterSafeMode(reason string, r round, affected []*corev1.No
 			c.log.Info("Not recording safe-mode events on the remaining nodes", "count", len(affected)-i)
 			break
 		}
-		c.recorder.Event(n, corev1.EventTypeWarning, EventSafeMode, msg)
+		c.recorder.Event(n, corev1.EventTypeWarning, EventNodeDeletionSafeMode, msg)
 	}
 }
 

@@ -19,18 +19,6 @@ import (
 	"github.com/nephele-dev/nephele/controllers/worker"
 )
 
-// Event reasons.
-const (
-	EventSynced                = "Synced"
-	EventInstanceNotFound      = "InstanceNotFound"
-	EventInitializationFailed  = "InitializationFailed"
-	EventProvidedNodeIPInvalid = "ProvidedNodeIPInvalid"
-	EventNoAddresses           = "NoAddresses"
-	EventNoProviderID          = "NoProviderID"
-	EventLabelRefused          = "LabelRefused"
-	EventAddressesNotUpdated   = "AddressesNotUpdated"
-)
-
 // initialize initializes the node called name if it still carries the taint: the
 // worker's sync.
 func (c *Controller) initialize(ctx context.Context, name string) (worker.Result, error) {
@@ -141,7 +129,7 @@ func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud
 				// Nodes created within the same second wait for one listing together.
 				return nil, after.Sub(now), nil
 			}
-			requested, wait := c.pacer.plan(now, after)
+			requested, wait := c.pacer.schedule(now, after)
 			if wait > 0 {
 				return nil, wait, nil
 			}

@@ -186,7 +186,7 @@ func TestNoDeletionWhileTheCloudFails(t *testing.T) {
 				if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got != 10 {
 					t.Errorf("safe-mode rounds = %v, want 10", got)
 				}
-				if got := f.events.Count(EventSafeMode); got != maxSafeModeEvents {
+				if got := f.events.Count(EventNodeDeletionSafeMode); got != maxSafeModeEvents {
 					t.Errorf("safe-mode events = %d, want %d (once, capped)", got, maxSafeModeEvents)
 				}
 				if len(f.ctrl.notFound) != 0 {
@@ -301,7 +301,7 @@ func TestSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 			if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got != 3 {
 				t.Errorf("safe-mode rounds = %v, want 3 (every round after the first answers)", got)
 			}
-			if got := sorted(f.events.Objects(EventSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
+			if got := sorted(f.events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
 				t.Errorf("safe-mode events on %v, want one on each of n00 n01 n02; events:\n%s", got, f.events)
 			}
 
@@ -343,7 +343,7 @@ func TestSafeModeWhenMostLookupsFail(t *testing.T) {
 	if !f.exists(t, "gone") {
 		t.Fatal("deleted while 3 of 4 lookups failed")
 	}
-	if got := sorted(f.events.Objects(EventSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+	if got := sorted(f.events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
 		t.Errorf("safe-mode events on %v, want the nodes whose lookup failed", got)
 	}
 	// Only one lookup of four fails now: the cloud is trusted again.

@@ -1,0 +1,8 @@
+package nodelifecycle
+
+// Event reasons.
+const (
+	EventDeletingNode       = "DeletingNode"
+	EventDeletingNodeFailed = "DeletingNodeFailed"
+	EventNodeDeletionSafeMode           = "NodeDeletionSafeMode"
+)
