@@ -12,6 +12,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -221,6 +222,21 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 	})
 
 	t.Run("failing listing", func(t *testing.T) {
+		// A failed create makes the next sync relist, unless a listing started less than
+		// the error relist interval (100ms here) ago: let the last one age past it, so the
+		// relisting below does not depend on how fast the subtests above ran.
+		poll.Eventually(t, "the last route listing to be older than the error relist interval", func() error {
+			var last time.Time
+			for _, c := range h.cloud.CallLog() {
+				if c.Op == cloud.OpListRoutes && c.Start.After(last) {
+					last = c.Start
+				}
+			}
+			if age := time.Since(last); age < 200*time.Millisecond {
+				return fmt.Errorf("last listing %v ago", age)
+			}
+			return nil
+		})
 		// The next node sync that lists (after the errors above) fails to list twice.
 		h.cloud.FailNext(cloud.OpListRoutes, 2, errInjected)
 		h.cloud.FailNext(cloud.OpCreateRoute, 1, errInjected)
