@@ -81,10 +81,7 @@ func TestReopenAdoptsOrReboots(t *testing.T) {
 		if err := m2.Stop(ctx, a.ID); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the adopted boot process to end", func() bool {
-			s, err := os.ReadFile("/proc/" + itoa(pidA) + "/stat")
-			return err != nil || len(s) == 0
-		})
+		gone(t, "the adopted boot process", pidA)
 	}()
 	tn.checkClean(t, before, forward)
 }
@@ -117,10 +114,7 @@ func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
 	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
-	eventually(t, "the boot process to end", func() bool {
-		s, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-		return err != nil || len(s) == 0
-	})
+	gone(t, "the boot process", pid)
 	if _, err := os.Stat(tn.cfg.Dir); !os.IsNotExist(err) {
 		t.Errorf("the host directory is still there: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -43,19 +44,6 @@ func listen(addr string) int {
 		}
 		_, _ = fmt.Fprintf(c, "hello from %s\n", os.Getenv("NEPHELE_INSTANCE_NAME"))
 		_ = c.Close()
-	}
-}
-
-const pollTimeout = 30 * time.Second
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -148,25 +136,37 @@ func readLog(m *hosts.Machine, id string) string {
 // waitLog waits until the host's boot log contains want.
 func waitLog(t *testing.T, m *hosts.Machine, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	for !strings.Contains(readLog(m, id), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("host %s's boot log never said %q; it holds:\n%s", id, want, readLog(m, id))
+	poll.Eventually(t, fmt.Sprintf("host %s's boot log to say %q", id, want), func() error {
+		if log := readLog(m, id); !strings.Contains(log, want) {
+			return fmt.Errorf("it holds:\n%s", log)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // running waits for the host's boot process and returns its PID.
 func running(t *testing.T, m *hosts.Machine, id string) int {
 	t.Helper()
 	var pid int
-	eventually(t, "host "+id+"'s boot process", func() bool {
+	poll.Eventually(t, "host "+id+"'s boot process", func() error {
 		st, _ := m.Status(id)
-		pid = st.BootPID
-		return st.Phase == hosts.PhaseRunning && pid > 0
+		if pid = st.BootPID; st.Phase != hosts.PhaseRunning || pid == 0 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
 	})
 	return pid
+}
+
+// gone waits until process pid has ended.
+func gone(t *testing.T, what string, pid int) {
+	t.Helper()
+	poll.Eventually(t, what+" to end", func() error {
+		if s, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(s), ") Z") {
+			return fmt.Errorf("process %d runs: %s", pid, s)
+		}
+		return nil
+	})
 }
 
 // dial connects to addr from inside netns and returns the first line it reads.
@@ -192,5 +192,3 @@ func sameFile(a, b string) bool {
 	fb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
-
-func itoa(n int) string { return fmt.Sprint(n) }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -89,9 +90,12 @@ func TestHostLifecycle(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a second boot", func() bool {
+		poll.Eventually(t, "a second boot", func() error {
 			st, _ := m.Status(spec.ID)
-			return st.Boots == 2 && st.BootPID > 0 && st.BootPID != pid && strings.Count(readLog(m, spec.ID), "\nready-node-1") == 2
+			if st.Boots != 2 || st.BootPID == 0 || st.BootPID == pid || strings.Count(readLog(m, spec.ID), "\nready-node-1") != 2 {
+				return fmt.Errorf("status %+v, log:\n%s", st, readLog(m, spec.ID))
+			}
+			return nil
 		})
 		if pids := cgroupProcs(t, st.Cgroup); len(pids) != 1 {
 			t.Errorf("after a restart the host's cgroup holds %v, want only the new boot process", pids)

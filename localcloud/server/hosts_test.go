@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
@@ -218,17 +220,16 @@ func mustGet(t *testing.T, cl *client.Client, id string) *api.Instance {
 
 func waitConsole(t *testing.T, cl *client.Client, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Eventually(t, fmt.Sprintf("the console of %s to say %q", id, want), func() error {
 		out, err := cl.Console(ctx(), id, 0)
-		if err == nil && strings.Contains(out.Output, "\n"+want) {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the console of %s never said %q: %+v, %v", id, want, out, err)
+		if !strings.Contains(out.Output, "\n"+want) {
+			return fmt.Errorf("it says:\n%s", out.Output)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // ipRoutes returns the IPv4 routes of a network namespace file, or of the machine.
