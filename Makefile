@@ -17,17 +17,22 @@ KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
 	-X k8s.io/component-base/version.gitTreeState=clean
 
-KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
+KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler \
+	$(BIN)/kubelet $(BIN)/kube-proxy $(BIN)/kubectl
+NODE_DIR := hack/tools/node
+# What a real node runs beside the kubelet: containerd v2, its runc shim, ctr, CNI plugins.
+NODE_BINS := $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr \
+	$(BIN)/cni/bridge $(BIN)/cni/host-local $(BIN)/cni/loopback $(BIN)/cni/portmap
 KCM_PEER_DIR := hack/tools/kcm135
 KCM_PEER := $(BIN)/kube-controller-manager-v1.35
-TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages/.stamp
+TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages/.stamp $(NODE_BINS)
 
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: $(TOOL_BINS) ## build etcd, kube-apiserver, kube-controller-manager (v1.36 and the v1.35 migration peer), kube-scheduler and kwok into bin/
+tools: $(TOOL_BINS) ## build etcd, the Kubernetes components (control plane, kubelet, kube-proxy, kubectl, the v1.35 migration peer), kwok, containerd and the CNI plugins into bin/
 
 # Real nodes need a few Debian packages the project does not build (runc, iptables; the
 # script says why each): node-deps installs those missing, as root, and does nothing when
@@ -41,13 +46,25 @@ node-deps: ## install the Debian packages real nodes need (runc, iptables), only
 $(BIN)/etcd: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
 	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 
-$(BIN)/kube-%: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
-	cd $(TOOLS_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+$(KUBE_BINS): $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
+	cd $(TOOLS_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
 
 # The leader-migration peer: kube-controller-manager v1.36 cannot run migrated controllers
 # (see hack/tools/kcm135/tools.go), so interop is proven against v1.35.
 $(KCM_PEER): $(KCM_PEER_DIR)/go.mod $(KCM_PEER_DIR)/go.sum
 	cd $(KCM_PEER_DIR) && $(GO) build -trimpath -ldflags "$(subst 36,35,$(subst $(KUBE_VERSION),v1.35.4,$(KUBE_LDFLAGS)))" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+# containerd must be static and cgo-free (it runs inside each node's mount namespace);
+# the snapshotters it would need cgo or kernel modules for are left out.
+CONTAINERD_TAGS := no_btrfs no_devmapper no_zfs no_aufs
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
+	cd $(NODE_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -tags "$(CONTAINERD_TAGS)" -o $@ github.com/containerd/containerd/v2/cmd/$(notdir $@)
+
+$(BIN)/cni/%: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
+	mkdir -p $(BIN)/cni
+	cd $(NODE_DIR) && pkg=$$(grep -o '"github.com/containernetworking/plugins/plugins/[a-z-]*/$*"' tools.go | tr -d '"'); \
+	  test -n "$$pkg" || { echo "no CNI plugin $* in $(NODE_DIR)/tools.go" >&2; exit 1; }; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -o $@ $$pkg
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
