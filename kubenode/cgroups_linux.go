@@ -219,22 +219,8 @@ func (cg *cgroups) pids() ([]int, error) {
 // ancestry is the runtime's process and its ancestors.
 func ancestry() map[int]bool {
 	out := map[int]bool{}
-	for pid := os.Getpid(); pid > 1 && !out[pid]; {
+	for pid := os.Getpid(); pid > 0 && !out[pid]; pid = parentPID(pid) {
 		out[pid] = true
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			break
-		}
-		// The command may hold spaces and parentheses: the fields follow the last ')'.
-		s := string(data)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 {
-			break
-		}
-		pid, err = strconv.Atoi(fields[1])
-		if err != nil {
-			break
-		}
 	}
 	return out
 }

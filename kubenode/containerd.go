@@ -7,33 +7,36 @@ import (
 	"text/template"
 )
 
-// containerdTemplate is the node's containerd configuration, format version 3
-// (containerd 2.x). Everything containerd would otherwise share with other nodes on the
+// containerdTemplate is the node's containerd configuration, format version 4
+// (containerd 2.2 and later; version 3 is migrated, with a warning at every start). Everything containerd would otherwise share with other nodes on the
 // machine is the node's own: root, state, sockets, runc's root, the opt directory, the CNI
 // directories; NRI is disabled (its socket is machine-wide).
 var containerdTemplate = template.Must(template.New("containerd").Funcs(template.FuncMap{
 	"toml": tomlString, "tomlList": tomlList,
 }).Parse(`# containerd configuration of node {{.NodeName}}, written by nephele's node runtime at
 # every boot: edits are lost.
-version = 3
+version = 4
 root = {{toml .Paths.ContainerdRoot}}
 state = {{toml .Paths.ContainerdState}}
+# This file alone: nothing from the machine's /etc/containerd/conf.d (imported by default).
+imports = []
 # NRI listens on one machine-wide socket (/var/run/nri/nri.sock): off, so nodes do not fight over it.
 disabled_plugins = ['io.containerd.nri.v1.nri']
 
-[grpc]
-  address = {{toml .Paths.ContainerdSocket}}
-
-[ttrpc]
-  address = {{toml (print .Paths.ContainerdSocket ".ttrpc")}}
-
-[debug]
-  address = ''
-
-[metrics]
-  address = ''
-
 [plugins]
+  [plugins.'io.containerd.server.v1.grpc']
+    address = {{toml .Paths.ContainerdSocket}}
+
+  [plugins.'io.containerd.server.v1.ttrpc']
+    address = {{toml (print .Paths.ContainerdSocket ".ttrpc")}}
+
+  # No debug socket and no metrics listener.
+  [plugins.'io.containerd.server.v1.debug']
+    address = ''
+
+  [plugins.'io.containerd.server.v1.metrics']
+    address = ''
+
   [plugins.'io.containerd.internal.v1.opt']
     path = {{toml .Paths.ContainerdOpt}}
 

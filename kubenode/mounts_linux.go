@@ -45,22 +45,55 @@ var kubeletSysctls = map[string]string{
 
 // checkNamespaces refuses to run the node in the machine's own network or mount
 // namespace: kube-proxy's and the CNI plugin's rules, the pod bridge and the runtime's
-// mounts would land on the machine itself.
+// mounts would land on the machine itself. A host's boot command is started into the
+// host's namespaces by a process outside them (the local cloud, nsenter, unshare), so
+// some ancestor of the runtime is in other namespaces; when none is, the runtime is on
+// the machine. (The machine's init would be the plain answer, but its namespaces may not
+// be readable, even by root.)
 func checkNamespaces() error {
 	for _, ns := range []struct{ file, what string }{{"net", "network"}, {"mnt", "mount"}} {
 		self, err := os.Readlink("/proc/self/ns/" + ns.file)
 		if err != nil {
 			return fmt.Errorf("check %s namespace: %w", ns.what, err)
 		}
-		initNS, err := os.Readlink("/proc/1/ns/" + ns.file)
-		if err != nil {
-			return fmt.Errorf("check %s namespace: %w", ns.what, err)
-		}
-		if self == initNS {
-			return fmt.Errorf("the node runtime runs in the machine's own %s namespace (%s): it must run inside a host (a local cloud instance, or nsenter into a namespace of its own)", ns.what, self)
+		if !ancestorOutside(ns.file, self) {
+			return fmt.Errorf("the node runtime runs in the %s namespace of every process it descends from (%s), the machine's: it must run inside a host (a local cloud instance, or nsenter into namespaces of its own)", ns.what, self)
 		}
 	}
 	return nil
+}
+
+// ancestorOutside reports whether an ancestor of the runtime is in another namespace of
+// kind ns than self. Ancestors whose namespaces cannot be read end the search.
+func ancestorOutside(ns, self string) bool {
+	seen := map[int]bool{}
+	for pid := parentPID(os.Getpid()); pid > 0 && !seen[pid]; pid = parentPID(pid) {
+		seen[pid] = true
+		other, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns)
+		if err != nil {
+			return false
+		}
+		if other != self {
+			return true
+		}
+	}
+	return false
+}
+
+// parentPID is a process's parent, 0 when unknown.
+func parentPID(pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command may hold spaces and parentheses: the fields follow the last ')'.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // keepPaths are the directories under the private trees that the node must still see:
