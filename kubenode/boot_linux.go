@@ -98,7 +98,7 @@ func (r *runner) boot(ctx context.Context) error {
 	r.setPhase(PhasePreparing)
 
 	// What a previous boot that crashed may have left: processes, cgroups, mounts, rules.
-	cg, err := newCgroups(n.Config.CgroupRoot, r.log)
+	cg, err := newCgroups(n.Config.CgroupRoot, n.Paths.CgroupMarker, r.log)
 	if err != nil {
 		return err
 	}
@@ -109,8 +109,10 @@ func (r *runner) boot(ctx context.Context) error {
 		return err
 	}
 	r.cg = cg
-	if err := cg.killAll(10 * time.Second); err != nil {
+	if killed, err := cg.killAll(10 * time.Second); err != nil {
 		return fmt.Errorf("processes of an earlier boot: %w", err)
+	} else if killed > 0 {
+		r.log.Info("Killed the processes an earlier boot left", "count", killed)
 	}
 	if err := cg.removeChildren(); err != nil {
 		return fmt.Errorf("cgroups of an earlier boot: %w", err)
@@ -325,7 +327,11 @@ func (r *runner) shutdown() error {
 	}
 	if r.cg != nil {
 		// containerd's shims and any container process that outlived its task.
-		errs = append(errs, r.cg.killAll(10*time.Second))
+		killed, err := r.cg.killAll(10 * time.Second)
+		errs = append(errs, err)
+		if killed > 0 {
+			r.log.Info("Killed processes left after containerd stopped", "count", killed)
+		}
 	}
 	if r.inHost {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)

@@ -108,10 +108,15 @@ func TestBootRealNode(t *testing.T) {
 	}
 
 	// Boot: the test binary is the runtime (TestMain), run inside the host as a local
-	// cloud host runs its boot command.
+	// cloud host runs its boot command; or, with $NEPHELE_KUBENODE_TEST_NEPHELE, a nephele
+	// binary's `nephele node boot`, to check the command and measure the real binary.
 	t.Setenv(bootConfigEnv, cfgPath)
+	bootCommand := []string{os.Args[0]}
+	if nephele := os.Getenv("NEPHELE_KUBENODE_TEST_NEPHELE"); nephele != "" {
+		bootCommand = []string{nephele, "node", "boot", "--config", cfgPath, "-v", "1"}
+	}
 	began := time.Now()
-	runtime := proctest.Exec(t, "node runtime", "nsenter", host.enter(os.Args[0])...)
+	runtime := proctest.Exec(t, "node runtime", "nsenter", host.enter(bootCommand...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {
@@ -172,33 +177,9 @@ func TestBootRealNode(t *testing.T) {
 		return err
 	})
 	podCreated := time.Now()
-	poll.EventuallyContext(t, "the pod to be Ready", func(ctx context.Context) error {
-		pod, err = env.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("phase %s, conditions %v, containers %v", pod.Status.Phase, pod.Status.Conditions, pod.Status.ContainerStatuses)
-	})
-	podReady := time.Since(podCreated)
 	host.addRoute(t, podCIDR)
-	var answer struct{ Pod, Node, PodIP string }
-	client := &http.Client{Timeout: 2 * time.Second}
-	poll.Eventually(t, "the pod to answer HTTP from the machine", func() error {
-		resp, err := client.Get("http://" + pod.Status.PodIP + ":8080/")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(&answer)
-	})
-	if answer.Pod != pod.Name || answer.Node != nodeName || answer.PodIP != pod.Status.PodIP {
-		t.Errorf("the pod answered %+v, want pod %s on node %s at %s", answer, pod.Name, nodeName, pod.Status.PodIP)
-	}
+	pod = servingPod(t, env.Client, pod, nodeName)
+	podReady := time.Since(podCreated)
 
 	status, err := ReadStatus(filepath.Join(hostDir, "node", "status.json"))
 	if err != nil {
@@ -218,6 +199,28 @@ func TestBootRealNode(t *testing.T) {
 	if got := machineSysctls(t); got != sysctlsBefore {
 		t.Errorf("machine sysctls changed while the node ran:\n%s\nbefore:\n%s", got, sysctlsBefore)
 	}
+
+	// A crash: the runtime is killed and its children with it, but containerd's shims
+	// and the pod live on, mounted in the host. The next boot cleans up after it and
+	// serves again.
+	runtime.Kill()
+	if left := host.processes(); len(left) == 0 {
+		t.Error("nothing outlived the killed runtime: the crash test tests nothing")
+	}
+	rebooting := time.Now()
+	runtime = proctest.Exec(t, "node runtime after a crash", "nsenter", host.enter(bootCommand...)...)
+	poll.Eventually(t, "the node to run again", func() error {
+		s, err := ReadStatus(filepath.Join(hostDir, "node", "status.json"))
+		if err != nil {
+			return err
+		}
+		if s.PIDs["runtime"] != runtime.Pid() || s.Phase != PhaseRunning {
+			return fmt.Errorf("runtime %d in phase %s", s.PIDs["runtime"], s.Phase)
+		}
+		return nil
+	})
+	pod = servingPod(t, env.Client, pod, nodeName)
+	t.Logf("after a crash, the node serves the pod again %s after it booted again", time.Since(rebooting).Round(time.Millisecond))
 
 	// Stop: the runtime takes the node down and exits cleanly, leaving the host bare.
 	stopping := time.Now()
@@ -247,6 +250,39 @@ func TestBootRealNode(t *testing.T) {
 		t.Errorf("machine sysctls changed:\n%s\nbefore:\n%s", got, sysctlsBefore)
 	}
 	host.destroy(t)
+}
+
+// servingPod waits until pod is Ready and answers HTTP on its pod IP from the machine,
+// naming itself and its node, and returns it as it is then.
+func servingPod(t *testing.T, client kubernetes.Interface, pod *corev1.Pod, node string) *corev1.Pod {
+	t.Helper()
+	poll.EventuallyContext(t, "the pod to be Ready", func(ctx context.Context) error {
+		var err error
+		pod, err = client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("phase %s, conditions %v, containers %v", pod.Status.Phase, pod.Status.Conditions, pod.Status.ContainerStatuses)
+	})
+	var answer struct{ Pod, Node, PodIP string }
+	http := &http.Client{Timeout: 2 * time.Second}
+	poll.Eventually(t, "the pod to answer HTTP from the machine", func() error {
+		resp, err := http.Get("http://" + pod.Status.PodIP + ":8080/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&answer)
+	})
+	if answer.Pod != pod.Name || answer.Node != node || answer.PodIP != pod.Status.PodIP {
+		t.Errorf("the pod answered %+v, want pod %s on node %s at %s", answer, pod.Name, node, pod.Status.PodIP)
+	}
+	return pod
 }
 
 // requireNodePrivileges fails the test, never skips it, where a real node cannot run.

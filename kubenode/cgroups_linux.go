@@ -32,18 +32,21 @@ type cgroups struct {
 	// origin is where the runtime was in each hierarchy before joining its leaf.
 	origin map[string]string
 	// createdTop is the highest cgroup of the root's path that the runtime created,
-	// "" when the root existed: the runtime removes what it created, up to there.
+	// "" when the root existed: the runtime removes what it created, up to there. It is
+	// recorded in marker, so that the boot after a crash still knows.
 	createdTop string
+	marker     string
 	log        logr.Logger
 }
 
 // newCgroups finds the machine's cgroup hierarchies.
-func newCgroups(root string, log logr.Logger) (*cgroups, error) {
+// marker is the file that records which cgroups the runtime created.
+func newCgroups(root, marker string, log logr.Logger) (*cgroups, error) {
 	all, err := readMountinfo()
 	if err != nil {
 		return nil, err
 	}
-	cg := &cgroups{root: root, v2: map[string]bool{}, log: log}
+	cg := &cgroups{root: root, marker: marker, v2: map[string]bool{}, log: log}
 	for _, m := range all {
 		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
 			cg.mounts = append(cg.mounts, m.Point)
@@ -64,6 +67,16 @@ func (cg *cgroups) ensure() error {
 	for dir := cg.root; dir != "/"; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(cg.mounts[0], dir)); errors.Is(err, fs.ErrNotExist) {
 			cg.createdTop = dir
+		}
+	}
+	if cg.createdTop != "" {
+		if err := (File{Path: cg.marker, Data: []byte(cg.createdTop + "\n"), Mode: 0o644}).write(); err != nil {
+			return fmt.Errorf("record the node's cgroups: %w", err)
+		}
+	} else if data, err := os.ReadFile(cg.marker); err == nil {
+		// A boot that crashed created them.
+		if top := strings.TrimSpace(string(data)); under(cg.root, top) {
+			cg.createdTop = top
 		}
 	}
 	for _, mnt := range cg.mounts {
@@ -226,22 +239,24 @@ func ancestry() map[int]bool {
 }
 
 // killAll kills every process of the node's subtree but the runtime's own and waits,
-// up to timeout, until they are gone.
-func (cg *cgroups) killAll(timeout time.Duration) error {
+// up to timeout, until they are gone. It returns how many it killed.
+func (cg *cgroups) killAll(timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
+	killed := map[int]bool{}
 	for {
 		pids, err := cg.pids()
 		if err != nil {
-			return err
+			return len(killed), err
 		}
 		if len(pids) == 0 {
-			return nil
+			return len(killed), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v of cgroup %s still alive after %s", pids, cg.root, timeout)
+			return len(killed), fmt.Errorf("processes %v of cgroup %s still alive after %s", pids, cg.root, timeout)
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killed[pid] = true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -297,6 +312,11 @@ func (cg *cgroups) leave() error {
 			if dir == cg.createdTop {
 				break
 			}
+		}
+	}
+	if len(errs) == 0 && cg.createdTop != "" {
+		if err := os.Remove(cg.marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -24,6 +24,9 @@ type Paths struct {
 	Logs string
 	// Status is the file the runner reports its phase and processes in.
 	Status string
+	// CgroupMarker records the cgroups the runtime created, to remove them even after
+	// a crash.
+	CgroupMarker string
 
 	ContainerdConfig string // containerd's config.toml
 	ContainerdRoot   string // containerd's root: content store, snapshots, metadata
@@ -54,10 +57,11 @@ func newPaths(hostDir string) Paths {
 	state := filepath.Join(dir, "containerd", "state")
 	cni := filepath.Join(dir, "cni")
 	return Paths{
-		Dir:    dir,
-		Config: cfg,
-		Logs:   filepath.Join(dir, "logs"),
-		Status: filepath.Join(dir, "status.json"),
+		Dir:          dir,
+		Config:       cfg,
+		Logs:         filepath.Join(dir, "logs"),
+		Status:       filepath.Join(dir, "status.json"),
+		CgroupMarker: filepath.Join(dir, "cgroups-created"),
 
 		ContainerdConfig: filepath.Join(cfg, "containerd.toml"),
 		ContainerdRoot:   filepath.Join(dir, "containerd", "root"),
