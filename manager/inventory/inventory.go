@@ -20,6 +20,12 @@ type Inventory struct {
 	snap     *snapshot
 	attempt  attempt       // the last completed listing attempt
 	finished chan struct{} // closed and replaced after every attempt
+	// requested is set by the Sync that sends on kick and cleared when Run takes the kick,
+	// so at most one kick is ever pending. running is when the listing in progress
+	// started, zero between listings. Together they let a Sync wait for a listing that
+	// will do instead of asking for one more.
+	requested bool
+	running   time.Time
 }
 
 type snapshot struct {
@@ -56,7 +62,12 @@ func (inv *Inventory) Run(ctx context.Context) {
 }
 
 func (inv *Inventory) list(ctx context.Context) {
+	inv.mu.Lock()
 	started := inv.now()
+	inv.requested = false
+	inv.running = started
+	inv.mu.Unlock()
+
 	insts, err := inv.lister.ListInstances(ctx)
 	var snap *snapshot
 	if err == nil {
@@ -64,6 +75,7 @@ func (inv *Inventory) list(ctx context.Context) {
 	}
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	inv.running = time.Time{}
 	if err != nil {
 		err = fmt.Errorf("listing cloud instances: %w", err)
 	} else {
@@ -122,7 +134,8 @@ func (inv *Inventory) Lookup(providerID, nodeName string) (cloud.Instance, bool)
 
 // Sync returns once a listing that started no more than maxAge before the call has
 // completed, and returns that listing's error. Callers that arrive while a listing is
-// running share it if it is recent enough, or the next one if not.
+// running share it if it is recent enough, or the next one if not: however many callers
+// arrive during one listing, they cause at most one more.
 func (inv *Inventory) Sync(ctx context.Context, maxAge time.Duration) error {
 	oldest := inv.now().Add(-maxAge)
 	for {
@@ -135,12 +148,20 @@ func (inv *Inventory) Sync(ctx context.Context, maxAge time.Duration) error {
 			inv.mu.Unlock()
 			return a.err
 		}
+		// A listing asked for and not started yet will start after oldest, and so may the
+		// one running; asking again would only add a listing nobody needs.
+		ask := !inv.requested && (inv.running.IsZero() || inv.running.Before(oldest))
+		if ask {
+			inv.requested = true
+		}
 		finished := inv.finished
 		inv.mu.Unlock()
 
-		select {
-		case inv.kick <- struct{}{}:
-		default: // a listing is already asked for
+		if ask {
+			select {
+			case inv.kick <- struct{}{}:
+			default: // cannot happen: only the Sync that set requested sends
+			}
 		}
 		select {
 		case <-ctx.Done():

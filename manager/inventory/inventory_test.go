@@ -46,14 +46,26 @@ func instance(name string) cloud.Instance {
 	return cloud.Instance{ProviderID: "fake://" + name, NodeName: name, Zone: "z1", State: cloud.InstanceRunning}
 }
 
+// start runs an inventory over l until the test ends.
 func start(t *testing.T, l *lister) *Inventory {
 	t.Helper()
+	inv, _ := startCountingClockReads(t, l)
+	return inv
+}
+
+// startCountingClockReads is start with a clock that counts its reads. Every Sync reads
+// the clock once when it arrives, and every listing once when it starts, so the count
+// tells when all callers have arrived.
+func startCountingClockReads(t *testing.T, l *lister) (*Inventory, *atomic.Int32) {
+	t.Helper()
+	var reads atomic.Int32
 	inv := New(l)
+	inv.now = func() time.Time { reads.Add(1); return time.Now() }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); inv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return inv
+	return inv, &reads
 }
 
 func TestLookupAfterSync(t *testing.T) {
@@ -113,7 +125,7 @@ func TestFreshListingIsReused(t *testing.T) {
 func TestConcurrentSyncsShareOneListing(t *testing.T) {
 	l := &lister{gate: make(chan struct{})}
 	l.set([]cloud.Instance{instance("a")}, nil)
-	inv := start(t, l)
+	inv, clockReads := startCountingClockReads(t, l)
 
 	// A first caller starts a listing that is held open.
 	first := make(chan error, 1)
@@ -129,7 +141,9 @@ func TestConcurrentSyncsShareOneListing(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- inv.Sync(context.Background(), 0) }()
 	}
-	time.Sleep(20 * time.Millisecond) // let them queue behind the held listing
+	// The first Sync, the held listing and the 100 callers: all have arrived after the
+	// held listing started, so none of them may be served by it.
+	waitFor(t, func() bool { return clockReads.Load() == 2+n })
 	close(l.gate)
 	wg.Wait()
 	close(errs)
@@ -143,6 +157,41 @@ func TestConcurrentSyncsShareOneListing(t *testing.T) {
 	}
 	if got := l.calls.Load(); got != 2 {
 		t.Fatalf("%d concurrent Syncs made %d cloud calls, want 2", n+1, got)
+	}
+}
+
+// TestSyncWaitsForRecentRunningListing checks that callers content with a listing that
+// is already running wait for it instead of queueing one more.
+func TestSyncWaitsForRecentRunningListing(t *testing.T) {
+	l := &lister{gate: make(chan struct{})}
+	l.set([]cloud.Instance{instance("a")}, nil)
+	inv, clockReads := startCountingClockReads(t, l)
+
+	first := make(chan error, 1)
+	go func() { first <- inv.Sync(context.Background(), 0) }()
+	waitFor(t, func() bool { return l.calls.Load() == 1 })
+
+	const n = 10
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- inv.Sync(context.Background(), time.Hour) }()
+	}
+	waitFor(t, func() bool { return clockReads.Load() == 2+n })
+	close(l.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first Sync: %v", err)
+	}
+	inv.mu.Lock()
+	requested, pending := inv.requested, len(inv.kick)
+	inv.mu.Unlock()
+	if got := l.calls.Load(); got != 1 || requested || pending != 0 {
+		t.Errorf("after Syncs within maxAge of the running listing: %d cloud calls, listing requested %v, %d kicks pending; want 1, false, 0",
+			got, requested, pending)
 	}
 }
 
