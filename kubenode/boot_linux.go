@@ -338,8 +338,10 @@ func (r *runner) shutdown() error {
 		errs = append(errs, removeNodeChains(ctx))
 		cancel()
 		errs = append(errs, unmountAll(r.n.Paths.Dir, r.log))
-		if left, err := leftoverMounts(r.n.Paths.Dir); err != nil || len(left) > 0 {
-			errs = append(errs, err, fmt.Errorf("mounts left: %v", left))
+		left, err := leftoverMounts(r.n.Paths.Dir)
+		errs = append(errs, err)
+		if len(left) > 0 {
+			errs = append(errs, fmt.Errorf("mounts left after unmounting: %s", strings.Join(left, ", ")))
 		}
 	}
 	if r.cg != nil {

@@ -3,6 +3,7 @@ package kubenode
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -189,13 +190,7 @@ func maskSysctls(log logr.Logger) error {
 	if err := os.MkdirAll(maskDir, 0o755); err != nil {
 		return fmt.Errorf("mask sysctls: %w", err)
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range kubeletSysctls {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(kubeletSysctls)) {
 		want := kubeletSysctls[name]
 		target := "/proc/sys/" + name
 		have, err := os.ReadFile(target)
