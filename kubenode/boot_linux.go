@@ -120,7 +120,7 @@ func (r *runner) boot(ctx context.Context) error {
 	if err := unmountAll(n.Paths.Dir, r.log); err != nil {
 		return fmt.Errorf("mounts of an earlier boot: %w", err)
 	}
-	if err := removeNodeChains(ctx); err != nil {
+	if err := removeNodeChains(ctx, r.lookPath); err != nil {
 		return fmt.Errorf("iptables chains of an earlier boot: %w", err)
 	}
 	for _, dir := range n.Paths.ephemeral() {
@@ -208,13 +208,29 @@ func (r *runner) boot(ctx context.Context) error {
 	}
 }
 
-// env is the components' environment: the runtime's, with the node's binaries and runc
-// first on PATH (containerd looks its shim up there).
+// path is the components' PATH: the node's binaries and runc first (containerd looks
+// its shim up there), then the system's directories, where kubelet, kube-proxy and the
+// CNI plugins find iptables and mount.
+func (r *runner) path() []string {
+	return []string{r.n.Config.BinDir, filepath.Dir(r.n.Binaries.Runc),
+		"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+}
+
+// env is the components' environment: the runtime's, with their PATH.
 func (r *runner) env() []string {
-	path := strings.Join([]string{r.n.Config.BinDir, filepath.Dir(r.n.Binaries.Runc),
-		"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}, ":")
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PATH=") })
-	return append(env, "PATH="+path)
+	return append(env, "PATH="+strings.Join(r.path(), ":"))
+}
+
+// lookPath finds a program on the components' PATH.
+func (r *runner) lookPath(name string) (string, error) {
+	for _, dir := range r.path() {
+		p := filepath.Join(dir, name)
+		if info, err := os.Stat(p); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s (install it: hack/install-node-deps.sh)", name, strings.Join(r.path(), ":"))
 }
 
 func (r *runner) component(name, path string, args []string) component {
@@ -335,7 +351,7 @@ func (r *runner) shutdown() error {
 	}
 	if r.inHost {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		errs = append(errs, removeNodeChains(ctx))
+		errs = append(errs, removeNodeChains(ctx, r.lookPath))
 		cancel()
 		errs = append(errs, unmountAll(r.n.Paths.Dir, r.log))
 		left, err := leftoverMounts(r.n.Paths.Dir)

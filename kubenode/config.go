@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -148,8 +149,9 @@ type Binaries struct {
 // cniPlugins are the plugins the node's network configuration uses.
 var cniPlugins = []string{"bridge", "host-local", "loopback", "portmap"}
 
-// Complete checks c, fills its defaults from getenv (os.Getenv in production) and the
-// host's environment variables, and returns the node it describes. Every problem is
+// Complete checks c, fills its defaults from getenv (os.Getenv in production: the host's
+// environment variables) and finds runc with lookPath (LookPath in production), and
+// returns the node it describes. Every problem is
 // reported, one per line, naming the field.
 func (c Config) Complete(getenv func(string) string, lookPath func(string) (string, error)) (*Node, error) {
 	var errs []error
@@ -313,6 +315,22 @@ func configError(errs []error) error {
 	}
 	slices.Sort(msgs)
 	return errors.New("invalid node config:\n  " + strings.Join(msgs, "\n  "))
+}
+
+// LookPath finds a program on PATH and, failing that, in the sbin directories, which
+// root's PATH usually has and a service's may not. It is the lookPath of Complete in
+// production.
+func LookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/local/sbin", "/usr/sbin", "/sbin"} {
+		if info, serr := os.Stat(filepath.Join(dir, name)); serr == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	return "", err
 }
 
 // CheckBinaries reports every program of the node that is missing or not executable.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"testing"
@@ -31,7 +30,7 @@ func bootMain(path string) int {
 	cfg, err := LoadConfig(path)
 	if err == nil {
 		var n *Node
-		if n, err = cfg.Complete(os.Getenv, exec.LookPath); err == nil {
+		if n, err = cfg.Complete(os.Getenv, LookPath); err == nil {
 			log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-1)}))
 			err = Boot(ctx, n, log)
 		}

@@ -63,7 +63,7 @@ func runNodeBoot(ctx context.Context, stderr io.Writer, config string, verbose i
 	if err != nil {
 		return err
 	}
-	node, err := cfg.Complete(os.Getenv, exec.LookPath)
+	node, err := cfg.Complete(os.Getenv, kubenode.LookPath)
 	if err != nil {
 		return err
 	}
