@@ -181,6 +181,17 @@ func TestBootRealNode(t *testing.T) {
 	pod = servingPod(t, env.Client, pod, nodeName)
 	podReady := time.Since(podCreated)
 
+	// The pod resolves with nothing outside the machine.
+	resolv, _ := filepath.Glob(filepath.Join(hostDir, "node", "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes", "*", "resolv.conf"))
+	if len(resolv) == 0 {
+		t.Error("no pod sandbox resolv.conf found")
+	}
+	for _, f := range resolv {
+		if data, err := os.ReadFile(f); err != nil || !strings.Contains(string(data), "nameserver 127.0.0.1") || strings.Count(string(data), "nameserver") != 1 {
+			t.Errorf("pod resolv.conf %s: %v\n%s", f, err, data)
+		}
+	}
+
 	status, err := ReadStatus(filepath.Join(hostDir, "node", "status.json"))
 	if err != nil {
 		t.Fatal(err)
