@@ -163,15 +163,13 @@ func (h *harness) waitBackends(lbName string, names ...string) {
 // no call in flight, then a little more for anything a batch window might still send.
 func (h *harness) quiesce() {
 	h.t.Helper()
-	stable := 0
 	poll.Eventually(h.t, "controller to go idle", func() error {
-		if h.ctrl.worker.Len() == 0 && h.cloud.InFlight() == 0 {
-			stable++
-		} else {
-			stable = 0
-		}
-		if stable < 50 { // 50 polls of 20ms: ten test batch windows
-			return errors.New("busy")
+		// Idle at 50 samples 20ms apart: ten test batch windows.
+		for range 50 {
+			if n, inFlight := h.ctrl.worker.Len(), h.cloud.InFlight(); n != 0 || inFlight != 0 {
+				return fmt.Errorf("busy: %d queued, %d cloud calls in flight", n, inFlight)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		return nil
 	})
