@@ -10,6 +10,7 @@
 // (a follower takes over within a lease duration) says so with Within.
 //
 // Waiting never sleeps a fixed time: the interval starts at 5ms and doubles up to
-// 200ms, so a condition that holds at once costs nothing and a slow one does not
-// hammer the API server.
+// 100ms, so a condition that holds at once costs nothing and a slow one does not
+// hammer the API server. A test that must sample something at a fixed rate (is it still
+// idle?) samples inside its condition; the number of calls is not part of the contract.
 package poll

@@ -15,7 +15,7 @@ const Timeout = 60 * time.Second
 // The interval between calls starts at firstInterval and doubles up to maxInterval.
 const (
 	firstInterval = 5 * time.Millisecond
-	maxInterval   = 200 * time.Millisecond
+	maxInterval   = 100 * time.Millisecond
 )
 
 // Eventually calls cond until it returns nil. Once Timeout has passed it fails the test
