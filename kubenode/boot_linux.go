@@ -102,13 +102,13 @@ func (r *runner) boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.cg = cg
 	if err := cg.ensure(); err != nil {
 		return err
 	}
 	if err := cg.join(); err != nil {
 		return err
 	}
-	r.cg = cg
 	if killed, err := cg.killAll(10 * time.Second); err != nil {
 		return fmt.Errorf("processes of an earlier boot: %w", err)
 	} else if killed > 0 {
