@@ -20,6 +20,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -150,11 +151,11 @@ func TestInitialize(t *testing.T) {
 			}
 			f := newFixture(t, fixtureOptions{inventory: tt.inventory}, insts, tt.node)
 			if tt.fault != nil {
-				tt.fault(f.cloud)
+				tt.fault(f.Cloud)
 			}
-			f.client.ClearActions()
+			f.Client.ClearActions()
 			_, err := f.ctrl.initialize(t.Context(), "n1")
-			got := f.node(t, "n1")
+			got := f.Node(t, "n1")
 			if tt.wantInit {
 				if err != nil {
 					t.Fatalf("initialize: %v", err)
@@ -165,13 +166,13 @@ func TestInitialize(t *testing.T) {
 						t.Errorf("label %s = %q, want %q", k, got.Labels[k], v)
 					}
 				}
-				if len(f.events.Find("n1", EventSynced)) != 1 {
-					t.Errorf("want one %s event, got events:\n%s", EventSynced, f.events)
+				if len(f.Events.Find("n1", EventSynced)) != 1 {
+					t.Errorf("want one %s event, got events:\n%s", EventSynced, f.Events)
 				}
-				if n := f.metric(t, "nephele_node_initialization_duration_seconds", nil); n != 1 {
+				if n := f.Metric(t, "nephele_node_initialization_duration_seconds", nil); n != 1 {
 					t.Errorf("initialization duration observations = %v, want 1", n)
 				}
-				assertWriteOrder(t, f.client.Actions(), !slices.Equal(tt.node.Status.Addresses, tt.wantAddrs))
+				assertWriteOrder(t, f.Client.Actions(), !slices.Equal(tt.node.Status.Addresses, tt.wantAddrs))
 			} else {
 				if err == nil {
 					t.Fatal("initialize succeeded, want an error")
@@ -187,16 +188,16 @@ func TestInitialize(t *testing.T) {
 				}
 			}
 			if tt.wantEvent != "" {
-				evs := f.events.Find("n1", tt.wantEvent)
+				evs := f.Events.Find("n1", tt.wantEvent)
 				if len(evs) == 0 {
-					t.Fatalf("no %s event; events:\n%s", tt.wantEvent, f.events)
+					t.Fatalf("no %s event; events:\n%s", tt.wantEvent, f.Events)
 				}
 				if evs[0].Type != corev1.EventTypeWarning || !strings.Contains(evs[0].Message, tt.wantEventMsg) {
 					t.Errorf("event %+v: want a Warning naming %q", evs[0], tt.wantEventMsg)
 				}
 			}
 			if tt.wantErr != "" {
-				if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": tt.wantErr}); n < 1 {
+				if n := f.Metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": tt.wantErr}); n < 1 {
 					t.Errorf("errors{reason=%s} = %v, want >= 1", tt.wantErr, n)
 				}
 			}
@@ -250,16 +251,16 @@ func assertWriteOrder(t *testing.T, actions []clienttesting.Action, wantStatus b
 
 func TestInitializeSkipsInitializedAndMissingNodes(t *testing.T) {
 	f := newFixture(t, fixtureOptions{}, []cloud.Instance{instance("n1", internal("10.0.0.1"))}, initializedNode("n1", internal("10.0.0.1")))
-	f.client.ClearActions()
+	f.Client.ClearActions()
 	for _, name := range []string{"n1", "gone"} {
 		if _, err := f.ctrl.initialize(t.Context(), name); err != nil {
 			t.Errorf("initialize(%s): %v", name, err)
 		}
 	}
-	if n := f.cloud.TotalCalls(); n != 0 {
+	if n := f.Cloud.TotalCalls(); n != 0 {
 		t.Errorf("cloud calls = %d, want 0", n)
 	}
-	if w := writes(f.client.Actions()); len(w) != 0 {
+	if w := writes(f.Client.Actions()); len(w) != 0 {
 		t.Errorf("API writes = %v, want none", w)
 	}
 }
@@ -272,20 +273,20 @@ func TestInventoryMissFallsBackToOneLookup(t *testing.T) {
 	if err := f.ctrl.inventory.Sync(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cloud.AddInstance(instance("n1", internal("10.0.0.1"))); err != nil {
+	if err := f.Cloud.AddInstance(instance("n1", internal("10.0.0.1"))); err != nil {
 		t.Fatal(err)
 	}
-	f.cloud.ResetCalls()
+	f.Cloud.ResetCalls()
 	if _, err := f.ctrl.initialize(t.Context(), "n1"); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
-	if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 1 {
+	if got := f.Cloud.Calls(cloud.OpInstanceMetadata); got != 1 {
 		t.Errorf("InstanceMetadata calls = %d, want 1", got)
 	}
-	if got := f.cloud.Calls(cloud.OpListInstances); got != 0 {
+	if got := f.Cloud.Calls(cloud.OpListInstances); got != 0 {
 		t.Errorf("ListInstances calls = %d, want 0 (the listing was newer than the node)", got)
 	}
-	assertInitialized(t, f.node(t, "n1"), node, []corev1.NodeAddress{internal("10.0.0.1")})
+	assertInitialized(t, f.Node(t, "n1"), node, []corev1.NodeAddress{internal("10.0.0.1")})
 }
 
 func TestRunInitializesABurstWithFewListings(t *testing.T) {
@@ -301,18 +302,20 @@ func TestRunInitializesABurstWithFewListings(t *testing.T) {
 			// Machines boot and their kubelets register one after another, so early
 			// listings lack the later instances.
 			for i := range n {
-				if err := f.cloud.AddInstance(instance(fmt.Sprintf("n%02d", i), internal(fmt.Sprintf("10.0.1.%d", i)))); err != nil {
+				if err := f.Cloud.AddInstance(instance(fmt.Sprintf("n%02d", i), internal(fmt.Sprintf("10.0.1.%d", i)))); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := f.client.CoreV1().Nodes().Create(ctx, taintedNode(fmt.Sprintf("n%02d", i)), metav1.CreateOptions{}); err != nil {
+				if _, err := f.Client.CoreV1().Nodes().Create(ctx, taintedNode(fmt.Sprintf("n%02d", i)), metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
 			for i := range n {
-				f.waitCached(t, fmt.Sprintf("n%02d", i), func(n *corev1.Node) bool { return !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) })
+				f.WaitCached(t, fmt.Sprintf("n%02d", i), func(n *corev1.Node) bool {
+					return n != nil && !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider)
+				})
 			}
-			lists, gets := f.cloud.Calls(cloud.OpListInstances), f.cloud.Calls(cloud.OpInstanceMetadata)
+			lists, gets := f.Cloud.Calls(cloud.OpListInstances), f.Cloud.Calls(cloud.OpInstanceMetadata)
 			t.Logf("ListInstances=%d InstanceMetadata=%d", lists, gets)
 			if tt.inventory {
 				if lists > 5 || gets != 0 {
@@ -322,8 +325,8 @@ func TestRunInitializesABurstWithFewListings(t *testing.T) {
 				t.Errorf("without an inventory: %d listings and %d lookups, want 0 and %d", lists, gets, n)
 			}
 			// The cache may show the last node untainted before its worker counts it.
-			f.waitMetric(t, "nephele_node_initialization_duration_seconds", n)
-			if got := f.metric(t, "nephele_node_initialization_pending", nil); got != 0 {
+			f.WaitMetric(t, "nephele_node_initialization_duration_seconds", n)
+			if got := f.Metric(t, "nephele_node_initialization_pending", nil); got != 0 {
 				t.Errorf("pending gauge = %v, want 0", got)
 			}
 		})
@@ -333,20 +336,21 @@ func TestRunInitializesABurstWithFewListings(t *testing.T) {
 func TestRunRetriesUntilTheInstanceAppears(t *testing.T) {
 	f := newFixture(t, fixtureOptions{inventory: true}, nil, taintedNode("n1"))
 	f.run(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(f.events.Find("n1", EventInstanceNotFound)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event; events:\n%s", EventInstanceNotFound, f.events)
+	poll.Eventually(t, "an "+EventInstanceNotFound+" event", func() error {
+		if len(f.Events.Find("n1", EventInstanceNotFound)) == 0 {
+			return fmt.Errorf("events:\n%s", f.Events)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := f.metric(t, "nephele_node_initialization_pending", nil); got != 1 {
+		return nil
+	})
+	if got := f.Metric(t, "nephele_node_initialization_pending", nil); got != 1 {
 		t.Errorf("pending gauge = %v, want 1", got)
 	}
-	if err := f.cloud.AddInstance(instance("n1", internal("10.0.0.1"))); err != nil {
+	if err := f.Cloud.AddInstance(instance("n1", internal("10.0.0.1"))); err != nil {
 		t.Fatal(err)
 	}
-	f.waitCached(t, "n1", func(n *corev1.Node) bool { return !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) })
+	f.WaitCached(t, "n1", func(n *corev1.Node) bool {
+		return n != nil && !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider)
+	})
 }
 
 func TestPacer(t *testing.T) {

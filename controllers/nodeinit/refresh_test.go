@@ -78,13 +78,13 @@ func TestRefresh(t *testing.T) {
 					insts = append(insts, instance("n1", tt.cloud...))
 				}
 				f := newFixture(t, fixtureOptions{inventory: mode.inventory}, insts, node)
-				f.client.ClearActions()
+				f.Client.ClearActions()
 				f.ctrl.refresh(t.Context())
-				got := f.node(t, "n1").Status.Addresses
+				got := f.Node(t, "n1").Status.Addresses
 				want := tt.want
 				if want == nil {
 					want = node.Status.Addresses
-					if w := writes(f.client.Actions()); len(w) != 0 {
+					if w := writes(f.Client.Actions()); len(w) != 0 {
 						t.Errorf("API writes = %v, want none", w)
 					}
 				}
@@ -92,15 +92,15 @@ func TestRefresh(t *testing.T) {
 					t.Errorf("addresses = %v, want %v", formatAddresses(got), formatAddresses(want))
 				}
 				if tt.wantEvent != "" {
-					evs := f.events.Find("n1", tt.wantEvent)
+					evs := f.Events.Find("n1", tt.wantEvent)
 					if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning {
-						t.Errorf("want one Warning %s event, got:\n%s", tt.wantEvent, f.events)
+						t.Errorf("want one Warning %s event, got:\n%s", tt.wantEvent, f.Events)
 					}
-				} else if s := f.events.String(); s != "" {
+				} else if s := f.Events.String(); s != "" {
 					t.Errorf("unexpected events:\n%s", s)
 				}
 				if tt.wantReason != "" {
-					if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": tt.wantReason}); n != 1 {
+					if n := f.Metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": tt.wantReason}); n != 1 {
 						t.Errorf("errors{reason=%s} = %v, want 1", tt.wantReason, n)
 					}
 				}
@@ -118,25 +118,25 @@ func TestRefreshCloudFailures(t *testing.T) {
 	current := []corev1.NodeAddress{internal("10.0.0.1")}
 	t.Run("listing fails", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{inventory: true}, []cloud.Instance{instance("n1", internal("10.0.0.2"))}, initializedNode("n1", current...))
-		f.cloud.SetError(cloud.OpListInstances, errors.New("HTTP 500"))
-		f.client.ClearActions()
+		f.Cloud.SetError(cloud.OpListInstances, errors.New("HTTP 500"))
+		f.Client.ClearActions()
 		f.ctrl.refresh(t.Context())
-		if w := writes(f.client.Actions()); len(w) != 0 {
+		if w := writes(f.Client.Actions()); len(w) != 0 {
 			t.Errorf("API writes = %v, want none", w)
 		}
-		if n := f.metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": reasonInventoryError}); n != 1 {
+		if n := f.Metric(t, "nephele_cloud_node_errors_total", map[string]string{"reason": reasonInventoryError}); n != 1 {
 			t.Errorf("inventory errors = %v, want 1", n)
 		}
-		if n := f.cloud.Calls(cloud.OpInstanceMetadata); n != 0 {
+		if n := f.Cloud.Calls(cloud.OpInstanceMetadata); n != 0 {
 			t.Errorf("InstanceMetadata calls = %d: a failed listing must not turn into per-node calls", n)
 		}
 	})
 	t.Run("lookups fail", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{}, []cloud.Instance{instance("n1", internal("10.0.0.2"))}, initializedNode("n1", current...))
-		f.cloud.SetError(cloud.OpInstanceMetadata, cloud.Throttled(0, nil))
-		f.client.ClearActions()
+		f.Cloud.SetError(cloud.OpInstanceMetadata, cloud.Throttled(0, nil))
+		f.Client.ClearActions()
 		f.ctrl.refresh(t.Context())
-		if w := writes(f.client.Actions()); len(w) != 0 {
+		if w := writes(f.Client.Actions()); len(w) != 0 {
 			t.Errorf("API writes = %v, want none", w)
 		}
 	})
@@ -153,13 +153,13 @@ func TestRefreshCostsOneListing(t *testing.T) {
 	}
 	f := newFixture(t, fixtureOptions{inventory: true, workers: 4}, insts, nodes...)
 	f.ctrl.refresh(t.Context())
-	if got := f.cloud.TotalCalls(); got != 1 {
+	if got := f.Cloud.TotalCalls(); got != 1 {
 		t.Errorf("cloud calls = %d, want 1 listing", got)
 	}
-	if got := f.metric(t, "nephele_node_address_updates_total", nil); got != n {
+	if got := f.Metric(t, "nephele_node_address_updates_total", nil); got != n {
 		t.Errorf("address updates = %v, want %d", got, n)
 	}
-	if got := f.node(t, "n007").Status.Addresses; !slices.Equal(got, insts[7].Addresses) {
+	if got := f.Node(t, "n007").Status.Addresses; !slices.Equal(got, insts[7].Addresses) {
 		t.Errorf("n007 addresses = %v, want %v", got, insts[7].Addresses)
 	}
 }
