@@ -84,6 +84,16 @@ func (c *Cluster) Start(run func(context.Context) error) {
 	})
 }
 
+// Node reads node short from the API server, failing the test when there is none.
+func (c *Cluster) Node(short string) *corev1.Node {
+	c.t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(c.t.Context(), c.Name(short), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("reading node %s: %v", c.Name(short), err)
+	}
+	return n
+}
+
 // Get reads node short from the API server; false when there is none.
 func (c *Cluster) Get(short string) (*corev1.Node, bool) {
 	c.t.Helper()
