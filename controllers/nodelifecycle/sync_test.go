@@ -96,10 +96,10 @@ func TestReadyNodesCostNoCloudCalls(t *testing.T) {
 			for range 5 {
 				f.round(t, time.Second)
 			}
-			if n := f.cloud.TotalCalls(); n != 0 {
+			if n := f.Cloud.TotalCalls(); n != 0 {
 				t.Errorf("cloud calls = %d, want 0 for a healthy cluster", n)
 			}
-			got := f.get(t, "n03")
+			got := f.Node(t, "n03")
 			if taints.Has(got, cloudproviderapi.TaintNodeShutdown) || !taints.Has(got, "keep") {
 				t.Errorf("taints of a Ready node = %v, want the shutdown taint removed and the other kept", got.Spec.Taints)
 			}
@@ -114,35 +114,35 @@ func TestDeletionNeedsTwoNotFoundAnswersAGracePeriodApart(t *testing.T) {
 				newNode("gone", corev1.ConditionUnknown), newNode("ok", corev1.ConditionTrue))
 			f.round(t, 0)
 			f.round(t, testGrace-time.Millisecond)
-			if !f.exists(t, "gone") {
+			if !f.Exists(t, "gone") {
 				t.Fatal("node deleted before the grace period passed")
 			}
-			if n := f.events.Count(EventDeletingNode); n != 0 {
+			if n := f.Events.Count(EventDeletingNode); n != 0 {
 				t.Fatalf("%d deletion events before the grace period", n)
 			}
 			f.round(t, time.Millisecond)
-			if f.exists(t, "gone") {
+			if f.Exists(t, "gone") {
 				t.Fatal("node not deleted after two NotFound answers a grace period apart")
 			}
-			if !f.exists(t, "ok") {
+			if !f.Exists(t, "ok") {
 				t.Fatal("the healthy node was deleted")
 			}
-			if got := f.events.Objects(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
+			if got := f.Events.Objects(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
 				t.Errorf("deletion events on %v, want [gone]", got)
 			}
-			if got := f.metric(t, "nephele_node_lifecycle_deletions_total", nil); got != 1 {
+			if got := f.Metric(t, "nephele_node_lifecycle_deletions_total", nil); got != 1 {
 				t.Errorf("deletions = %v, want 1", got)
 			}
-			f.waitCached(t, "gone", func(n *corev1.Node) bool { return n == nil })
+			f.WaitCached(t, "gone", func(n *corev1.Node) bool { return n == nil })
 			f.round(t, time.Second)
 			if len(f.ctrl.notFound) != 0 {
 				t.Errorf("state kept for deleted nodes: %v", f.ctrl.notFound)
 			}
-			if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 3 {
+			if got := f.Cloud.Calls(cloud.OpInstanceMetadata); got != 3 {
 				t.Errorf("InstanceMetadata calls = %d, want one per round for the not-Ready node", got)
 			}
 			if mode.inventory {
-				if got := f.cloud.Calls(cloud.OpListInstances); got < 1 || got > 3 {
+				if got := f.Cloud.Calls(cloud.OpListInstances); got < 1 || got > 3 {
 					t.Errorf("ListInstances calls = %d, want one per round at most", got)
 				}
 			}
@@ -168,25 +168,25 @@ func TestNoDeletionWhileTheCloudFails(t *testing.T) {
 				}
 				// No instance exists: once the cloud answers, every node is gone.
 				f := newFixture(t, fixtureOptions{inventory: mode.inventory, workers: 4}, nil, nodes...)
-				fl.fault(f.cloud)
+				fl.fault(f.Cloud)
 				for range 10 {
 					f.round(t, testGrace)
 				}
-				if n := f.events.Count(EventDeletingNode); n != 0 {
+				if n := f.Events.Count(EventDeletingNode); n != 0 {
 					t.Fatalf("%d nodes deleted while every cloud call failed", n)
 				}
 				for _, n := range nodes {
-					if !f.exists(t, n.Name) {
+					if !f.Exists(t, n.Name) {
 						t.Fatalf("node %s deleted while every cloud call failed", n.Name)
 					}
 				}
-				if got := f.metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 1 {
+				if got := f.Metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 1 {
 					t.Errorf("safe mode gauge = %v, want 1", got)
 				}
-				if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got != 10 {
+				if got := f.Metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got != 10 {
 					t.Errorf("safe-mode rounds = %v, want 10", got)
 				}
-				if got := f.events.Count(EventNodeDeletionSafeMode); got != maxSafeModeEvents {
+				if got := f.Events.Count(EventNodeDeletionSafeMode); got != maxSafeModeEvents {
 					t.Errorf("safe-mode events = %d, want %d (once, capped)", got, maxSafeModeEvents)
 				}
 				if len(f.ctrl.notFound) != 0 {
@@ -205,20 +205,20 @@ func TestAbsenceFromAListingIsNoProof(t *testing.T) {
 		for range 5 {
 			f.round(t, testGrace)
 		}
-		if !f.exists(t, "a") || !f.exists(t, "b") {
+		if !f.Exists(t, "a") || !f.Exists(t, "b") {
 			t.Fatal("a node was deleted on an empty listing")
 		}
-		if got := f.cloud.Calls(cloud.OpInstanceMetadata); got != 10 {
+		if got := f.Cloud.Calls(cloud.OpInstanceMetadata); got != 10 {
 			t.Errorf("InstanceMetadata calls = %d, want 10 (every absence confirmed)", got)
 		}
 	})
 	t.Run("empty listing, confirmations fail", func(t *testing.T) {
 		f := newFixture(t, fixtureOptions{lister: emptyLister{}}, nil, nodes...)
-		f.cloud.SetError(cloud.OpInstanceMetadata, errors.New("HTTP 500"))
+		f.Cloud.SetError(cloud.OpInstanceMetadata, errors.New("HTTP 500"))
 		for range 5 {
 			f.round(t, testGrace)
 		}
-		if !f.exists(t, "a") || !f.exists(t, "b") {
+		if !f.Exists(t, "a") || !f.Exists(t, "b") {
 			t.Fatal("a node was deleted without a NotFound answer")
 		}
 	})
@@ -232,8 +232,8 @@ func TestShutdownTaint(t *testing.T) {
 			f := newFixture(t, fixtureOptions{inventory: mode.inventory}, []cloud.Instance{instance("n1", cloud.InstanceStopped)}, node)
 			tainted := func(want bool) {
 				t.Helper()
-				f.waitCached(t, "n1", func(n *corev1.Node) bool { return taints.Has(n, cloudproviderapi.TaintNodeShutdown) == want })
-				if !taints.Has(f.get(t, "n1"), "keep") {
+				f.WaitCached(t, "n1", func(n *corev1.Node) bool { return taints.Has(n, cloudproviderapi.TaintNodeShutdown) == want })
+				if !taints.Has(f.Node(t, "n1"), "keep") {
 					t.Fatal("another taint was lost")
 				}
 			}
@@ -241,13 +241,13 @@ func TestShutdownTaint(t *testing.T) {
 			f.round(t, time.Second)
 			tainted(true)
 			// Periods later; the listing must be renewed to see the change.
-			if err := f.cloud.SetInstanceState("fake://n1", cloud.InstanceRunning); err != nil {
+			if err := f.Cloud.SetInstanceState("fake://n1", cloud.InstanceRunning); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1100 * time.Millisecond) // the inventory's own clock: let the listing age past a period
 			f.round(t, time.Second)
 			tainted(false)
-			if err := f.cloud.SetInstanceState("fake://n1", cloud.InstanceStopped); err != nil {
+			if err := f.Cloud.SetInstanceState("fake://n1", cloud.InstanceStopped); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1100 * time.Millisecond)
@@ -255,16 +255,16 @@ func TestShutdownTaint(t *testing.T) {
 			tainted(true)
 
 			// Ready again: the taint goes without asking the cloud.
-			n := f.get(t, "n1")
+			n := f.Node(t, "n1")
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 			f.update(t, n, isReady)
-			f.cloud.ResetCalls()
+			f.Cloud.ResetCalls()
 			f.round(t, time.Second)
 			tainted(false)
-			if c := f.cloud.TotalCalls(); c != 0 {
+			if c := f.Cloud.TotalCalls(); c != 0 {
 				t.Errorf("cloud calls for a Ready node = %d, want 0", c)
 			}
-			if f.events.Count(EventDeletingNode) != 0 {
+			if f.Events.Count(EventDeletingNode) != 0 {
 				t.Error("a stopped instance's node was deleted")
 			}
 		})
@@ -291,31 +291,31 @@ func TestSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 				f.round(t, testGrace)
 			}
 			for _, n := range nodes[:3] {
-				if !f.exists(t, n.Name) {
+				if !f.Exists(t, n.Name) {
 					t.Fatalf("node %s deleted in safe mode", n.Name)
 				}
 			}
-			if got := f.metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 1 {
+			if got := f.Metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 1 {
 				t.Errorf("safe mode gauge = %v, want 1", got)
 			}
-			if got := f.metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got != 3 {
+			if got := f.Metric(t, "nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got != 3 {
 				t.Errorf("safe-mode rounds = %v, want 3 (every round after the first answers)", got)
 			}
-			if got := sorted(f.events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
-				t.Errorf("safe-mode events on %v, want one on each of n00 n01 n02; events:\n%s", got, f.events)
+			if got := sorted(f.Events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"n00", "n01", "n02"}) {
+				t.Errorf("safe-mode events on %v, want one on each of n00 n01 n02; events:\n%s", got, f.Events)
 			}
 
 			// One instance comes back: two deletions are within the threshold.
-			if err := f.cloud.AddInstance(instance("n00", cloud.InstanceRunning)); err != nil {
+			if err := f.Cloud.AddInstance(instance("n00", cloud.InstanceRunning)); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1100 * time.Millisecond) // let the inventory's listing age past a period
 			f.round(t, time.Second)
-			if !f.exists(t, "n00") || f.exists(t, "n01") || f.exists(t, "n02") {
+			if !f.Exists(t, "n00") || f.Exists(t, "n01") || f.Exists(t, "n02") {
 				t.Errorf("after the condition cleared: n00 exists=%v n01=%v n02=%v, want true false false",
-					f.exists(t, "n00"), f.exists(t, "n01"), f.exists(t, "n02"))
+					f.Exists(t, "n00"), f.Exists(t, "n01"), f.Exists(t, "n02"))
 			}
-			if got := f.metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 0 {
+			if got := f.Metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 0 {
 				t.Errorf("safe mode gauge = %v, want 0 after the condition cleared", got)
 			}
 		})
@@ -332,7 +332,7 @@ func TestSafeModeWhenMostLookupsFail(t *testing.T) {
 	}
 	f := newFixture(t, fixtureOptions{}, nil, nodes...)
 	failing := map[string]bool{"fake://e1": true, "fake://e2": true, "fake://e3": true}
-	f.cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
+	f.Cloud.SetHook(func(_ context.Context, op cloud.Operation, subject string) error {
 		if op == cloud.OpInstanceMetadata && failing[subject] {
 			return errors.New("HTTP 500")
 		}
@@ -340,20 +340,20 @@ func TestSafeModeWhenMostLookupsFail(t *testing.T) {
 	})
 	f.round(t, 0)
 	f.round(t, testGrace)
-	if !f.exists(t, "gone") {
+	if !f.Exists(t, "gone") {
 		t.Fatal("deleted while 3 of 4 lookups failed")
 	}
-	if got := sorted(f.events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+	if got := sorted(f.Events.Objects(EventNodeDeletionSafeMode)); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
 		t.Errorf("safe-mode events on %v, want the nodes whose lookup failed", got)
 	}
 	// Only one lookup of four fails now: the cloud is trusted again.
 	delete(failing, "fake://e1")
 	delete(failing, "fake://e2")
 	f.round(t, time.Second)
-	if f.exists(t, "gone") {
+	if f.Exists(t, "gone") {
 		t.Error("not deleted once most lookups succeeded")
 	}
-	if got := f.metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 0 {
+	if got := f.Metric(t, "nephele_node_lifecycle_safe_mode", nil); got != 0 {
 		t.Errorf("safe mode gauge = %v, want 0", got)
 	}
 }
@@ -365,10 +365,10 @@ func TestObservationsAreForgotten(t *testing.T) {
 		t.Fatalf("observations = %v, want a and b", f.ctrl.notFound)
 	}
 	// a turns Ready; b is re-created under a new UID.
-	a := f.get(t, "a")
+	a := f.Node(t, "a")
 	a.Status.Conditions[0].Status = corev1.ConditionTrue
 	f.update(t, a, isReady)
-	b := f.get(t, "b")
+	b := f.Node(t, "b")
 	b.UID = types.UID("uid-b-2")
 	f.update(t, b, func(n *corev1.Node) bool { return n.UID == b.UID })
 
@@ -379,11 +379,11 @@ func TestObservationsAreForgotten(t *testing.T) {
 	if obs, ok := f.ctrl.notFound["b"]; !ok || obs.uid != "uid-b-2" || !obs.first.Equal(f.clock.Now()) {
 		t.Errorf("observation of the re-created node = %+v, want a fresh one", obs)
 	}
-	if !f.exists(t, "b") {
+	if !f.Exists(t, "b") {
 		t.Error("the re-created node was deleted on its predecessor's first answer")
 	}
 	// A found instance clears the observation too.
-	if err := f.cloud.AddInstance(instance("b", cloud.InstanceRunning)); err != nil {
+	if err := f.Cloud.AddInstance(instance("b", cloud.InstanceRunning)); err != nil {
 		t.Fatal(err)
 	}
 	f.round(t, time.Second)
@@ -394,13 +394,13 @@ func TestObservationsAreForgotten(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	f := newFixture(t, fixtureOptions{}, nil)
-	base := Config{Client: f.client, Informers: nil, Instances: f.cloud, Recorder: &eventlog.Log{}}
+	base := Config{Client: f.Client, Informers: nil, Instances: f.Cloud, Recorder: &eventlog.Log{}}
 	if _, err := New(base); err == nil {
 		t.Error("New without informers succeeded")
 	}
 	for _, th := range []float64{-0.1, 1.5} {
 		cfg := base
-		cfg.Informers = informers.NewSharedInformerFactory(f.client, 0)
+		cfg.Informers = informers.NewSharedInformerFactory(f.Client, 0)
 		cfg.SafeModeThreshold = th
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New with threshold %v succeeded", th)
