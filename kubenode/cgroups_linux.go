@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
 
 // runtimeLeaf is the cgroup, under the node's cgroup root, that the runtime and the
@@ -42,7 +44,7 @@ type cgroups struct {
 // newCgroups finds the machine's cgroup hierarchies.
 // marker is the file that records which cgroups the runtime created.
 func newCgroups(root, marker string, log logr.Logger) (*cgroups, error) {
-	all, err := readMountinfo()
+	all, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 	"github.com/nephele-dev/nephele/internal/poll"
 )
 
@@ -121,13 +122,9 @@ func (h *testHost) processes() []int {
 }
 
 // mounts returns the host's mount table.
-func (h *testHost) mounts(t *testing.T) []mount {
+func (h *testHost) mounts(t *testing.T) []mountinfo.Mount {
 	t.Helper()
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(h.pid) + "/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := parseMountinfo(bytes.NewReader(data))
+	m, err := mountinfo.ReadFile("/proc/" + strconv.Itoa(h.pid) + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

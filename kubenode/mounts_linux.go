@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
 
 // privateSource is the source name of every filesystem the runtime mounts, so that its
@@ -221,11 +223,11 @@ func maskSysctls(log logr.Logger) error {
 // containerd and kubelet mounted under the node's directory (snapshots, pod network
 // namespaces, volumes). It also finds those of a runtime that crashed.
 func unmountAll(nodeDir string, log logr.Logger) error {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return err
 	}
-	order := unmountOrder(mounts, func(m mount) bool {
+	order := unmountOrder(mounts, func(m mountinfo.Mount) bool {
 		return m.Source == privateSource || under(m.Point, nodeDir)
 	})
 	var errs []error
@@ -247,7 +249,7 @@ func unmountAll(nodeDir string, log logr.Logger) error {
 
 // leftoverMounts returns the node's mounts still in the mount namespace.
 func leftoverMounts(nodeDir string) ([]string, error) {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}

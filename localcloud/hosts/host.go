@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
 
 // validateSpec checks a host spec against the machine.
@@ -306,7 +308,7 @@ func (m *Machine) adopt(spec HostSpec) bool {
 		return false
 	}
 	for _, f := range []string{up.MountNS, up.UTSNS} {
-		if ok, err := isMountPoint(f); err != nil || !ok {
+		if ok, err := mountinfo.IsMountPoint(f); err != nil || !ok {
 			return false
 		}
 	}

@@ -1,7 +1,6 @@
 package hosts
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,38 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
 
 // nsDirName is the directory, in the machine's directory, of the hosts' mount and UTS
 // namespace files.
 const nsDirName = "ns"
-
-// isMountPoint reports whether path is a mount point in the cloud's mount namespace.
-func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, fmt.Errorf("reading mounts: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline and backslash.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
 
 // setupNSDir makes the namespace directory a private mount of its own: util-linux (and
 // the kernel) refuse to bind a mount namespace file onto a shared mount, where the bind
@@ -57,7 +31,7 @@ func (m *Machine) setupNSDir() error {
 			return err
 		}
 	}
-	mounted, err := isMountPoint(dir)
+	mounted, err := mountinfo.IsMountPoint(dir)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package kubenode
 import (
 	"strings"
 	"testing"
+
+	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
 
 const testMountinfo = `21 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
@@ -18,31 +20,12 @@ const testMountinfo = `21 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
 50 21 0:54 / /srv/hosts/b/node/kubelet rw - ext4 /dev/vda rw
 `
 
-func TestParseMountinfo(t *testing.T) {
-	mounts, err := parseMountinfo(strings.NewReader(testMountinfo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mounts) != 11 {
-		t.Fatalf("parsed %d mounts", len(mounts))
-	}
-	if m := mounts[2]; m.ID != 30 || m.Parent != 22 || m.Point != "/run" || m.FSType != "tmpfs" || m.Source != "nephele-node" {
-		t.Errorf("mount 30 = %+v", m)
-	}
-	if m := mounts[9]; m.Point != "/srv/with space" {
-		t.Errorf("escaped path = %q", m.Point)
-	}
-	if _, err := parseMountinfo(strings.NewReader("garbage\n")); err == nil {
-		t.Error("malformed line accepted")
-	}
-}
-
 func TestUnmountOrder(t *testing.T) {
-	mounts, err := parseMountinfo(strings.NewReader(testMountinfo))
+	mounts, err := mountinfo.Parse(strings.NewReader(testMountinfo))
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := unmountOrder(mounts, func(m mount) bool {
+	order := unmountOrder(mounts, func(m mountinfo.Mount) bool {
 		return m.Source == privateSource || under(m.Point, "/srv/hosts/a/node")
 	})
 	// The netns (40) under the kept host dir (31) under /run (30), the token volume (42)
