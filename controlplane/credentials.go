@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,11 +28,14 @@ const (
 	adminGroup = "system:masters"
 )
 
-// serviceCIDR is the Service IP range; its first address is the kubernetes Service, which
-// the serving certificate names so in-cluster style clients verify too.
+// Identity kube-apiserver presents to kubelets (for logs, exec and port-forward): in
+// system:masters, so the kubelets' webhook authorization allows it.
 const (
-	serviceCIDR      = "10.96.0.0/16"
-	kubernetesSvcIP  = "10.96.0.1"
+	kubeletClientUser  = "kube-apiserver-kubelet-client"
+	kubeletClientGroup = "system:masters"
+)
+
+const (
 	serviceIssuer    = "https://kubernetes.default.svc"
 	certValidity     = 24 * time.Hour
 	serviceKeyBits   = 2048
@@ -45,17 +49,26 @@ type credentials struct {
 	tokenFile  string // --token-auth-file
 	saKey      string // RSA private key: apiserver signing key, KCM token signing
 	saPub      string // its public key: apiserver verification
-	caFile     string // CA that signed the serving certificate
+	caFile     string // CA that signed the serving certificate and the client certificates
 	caPEM      []byte
+	caCert     *x509.Certificate
+	caKey      *ecdsa.PrivateKey
 	certFile   string // apiserver serving certificate and key
 	keyFile    string
 	kubeconfig string
+	// kubeletClientCert and kubeletClientKey are the apiserver's client certificate
+	// toward kubelets.
+	kubeletClientCert, kubeletClientKey string
+	dir                                 string
 }
 
-// writeCredentials creates a random admin token, service account keys and a serving
-// certificate for 127.0.0.1, generated afresh for every env.
-func writeCredentials(dir string) (*credentials, error) {
+// writeCredentials creates a random admin token, service account keys, a CA, a serving
+// certificate for 127.0.0.1, the kubernetes Service's address svcIP and servingIP (when
+// valid), and the apiserver's client certificate toward kubelets, generated afresh for
+// every env.
+func writeCredentials(dir string, svcIP, servingIP netip.Addr) (*credentials, error) {
 	c := &credentials{
+		dir:        dir,
 		tokenFile:  filepath.Join(dir, "tokens.csv"),
 		saKey:      filepath.Join(dir, "sa.key"),
 		saPub:      filepath.Join(dir, "sa.pub"),
@@ -76,7 +89,11 @@ func writeCredentials(dir string) (*credentials, error) {
 	if err := writeServiceAccountKeys(c.saKey, c.saPub); err != nil {
 		return nil, err
 	}
-	if err := c.writeServingCert(); err != nil {
+	if err := c.writeServingCert(svcIP, servingIP); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.kubeletClientCert, c.kubeletClientKey, err = c.issueClientCert("apiserver-kubelet-client", kubeletClientUser, kubeletClientGroup); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -98,8 +115,9 @@ func writeServiceAccountKeys(keyFile, pubFile string) error {
 }
 
 // writeServingCert creates a CA and a serving certificate signed by it, so clients verify
-// the apiserver instead of skipping TLS verification.
-func (c *credentials) writeServingCert() error {
+// the apiserver instead of skipping TLS verification. The CA also signs client
+// certificates (issueClientCert), which the apiserver accepts (--client-ca-file).
+func (c *credentials) writeServingCert(svcIP, servingIP netip.Addr) error {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -135,7 +153,10 @@ func (c *credentials) writeServingCert() error {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(kubernetesSvcIP)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IP(svcIP.AsSlice())},
+	}
+	if servingIP.IsValid() && !servingIP.IsLoopback() {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.IP(servingIP.AsSlice()))
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
@@ -145,6 +166,7 @@ func (c *credentials) writeServingCert() error {
 	if err != nil {
 		return fmt.Errorf("encode serving key: %w", err)
 	}
+	c.caCert, c.caKey = caCert, caKey
 	c.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	if err := os.WriteFile(c.caFile, c.caPEM, 0o644); err != nil {
 		return fmt.Errorf("write CA certificate: %w", err)
@@ -153,6 +175,52 @@ func (c *credentials) writeServingCert() error {
 		return err
 	}
 	return writePEM(c.keyFile, "EC PRIVATE KEY", keyDER)
+}
+
+// issueClientCert writes a client certificate for user in groups (CN and O), signed by
+// the CA, and its key to name.crt and name.key in the pki subdirectory, and returns
+// their paths.
+func (c *credentials) issueClientCert(name, user string, groups ...string) (certFile, keyFile string, err error) {
+	if c.caKey == nil {
+		return "", "", errNotStarted
+	}
+	dir := filepath.Join(c.dir, "pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", fmt.Errorf("client certificate %s: generate key: %w", name, err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return "", "", fmt.Errorf("client certificate %s: serial: %w", name, err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial.Add(serial, big.NewInt(3)), // 1 and 2 are the CA's and the serving certificate's
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.caCert, &key.PublicKey, c.caKey)
+	if err != nil {
+		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", fmt.Errorf("client certificate %s: encode key: %w", name, err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
+		return "", "", err
+	}
+	if err := writePEM(keyFile, "EC PRIVATE KEY", keyDER); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
 }
 
 func writePEM(path, typ string, der []byte) error {

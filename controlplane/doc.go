@@ -11,10 +11,15 @@
 //   - the benchmarks in bench/ and the example provider's end-to-end test, which are modules
 //     of their own and cannot import internal/testenv.
 //
-// The apiserver runs with RBAC on, an admin bearer token in group system:masters, service
-// account keys and a serving certificate generated for each Env, and the Service range
-// 10.96.0.0/16, on free loopback ports. Every Env has its own directory, ports and
-// processes, so several can run at once.
+// The apiserver runs as a real cluster's does: Node and RBAC authorization, the
+// NodeRestriction admission plugin, an admin bearer token in group system:masters,
+// client certificates signed by the Env's CA (IssueClientCertificate: a kubelet's
+// system:node:<name> in system:nodes), a client certificate of its own toward kubelets
+// (for logs and exec, which reach a node by its InternalIP), service account keys and a
+// serving certificate generated for each Env, and the Service range 10.96.0.0/16 (or
+// Options.ServiceCIDR), on free ports of 127.0.0.1 (or of Options.Address, an address
+// real nodes in other network namespaces reach). Every Env has its own directory, ports
+// and processes, so several can run at once.
 //
 // Every process (the control plane's own, and those added with StartProcess or
 // StartCommand) runs in a process group of its own, logs to a file in Env.Dir and is ended

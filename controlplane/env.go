@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,7 +42,22 @@ type Options struct {
 	Dir string
 	// BinDir, when set, is where the binaries are looked up instead of BinDir().
 	BinDir string
+	// Address, when set, is the address kube-apiserver listens on and advertises instead
+	// of 127.0.0.1: an address of this machine that other network namespaces reach,
+	// such as a local cloud bridge's, for real nodes whose kubelets and pods talk to the
+	// apiserver. It must be assigned to an interface before Start. The serving
+	// certificate names it, APIServerURL and the kubeconfig use it, and the kubernetes
+	// Service's endpoint is it (a loopback address cannot be an endpoint).
+	Address netip.Addr
+	// ServiceCIDR is the Service IP range (--service-cluster-ip-range); default
+	// DefaultServiceCIDR. Its first address is the kubernetes Service's, which the
+	// serving certificate names.
+	ServiceCIDR netip.Prefix
 }
+
+// DefaultServiceCIDR is the Service IP range of a control plane started without
+// Options.ServiceCIDR.
+var DefaultServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
 
 // Env is a running control plane. Its exported fields are set by Start and must not be
 // changed.
@@ -90,6 +107,15 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	if err := checkBinaries(binDir, opts); err != nil {
 		return nil, err
+	}
+	if !opts.ServiceCIDR.IsValid() {
+		opts.ServiceCIDR = DefaultServiceCIDR
+	}
+	if !opts.ServiceCIDR.Addr().Is4() || opts.ServiceCIDR.Bits() > 30 {
+		return nil, fmt.Errorf("controlplane: service CIDR %s: want an IPv4 range of at least 4 addresses", opts.ServiceCIDR)
+	}
+	if opts.Address.IsValid() && !opts.Address.Is4() {
+		return nil, fmt.Errorf("controlplane: address %s: want an IPv4 address", opts.Address)
 	}
 	ctx, cancel := withStartTimeout(ctx)
 	defer cancel()
@@ -149,7 +175,8 @@ func (e *StartError) Error() string {
 func (e *StartError) Unwrap() error { return e.Err }
 
 func (e *Env) start(ctx context.Context, opts Options) error {
-	creds, err := writeCredentials(e.Dir)
+	svc := opts.ServiceCIDR.Masked()
+	creds, err := writeCredentials(e.Dir, svc.Addr().Next(), opts.Address)
 	if err != nil {
 		return err
 	}
@@ -183,28 +210,45 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	e.APIServerURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	addr, reconciler := "127.0.0.1", "lease"
+	if opts.Address.IsValid() {
+		addr = opts.Address.String()
+	}
+	if !opts.Address.IsValid() || opts.Address.IsLoopback() {
+		// The kubernetes Service cannot have a loopback endpoint; without a reconciler
+		// the apiserver does not log a validation error for it every ten seconds.
+		reconciler = "none"
+	}
+	e.APIServerURL = "https://" + net.JoinHostPort(addr, strconv.Itoa(ports[2]))
 	if err := creds.writeKubeconfig(e.APIServerURL); err != nil {
 		return err
 	}
 	apiserver, err := e.run(apiserverBinary, []string{
 		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1",
-		"--advertise-address", "127.0.0.1",
+		"--bind-address", addr,
+		"--advertise-address", addr,
 		"--secure-port", strconv.Itoa(ports[2]),
 		"--tls-cert-file", creds.certFile,
 		"--tls-private-key-file", creds.keyFile,
 		"--cert-dir", filepath.Join(e.Dir, "apiserver-certs"),
 		"--token-auth-file", creds.tokenFile,
+		// Client certificates signed by the env's CA authenticate, as kubelets' do
+		// (IssueClientCertificate).
+		"--client-ca-file", creds.caFile,
+		// A real cluster's authorization: nodes are confined to their own Node and pods.
 		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
+		// How the apiserver reaches kubelets for logs, exec and port-forward: by the
+		// node's InternalIP (node names resolve nowhere), as itself in system:masters.
+		"--kubelet-preferred-address-types", "InternalIP,Hostname",
+		"--kubelet-client-certificate", creds.kubeletClientCert,
+		"--kubelet-client-key", creds.kubeletClientKey,
 		"--service-account-issuer", serviceIssuer,
 		"--service-account-key-file", creds.saPub,
 		"--service-account-signing-key-file", creds.saKey,
-		"--service-cluster-ip-range", serviceCIDR,
+		"--service-cluster-ip-range", svc.String(),
 		"--allow-privileged=true",
-		// The kubernetes Service cannot have a loopback endpoint; without a reconciler the
-		// apiserver does not log a validation error for it every ten seconds.
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type=" + reconciler,
 	}, nil)
 	if err != nil {
 		return err
@@ -282,6 +326,17 @@ func (e *Env) CAFile() string {
 		return ""
 	}
 	return e.creds.caFile
+}
+
+// IssueClientCertificate writes a client certificate for user in groups (its CN and O),
+// signed by the env's CA, which the apiserver authenticates, and its key, to name.crt and
+// name.key in Dir/pki; it returns their paths. A kubelet's identity is user
+// "system:node:<node>" in group "system:nodes"; kube-proxy's is "system:kube-proxy".
+func (e *Env) IssueClientCertificate(name, user string, groups ...string) (certFile, keyFile string, err error) {
+	if e.creds == nil {
+		return "", "", errNotStarted
+	}
+	return e.creds.issueClientCert(name, user, groups...)
 }
 
 // Stop stops every process the env started, latest first and etcd last, then removes Dir.

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,6 +157,35 @@ func TestControlPlane(t *testing.T) {
 					t.Errorf("list nodes as %s: error %v, want it refused", tt.name, err)
 				}
 			})
+		}
+	})
+
+	t.Run("client certificates from the env's CA authenticate, and NodeRestriction confines nodes", func(t *testing.T) {
+		certFile, keyFile, err := env.IssueClientCertificate("node-cert", "system:node:cert-node", "system:nodes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.AnonymousClientConfig(env.Config)
+		cfg.CertFile, cfg.KeyFile = certFile, keyFile
+		node, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		review, err := node.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("self subject review with the client certificate: %v", err)
+		}
+		if u := review.Status.UserInfo; u.Username != "system:node:cert-node" || !slices.Contains(u.Groups, "system:nodes") {
+			t.Errorf("the certificate authenticates as %s in %v, want system:node:cert-node in system:nodes", u.Username, u.Groups)
+		}
+		// The Node authorizer and NodeRestriction let a node create its own Node only.
+		if _, err := node.CoreV1().Nodes().Create(t.Context(), newNode("cert-node"), metav1.CreateOptions{}); err != nil {
+			t.Errorf("node creates its own Node: %v", err)
+		}
+		// Later subtests expect to schedule onto nodes of their own only.
+		t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), "cert-node", metav1.DeleteOptions{}) })
+		if _, err := node.CoreV1().Nodes().Create(t.Context(), newNode("someone-else"), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node creates another Node: error %v, want Forbidden", err)
 		}
 	})
 

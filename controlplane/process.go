@@ -36,6 +36,15 @@ type Process struct {
 	stopErr  error
 }
 
+// StartLogged starts cmd (its path, arguments and environment set by the caller; not its
+// output or SysProcAttr) as a Process of no Env: in its own process group, killed by the
+// kernel should the starting program die, appending its output to logPath, until Stop.
+// It is for a program that must run before a control plane starts, such as the local
+// cloud whose bridge address the apiserver listens on (Options.Address).
+func StartLogged(name string, cmd *exec.Cmd, logPath string) (*Process, error) {
+	return startCommand(name, cmd, logPath)
+}
+
 // startCommand starts cmd (its path, arguments and environment set by the caller) in a
 // process group of its own, appending its output to logPath. The process lives until
 // Stop; no context ends it, because contexts in this package bound startup only.
