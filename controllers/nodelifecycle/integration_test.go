@@ -7,28 +7,23 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/nodetest"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/inventory"
 )
 
 // The integration tests run the controller against a real kube-apiserver and a fake
@@ -45,12 +40,10 @@ var shared = testenv.Shared{
 }
 
 const (
-	testLabel    = "nephele.dev/nodelifecycle-test"
-	kwokLabel    = "nephele.dev/kwok"
-	pollTimeout  = 60 * time.Second
-	pollInterval = 50 * time.Millisecond
-	period       = 200 * time.Millisecond
-	grace        = time.Second
+	testLabel = "nephele.dev/nodelifecycle-test"
+	kwokLabel = "nephele.dev/kwok"
+	period    = 200 * time.Millisecond
+	grace     = time.Second
 )
 
 func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
@@ -60,45 +53,32 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 // harness is a controller running against the real control plane with its own fake
-// cloud, seeing only the Nodes it created.
+// cloud (a nodetest.Cluster), seeing only the Nodes it created.
 type harness struct {
-	t        *testing.T
-	id       string
-	client   kubernetes.Interface
-	cloud    *fakecloud.Cloud
-	registry *prometheus.Registry
-	started  time.Time
-	start    func()
+	*nodetest.Cluster
+	t       *testing.T
+	started time.Time
+	start   func()
 }
 
 // newHarness prepares a controller; call start once the cloud and nodes are seeded.
 func newHarness(t *testing.T, withInventory bool) *harness {
 	t.Helper()
-	e := controlPlane(t)
-	scope := testenv.NewScope(t, e.Client, testLabel)
-	fc, err := fakecloud.New(fakecloud.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, id: scope.ID, client: e.Client, cloud: fc, registry: prometheus.NewRegistry()}
-	factory := scope.Informers
-	ctx, cancel := context.WithCancel(context.Background())
+	c := nodetest.NewCluster(t, controlPlane(t).Client, testLabel)
+	h := &harness{Cluster: c, t: t}
 	cfg := Config{
-		Client:              e.Client,
-		Informers:           factory,
-		Instances:           fc,
-		Recorder:            scope.Recorder(manager.CloudNodeLifecycleController),
+		Client:              c.Client,
+		Informers:           c.Scope.Informers,
+		Instances:           c.Cloud,
+		Recorder:            c.Scope.Recorder(manager.CloudNodeLifecycleController),
 		Logger:              testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
-		Metrics:             h.registry,
+		Metrics:             c.Metrics,
 		MonitorPeriod:       period,
 		DeletionGracePeriod: grace,
 		Workers:             4,
 	}
-	var wg sync.WaitGroup
 	if withInventory {
-		inv := inventory.New(fc)
-		wg.Go(func() { inv.Run(ctx) })
-		cfg.Inventory = inv
+		cfg.Inventory = c.Inventory()
 	}
 	ctrl, err := New(cfg)
 	if err != nil {
@@ -106,29 +86,17 @@ func newHarness(t *testing.T, withInventory bool) *harness {
 	}
 	h.start = func() {
 		h.started = time.Now()
-		factory.Start(ctx.Done())
-		wg.Go(func() {
-			if err := ctrl.Run(ctx); err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		c.Start(ctrl.Run)
 	}
-	// Runs before the scope's cleanup, which stops the informers and deletes the nodes.
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
 	return h
 }
 
-func (h *harness) name(short string) string { return h.id + "-" + short }
-
-func (h *harness) providerID(short string) string { return "fake://" + h.name(short) }
+func (h *harness) providerID(short string) string { return "fake://" + h.Name(short) }
 
 // addInstance adds the instance behind node short.
 func (h *harness) addInstance(short string, state cloud.InstanceState) {
 	h.t.Helper()
-	if err := h.cloud.AddInstance(instance(h.name(short), state)); err != nil {
+	if err := h.Cloud.AddInstance(instance(h.Name(short), state)); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -139,7 +107,7 @@ func (h *harness) addInstance(short string, state cloud.InstanceState) {
 func (h *harness) createNode(short string, managed bool) {
 	h.t.Helper()
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: h.name(short), Labels: map[string]string{testLabel: h.id}},
+		ObjectMeta: metav1.ObjectMeta{Name: h.Name(short), Labels: h.Labels()},
 		Spec:       corev1.NodeSpec{ProviderID: h.providerID(short)},
 	}
 	if managed {
@@ -150,95 +118,17 @@ func (h *harness) createNode(short string, managed bool) {
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 		}}
 	}
-	if _, err := h.client.CoreV1().Nodes().Create(h.t.Context(), n, metav1.CreateOptions{}); err != nil {
+	if _, err := h.Client.CoreV1().Nodes().Create(h.t.Context(), n, metav1.CreateOptions{}); err != nil {
 		h.t.Fatalf("creating node %s: %v", n.Name, err)
 	}
-}
-
-func (h *harness) get(short string) (*corev1.Node, bool) {
-	h.t.Helper()
-	n, err := h.client.CoreV1().Nodes().Get(h.t.Context(), h.name(short), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return n, true
-}
-
-func (h *harness) count() int {
-	h.t.Helper()
-	list, err := h.client.CoreV1().Nodes().List(h.t.Context(), metav1.ListOptions{LabelSelector: testLabel + "=" + h.id})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return len(list.Items)
-}
-
-func (h *harness) eventually(what string, cond func() error) {
-	h.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(h.t.Context(), pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		h.t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
-}
-
-// events returns the names of this harness's nodes with an event of reason.
-func (h *harness) events(reason string) []string {
-	h.t.Helper()
-	list, err := h.client.CoreV1().Events(metav1.NamespaceDefault).List(h.t.Context(), metav1.ListOptions{
-		FieldSelector: fields.Set{"reason": reason}.String(),
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if short, ok := strings.CutPrefix(e.InvolvedObject.Name, h.id+"-"); ok && !slices.Contains(out, short) {
-			out = append(out, short)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (h *harness) metric(name string, labels map[string]string) float64 {
-	h.t.Helper()
-	families, err := h.registry.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range fam.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue series
-				}
-			}
-			if m.Counter != nil {
-				return m.Counter.GetValue()
-			}
-			return m.Gauge.GetValue()
-		}
-	}
-	return 0
 }
 
 // waitRounds waits until the controller has run n more rounds.
 func (h *harness) waitRounds(n int) {
 	h.t.Helper()
-	target := h.metric("nephele_node_lifecycle_rounds_total", nil) + float64(n)
-	h.eventually(fmt.Sprintf("%d more rounds", n), func() error {
-		if got := h.metric("nephele_node_lifecycle_rounds_total", nil); got < target {
+	target := h.Metric("nephele_node_lifecycle_rounds_total", nil) + float64(n)
+	poll.Eventually(h.t, fmt.Sprintf("%d more rounds", n), func() error {
+		if got := h.Metric("nephele_node_lifecycle_rounds_total", nil); got < target {
 			return fmt.Errorf("rounds = %v, want %v", got, target)
 		}
 		return nil
@@ -247,8 +137,8 @@ func (h *harness) waitRounds(n int) {
 
 func (h *harness) waitReady(short string) {
 	h.t.Helper()
-	h.eventually("node "+short+" Ready", func() error {
-		n, ok := h.get(short)
+	poll.Eventually(h.t, "node "+short+" Ready", func() error {
+		n, ok := h.Get(short)
 		if !ok || !isReady(n) {
 			return fmt.Errorf("not Ready")
 		}
@@ -265,45 +155,45 @@ func TestIntegrationNoDeletionWhileTheCloudFails(t *testing.T) {
 				// No instance: the moment the cloud answers, every one of them is gone.
 				h.createNode(fmt.Sprintf("n%02d", i), false)
 			}
-			h.cloud.SetError(fakecloud.AnyOp, errors.New("HTTP 503 Service Unavailable"))
+			h.Cloud.SetError(fakecloud.AnyOp, errors.New("HTTP 503 Service Unavailable"))
 			h.start()
 
 			// Several grace periods of failures of every kind.
 			for _, fault := range []func(){
-				func() { h.cloud.SetError(fakecloud.AnyOp, errors.New("HTTP 503 Service Unavailable")) },
-				func() { h.cloud.Throttle(fakecloud.AnyOp, time.Second) },
-				func() { h.cloud.SetError(fakecloud.AnyOp, context.DeadlineExceeded) },
+				func() { h.Cloud.SetError(fakecloud.AnyOp, errors.New("HTTP 503 Service Unavailable")) },
+				func() { h.Cloud.Throttle(fakecloud.AnyOp, time.Second) },
+				func() { h.Cloud.SetError(fakecloud.AnyOp, context.DeadlineExceeded) },
 			} {
 				fault()
 				h.waitRounds(8) // 8 periods: more than a grace period
-				if got := h.count(); got != n {
+				if got := h.Count(); got != n {
 					t.Fatalf("%d of %d nodes left while every cloud call failed", got, n)
 				}
 			}
-			if got := h.metric("nephele_node_lifecycle_safe_mode", nil); got != 1 {
+			if got := h.Metric("nephele_node_lifecycle_safe_mode", nil); got != 1 {
 				t.Errorf("safe mode gauge = %v, want 1", got)
 			}
-			if got := h.metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got < 24 {
+			if got := h.Metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got < 24 {
 				t.Errorf("safe-mode rounds = %v, want >= 24", got)
 			}
-			h.eventually("safe-mode events", func() error {
-				if got := len(h.events(EventNodeDeletionSafeMode)); got != maxSafeModeEvents {
+			poll.Eventually(h.t, "safe-mode events", func() error {
+				if got := len(h.EventNodes(EventNodeDeletionSafeMode)); got != maxSafeModeEvents {
 					return fmt.Errorf("safe-mode events on %d nodes, want %d", got, maxSafeModeEvents)
 				}
 				return nil
 			})
-			if got := h.events(EventDeletingNode); len(got) != 0 {
+			if got := h.EventNodes(EventDeletingNode); len(got) != 0 {
 				t.Errorf("deletion events on %v", got)
 			}
 
 			// The cloud recovers and says every instance is gone: deleting all 30 nodes at
 			// once is still refused.
-			h.cloud.ClearFaults()
+			h.Cloud.ClearFaults()
 			h.waitRounds(10)
-			if got := h.count(); got != n {
+			if got := h.Count(); got != n {
 				t.Fatalf("%d of %d nodes left after the cloud reported them all gone at once", got, n)
 			}
-			if got := h.metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got < 1 {
+			if got := h.Metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got < 1 {
 				t.Errorf("too-many-deletions rounds = %v, want >= 1", got)
 			}
 		})
@@ -322,8 +212,8 @@ func TestIntegrationDeletionAfterConfirmedNotFound(t *testing.T) {
 	h.createNode("gone", false)
 	h.start()
 
-	h.eventually("the node without an instance deleted", func() error {
-		if _, ok := h.get("gone"); ok {
+	poll.Eventually(h.t, "the node without an instance deleted", func() error {
+		if _, ok := h.Get("gone"); ok {
 			return fmt.Errorf("still there")
 		}
 		return nil
@@ -331,21 +221,21 @@ func TestIntegrationDeletionAfterConfirmedNotFound(t *testing.T) {
 	if elapsed := time.Since(h.started); elapsed < grace {
 		t.Errorf("deleted %v after start, before the grace period %v", elapsed, grace)
 	}
-	h.eventually("a deletion event", func() error {
-		if got := h.events(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
+	poll.Eventually(h.t, "a deletion event", func() error {
+		if got := h.EventNodes(EventDeletingNode); !slices.Equal(got, []string{"gone"}) {
 			return fmt.Errorf("deletion events on %v", got)
 		}
 		return nil
 	})
-	if got := h.metric("nephele_node_lifecycle_deletions_total", nil); got != 1 {
+	if got := h.Metric("nephele_node_lifecycle_deletions_total", nil); got != 1 {
 		t.Errorf("deletions = %v, want 1", got)
 	}
 	h.waitRounds(5)
-	if got := h.count(); got != 11 {
+	if got := h.Count(); got != 11 {
 		t.Errorf("%d nodes left, want 11: only the gone one deleted", got)
 	}
 	// Two answers confirmed the deletion; the node itself was asked about once per round.
-	for _, c := range h.cloud.CallLog() {
+	for _, c := range h.Cloud.CallLog() {
 		if c.Op == cloud.OpInstanceMetadata && strings.Contains(c.Subject, "ready") {
 			t.Errorf("a Ready node was looked up: %s", c.Subject)
 		}
@@ -364,8 +254,8 @@ func TestIntegrationShutdownTaint(t *testing.T) {
 
 	tainted := func(want bool) {
 		t.Helper()
-		h.eventually(fmt.Sprintf("shutdown taint %v", want), func() error {
-			n, ok := h.get("s")
+		poll.Eventually(h.t, fmt.Sprintf("shutdown taint %v", want), func() error {
+			n, ok := h.Get("s")
 			if !ok {
 				return fmt.Errorf("node gone")
 			}
@@ -376,28 +266,28 @@ func TestIntegrationShutdownTaint(t *testing.T) {
 		})
 	}
 	tainted(true)
-	if err := h.cloud.SetInstanceState(h.providerID("s"), cloud.InstanceRunning); err != nil {
+	if err := h.Cloud.SetInstanceState(h.providerID("s"), cloud.InstanceRunning); err != nil {
 		t.Fatal(err)
 	}
 	tainted(false)
-	if err := h.cloud.SetInstanceState(h.providerID("s"), cloud.InstanceStopped); err != nil {
+	if err := h.Cloud.SetInstanceState(h.providerID("s"), cloud.InstanceStopped); err != nil {
 		t.Fatal(err)
 	}
 	tainted(true)
 
 	// kwok takes the node over, as a kubelet coming back: Ready again, untainted.
-	n, _ := h.get("s")
+	n, _ := h.Get("s")
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"managed"}}}`, kwokLabel)
-	if _, err := h.client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := h.Client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitReady("s")
 	tainted(false)
 
-	if n, _ := h.get("ready"); taints.Has(n, cloudproviderapi.TaintNodeShutdown) {
+	if n, _ := h.Get("ready"); taints.Has(n, cloudproviderapi.TaintNodeShutdown) {
 		t.Error("a Ready node got the shutdown taint")
 	}
-	if got := h.events(EventDeletingNode); len(got) != 0 {
+	if got := h.EventNodes(EventDeletingNode); len(got) != 0 {
 		t.Errorf("deletion events on %v", got)
 	}
 }
@@ -415,21 +305,21 @@ func TestIntegrationSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 	}
 	h.start()
 
-	h.eventually("safe mode", func() error {
-		if got := h.metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got < 1 {
+	poll.Eventually(h.t, "safe mode", func() error {
+		if got := h.Metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got < 1 {
 			return fmt.Errorf("too-many-deletions rounds = %v", got)
 		}
 		return nil
 	})
 	h.waitRounds(3 * int(grace/period))
-	if got := h.count(); got != 20 {
+	if got := h.Count(); got != 20 {
 		t.Fatalf("%d nodes left in safe mode, want 20", got)
 	}
-	if got := h.metric("nephele_node_lifecycle_safe_mode", nil); got != 1 {
+	if got := h.Metric("nephele_node_lifecycle_safe_mode", nil); got != 1 {
 		t.Errorf("safe mode gauge = %v, want 1", got)
 	}
-	h.eventually("safe-mode events on the three nodes", func() error {
-		if got := h.events(EventNodeDeletionSafeMode); !slices.Equal(got, []string{"gone0", "gone1", "gone2"}) {
+	poll.Eventually(h.t, "safe-mode events on the three nodes", func() error {
+		if got := h.EventNodes(EventNodeDeletionSafeMode); !slices.Equal(got, []string{"gone0", "gone1", "gone2"}) {
 			return fmt.Errorf("safe-mode events on %v", got)
 		}
 		return nil
@@ -437,19 +327,19 @@ func TestIntegrationSafeModeWhenTooManyWouldBeDeleted(t *testing.T) {
 
 	// One instance comes back: two deletions are within the threshold.
 	h.addInstance("gone0", cloud.InstanceRunning)
-	h.eventually("the two gone nodes deleted", func() error {
-		_, ok1 := h.get("gone1")
-		_, ok2 := h.get("gone2")
+	poll.Eventually(h.t, "the two gone nodes deleted", func() error {
+		_, ok1 := h.Get("gone1")
+		_, ok2 := h.Get("gone2")
 		if ok1 || ok2 {
 			return fmt.Errorf("gone1 exists=%v gone2 exists=%v", ok1, ok2)
 		}
 		return nil
 	})
-	if _, ok := h.get("gone0"); !ok {
+	if _, ok := h.Get("gone0"); !ok {
 		t.Error("the node whose instance came back was deleted")
 	}
-	h.eventually("safe mode left", func() error {
-		if got := h.metric("nephele_node_lifecycle_safe_mode", nil); got != 0 {
+	poll.Eventually(h.t, "safe mode left", func() error {
+		if got := h.Metric("nephele_node_lifecycle_safe_mode", nil); got != 0 {
 			return fmt.Errorf("safe mode gauge = %v", got)
 		}
 		return nil
