@@ -4,6 +4,10 @@
 // NODE_NAME), and GET /healthz answers "ok". It listens on :$PORT (8080 by default) and
 // shuts down gracefully on SIGTERM. It is a static Go binary packed into an image by
 // package images.
+//
+// `demo-http get URL` is its client, the one other program in the image: it GETs URL
+// (within 3 seconds), prints the body and exits 0 on a 200 answer, else prints why and
+// exits 1. Run with `kubectl exec`, it is how a test reaches one pod from another.
 package main
 
 import (
@@ -11,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -29,9 +34,20 @@ type Answer struct {
 	Client string `json:"client"`
 }
 
+// getTimeout bounds `demo-http get`: a pod that cannot be reached fails at once or not
+// at all, and a test waiting on it should not hang.
+const getTimeout = 3 * time.Second
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if len(os.Args) > 1 {
+		if err := client(ctx, os.Stdout, os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-http:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "demo-http:", err)
 		os.Exit(1)
@@ -84,4 +100,33 @@ func handler(getenv func(string) string) http.Handler {
 		})
 	})
 	return mux
+}
+
+// client runs `demo-http get URL`: it writes the body of a 200 answer to w.
+func client(ctx context.Context, w io.Writer, args []string) error {
+	if len(args) != 2 || args[0] != "get" {
+		return fmt.Errorf("usage: demo-http [get URL]; got %q", args)
+	}
+	ctx, cancel := context.WithTimeout(ctx, getTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[1], nil)
+	if err != nil {
+		return err
+	}
+	// Pods have no proxy and no DNS beyond the cluster's: never ask the environment.
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", args[1], err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", args[1], resp.Status, body)
+	}
+	_, err = w.Write(body)
+	return err
 }

@@ -53,3 +53,37 @@ func TestHandler(t *testing.T) {
 		})
 	}
 }
+
+func TestClient(t *testing.T) {
+	env := map[string]string{"POD_NAME": "web-2"}
+	srv := httptest.NewServer(handler(func(k string) string { return env[k] }))
+	defer srv.Close()
+
+	tests := []struct {
+		name    string
+		args    []string
+		want    string // in the output, or in the error
+		wantErr bool
+	}{
+		{name: "answer", args: []string{"get", srv.URL + "/"}, want: `"pod":"web-2"`},
+		{name: "not found", args: []string{"get", srv.URL + "/nothing"}, want: "404", wantErr: true},
+		{name: "refused", args: []string{"get", "http://127.0.0.1:1/"}, want: "refused", wantErr: true},
+		{name: "usage", args: []string{"fetch", srv.URL}, want: "usage", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			err := client(t.Context(), &out, tt.args)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("client(%q) error %v, want error %v", tt.args, err, tt.wantErr)
+			}
+			got := out.String()
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("client(%q) = %q, want it to contain %q", tt.args, got, tt.want)
+			}
+		})
+	}
+}
