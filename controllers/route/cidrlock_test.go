@@ -2,9 +2,12 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 func TestCIDRLocks(t *testing.T) {
@@ -49,13 +52,12 @@ func TestCIDRLocks(t *testing.T) {
 	<-got
 
 	// Entries go once nobody holds or waits for them.
-	deadline := time.Now().Add(5 * time.Second)
-	for l.len() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if n := l.len(); n != 0 {
-		t.Errorf("%d lock entries left, want 0", n)
-	}
+	poll.Within(t, 5*time.Second, "the lock entries to go", func() error {
+		if n := l.len(); n != 0 {
+			return fmt.Errorf("%d lock entries left", n)
+		}
+		return nil
+	})
 }
 
 func TestCIDRLocksMutualExclusion(t *testing.T) {

@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/metrictest"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
@@ -37,10 +37,8 @@ func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 func controlPlane(t *testing.T) *controlplane.Env { return shared.Env(t) }
 
 const (
-	testLabel    = "nephele.dev/route-test"
-	testCluster  = "kubernetes"
-	pollTimeout  = 60 * time.Second
-	pollInterval = 50 * time.Millisecond
+	testLabel   = "nephele.dev/route-test"
+	testCluster = "kubernetes"
 )
 
 var testClusterCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/56"}
@@ -168,22 +166,9 @@ func want(pairs ...string) []string {
 
 func routeOf(n *corev1.Node, cidr string) string { return n.Name + " " + cidr }
 
-// eventually polls cond until it returns nil, failing the test with its last error.
-func (h *harness) eventually(what string, cond func() error) {
-	h.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(h.t.Context(), pollInterval, pollTimeout, true, func(context.Context) (bool, error) {
-		last = cond()
-		return last == nil, nil
-	})
-	if err != nil {
-		h.t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
-	}
-}
-
 func (h *harness) waitRoutes(wantRoutes []string) {
 	h.t.Helper()
-	h.eventually("routes "+strings.Join(wantRoutes, ", "), func() error {
+	poll.Eventually(h.t, "routes "+strings.Join(wantRoutes, ", "), func() error {
 		if got := h.routes(); !slices.Equal(got, wantRoutes) {
 			return fmt.Errorf("routes = %q", got)
 		}
@@ -195,7 +180,7 @@ func (h *harness) waitRoutes(wantRoutes []string) {
 func (h *harness) waitCondition(node *corev1.Node, status corev1.ConditionStatus, reason string) corev1.NodeCondition {
 	h.t.Helper()
 	var got corev1.NodeCondition
-	h.eventually(fmt.Sprintf("node %s NetworkUnavailable=%s/%s", node.Name, status, reason), func() error {
+	poll.Eventually(h.t, fmt.Sprintf("node %s NetworkUnavailable=%s/%s", node.Name, status, reason), func() error {
 		n, err := h.client.CoreV1().Nodes().Get(h.t.Context(), node.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -217,7 +202,7 @@ func (h *harness) waitCondition(node *corev1.Node, status corev1.ConditionStatus
 func (h *harness) waitEvent(node *corev1.Node, reason string) corev1.Event {
 	h.t.Helper()
 	var ev corev1.Event
-	h.eventually(fmt.Sprintf("event %s on node %s", reason, node.Name), func() error {
+	poll.Eventually(h.t, fmt.Sprintf("event %s on node %s", reason, node.Name), func() error {
 		list, err := h.client.CoreV1().Events(metav1.NamespaceAll).List(h.t.Context(), metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node.Name,
 		})

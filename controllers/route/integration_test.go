@@ -47,7 +47,7 @@ func TestIntegrationRoutesCreatedForNodes(t *testing.T) {
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("route names = %q, want %q", names, wantNames)
 	}
-	h.eventually("routes managed gauge", func() error {
+	poll.Eventually(h.t, "routes managed gauge", func() error {
 		if got := h.counter("nephele_routes_managed", nil); got != 3 {
 			return fmt.Errorf("nephele_routes_managed = %v, want 3", got)
 		}
@@ -133,7 +133,7 @@ func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
 	h.waitRoutes(wantRoutes)
 	// Let several drift checks pass, then check again: nothing outside is ever touched.
 	start := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"})
-	h.eventually("three more drift checks", func() error {
+	poll.Eventually(h.t, "three more drift checks", func() error {
 		if got := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"}); got < start+3 {
 			return fmt.Errorf("drift checks = %v, want %v", got, start+3)
 		}
@@ -165,7 +165,7 @@ func TestIntegrationDriftRepairsRoutes(t *testing.T) {
 	if err := h.cloud.SetRouteBlackhole(testCluster, mustPrefix("10.244.2.0/24"), true); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("blackhole route replaced", func() error {
+	poll.Eventually(h.t, "blackhole route replaced", func() error {
 		if got := h.routes(); !slices.Equal(got, routesAB) {
 			return fmt.Errorf("routes = %q", got)
 		}
