@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/nephele-dev/nephele/internal/mountinfo"
+	"github.com/nephele-dev/nephele/internal/procstat"
 )
 
 // runtimeLeaf is the cgroup, under the node's cgroup root, that the runtime and the
@@ -234,7 +235,8 @@ func (cg *cgroups) pids() ([]int, error) {
 // ancestry is the runtime's process and its ancestors.
 func ancestry() map[int]bool {
 	out := map[int]bool{}
-	for pid := os.Getpid(); pid > 0 && !out[pid]; pid = parentPID(pid) {
+	out[os.Getpid()] = true
+	for _, pid := range procstat.Ancestors(os.Getpid()) {
 		out[pid] = true
 	}
 	return out

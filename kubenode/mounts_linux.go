@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nephele-dev/nephele/internal/mountinfo"
+	"github.com/nephele-dev/nephele/internal/procstat"
 )
 
 // privateSource is the source name of every filesystem the runtime mounts, so that its
@@ -69,9 +70,7 @@ func checkNamespaces() error {
 // ancestorOutside reports whether an ancestor of the runtime is in another namespace of
 // kind ns than self. Ancestors whose namespaces cannot be read end the search.
 func ancestorOutside(ns, self string) bool {
-	seen := map[int]bool{}
-	for pid := parentPID(os.Getpid()); pid > 0 && !seen[pid]; pid = parentPID(pid) {
-		seen[pid] = true
+	for _, pid := range procstat.Ancestors(os.Getpid()) {
 		other, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns)
 		if err != nil {
 			return false
@@ -81,22 +80,6 @@ func ancestorOutside(ns, self string) bool {
 		}
 	}
 	return false
-}
-
-// parentPID is a process's parent, 0 when unknown.
-func parentPID(pid int) int {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command may hold spaces and parentheses: the fields follow the last ')'.
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
 }
 
 // keepPaths are the directories under the private trees that the node must still see:

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -162,8 +163,8 @@ func running(t *testing.T, m *hosts.Machine, id string) int {
 func gone(t *testing.T, what string, pid int) {
 	t.Helper()
 	poll.Eventually(t, what+" to end", func() error {
-		if s, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(s), ") Z") {
-			return fmt.Errorf("process %d runs: %s", pid, s)
+		if s, err := procstat.Read(pid); err == nil && s.Alive() {
+			return fmt.Errorf("process %d runs: %+v", pid, s)
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -114,7 +115,7 @@ func TestHostLifecycle(t *testing.T) {
 			t.Errorf("status after stop: %+v", st)
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			if s, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(s), ") Z") {
+			if s, err := procstat.Read(pid); err == nil && s.Alive() {
 				t.Errorf("the boot process %d outlived stop", pid)
 			}
 		}
@@ -203,8 +204,8 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 		t.Errorf("stop took %s, want the stop timeout %s and a little", took, tn.cfg.StopTimeout)
 	}
 	for _, pid := range procs {
-		if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(raw), ") Z") {
-			t.Errorf("process %d outlived stop: %s", pid, raw)
+		if s, err := procstat.Read(pid); err == nil && s.Alive() {
+			t.Errorf("process %d outlived stop: %+v", pid, s)
 		}
 	}
 }

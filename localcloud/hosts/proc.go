@@ -4,35 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/nephele-dev/nephele/internal/procstat"
 )
 
-// procStart returns the start time of process pid (in clock ticks since boot, field 22
-// of /proc/<pid>/stat) and whether it is alive: present and not a zombie. The start time
-// tells a process from a later one that reuses its PID.
+// procStart returns the start time of process pid (in clock ticks since boot) and
+// whether it is alive: present and not a zombie. The start time tells a process from a
+// later one that reuses its PID.
 func procStart(pid int) (start uint64, alive bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s, err := procstat.Read(pid)
 	if err != nil {
 		return 0, false
 	}
-	// The command name (field 2) is in parentheses and may hold spaces or ')'.
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 {
-		return 0, false
-	}
-	start, err = strconv.ParseUint(fields[19], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return start, fields[0] != "Z" && fields[0] != "X"
+	return s.StartTime, s.Alive()
 }
 
 // sameProcess reports whether pid is alive and still the process that started at start.

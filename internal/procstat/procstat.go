@@ -1,0 +1,89 @@
+package procstat
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Stat is what nephele reads of a process's /proc/<pid>/stat.
+type Stat struct {
+	// PID is the process (field 1); Comm its command name (field 2, without the
+	// parentheses).
+	PID  int
+	Comm string
+	// State is the process state (field 3): 'R' running, 'S' sleeping, 'Z' zombie, ...
+	State byte
+	// PPID is the parent process (field 4), 0 for a process whose parent is outside the
+	// PID namespace.
+	PPID int
+	// StartTime is when the process started, in clock ticks since boot (field 22): a
+	// process and a later one that reuses its PID differ in it.
+	StartTime uint64
+}
+
+// Alive reports whether the process runs: it is neither a zombie ('Z') nor dead ('X').
+func (s Stat) Alive() bool {
+	return s.State != 'Z' && s.State != 'X'
+}
+
+// Read reads the status of process pid.
+func Read(pid int) (Stat, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, fmt.Errorf("read status of process %d: %w", pid, err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return Stat{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return s, nil
+}
+
+// Parse parses the contents of a /proc/<pid>/stat file.
+func Parse(data []byte) (Stat, error) {
+	line := string(bytes.TrimSpace(data))
+	bad := fmt.Errorf("malformed stat line %q", line)
+	open := strings.IndexByte(line, '(')
+	end := strings.LastIndexByte(line, ')')
+	if open < 1 || end < open {
+		return Stat{}, bad
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line[:open]))
+	if err != nil {
+		return Stat{}, bad
+	}
+	// fields[0] is field 3 (state), so field N is fields[N-3].
+	fields := strings.Fields(line[end+1:])
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return Stat{}, bad
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return Stat{}, bad
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return Stat{}, bad
+	}
+	return Stat{PID: pid, Comm: line[open+1 : end], State: fields[0][0], PPID: ppid, StartTime: start}, nil
+}
+
+// Ancestors returns pid's parent, its parent's parent and so on, nearest first, up to
+// the first process whose parent is 0 (init, or a process whose parent is outside the
+// PID namespace) or cannot be read (it ended meanwhile).
+func Ancestors(pid int) []int {
+	var out []int
+	seen := map[int]bool{pid: true}
+	for {
+		s, err := Read(pid)
+		if err != nil || s.PPID <= 0 || seen[s.PPID] {
+			return out
+		}
+		pid = s.PPID
+		seen[pid] = true
+		out = append(out, pid)
+	}
+}
