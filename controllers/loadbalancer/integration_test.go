@@ -2,6 +2,7 @@ package loadbalancer
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -58,10 +59,13 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 	t.Helper()
 	e := controlPlane(t)
 	ctx := t.Context()
+	// A random suffix keeps two runs of one test (-count=2) apart: the namespace of the
+	// first may still be terminating when the second starts.
 	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(ns) > 50 {
 		ns = ns[:50]
 	}
+	ns += "-" + strings.ToLower(rand.Text()[:5])
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", ns, err)
 	}
@@ -80,7 +84,9 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.Client.CoreV1().Events("")})
-	factory := informers.NewSharedInformerFactory(e.Client, 0)
+	// The controller sees only its test's Services (Nodes are cluster-wide), so a
+	// Service a test before it left behind is never its business.
+	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace(ns))
 	cfg := Config{
 		Client:            e.Client,
 		Informers:         factory,
