@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -39,16 +40,14 @@ func (r *recorder) times(key string) []time.Time {
 // waitCalls waits until key was synced n times, failing after a generous deadline.
 func (r *recorder) waitCalls(t *testing.T, key string, n int) []time.Time {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got := r.times(key); len(got) >= n {
-			return got
+	var got []time.Time
+	poll.Eventually(t, fmt.Sprintf("%d syncs of %q", n, key), func() error {
+		if got = r.times(key); len(got) < n {
+			return fmt.Errorf("synced %d times", len(got))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("key %q synced %d times, want %d", key, len(r.times(key)), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func start(t *testing.T, cfg Config) *Worker {

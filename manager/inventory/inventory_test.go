@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 // lister is a programmable InstanceLister that counts calls and can hold a call open.
@@ -130,7 +131,7 @@ func TestConcurrentSyncsShareOneListing(t *testing.T) {
 	// A first caller starts a listing that is held open.
 	first := make(chan error, 1)
 	go func() { first <- inv.Sync(context.Background(), 0) }()
-	waitFor(t, func() bool { return l.calls.Load() == 1 })
+	poll.Within(t, 10*time.Second, "the first listing", reaches("cloud calls", &l.calls, 1))
 
 	// 100 callers arriving while it runs all need a listing that starts after them: they
 	// must share exactly one more call, not make 100.
@@ -143,7 +144,7 @@ func TestConcurrentSyncsShareOneListing(t *testing.T) {
 	}
 	// The first Sync, the held listing and the 100 callers: all have arrived after the
 	// held listing started, so none of them may be served by it.
-	waitFor(t, func() bool { return clockReads.Load() == 2+n })
+	poll.Within(t, 10*time.Second, "every caller to arrive", reaches("clock reads", clockReads, 2+n))
 	close(l.gate)
 	wg.Wait()
 	close(errs)
@@ -169,14 +170,14 @@ func TestSyncWaitsForRecentRunningListing(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { first <- inv.Sync(context.Background(), 0) }()
-	waitFor(t, func() bool { return l.calls.Load() == 1 })
+	poll.Within(t, 10*time.Second, "the first listing", reaches("cloud calls", &l.calls, 1))
 
 	const n = 10
 	errs := make(chan error, n)
 	for range n {
 		go func() { errs <- inv.Sync(context.Background(), time.Hour) }()
 	}
-	waitFor(t, func() bool { return clockReads.Load() == 2+n })
+	poll.Within(t, 10*time.Second, "every caller to arrive", reaches("clock reads", clockReads, 2+n))
 	close(l.gate)
 	for range n {
 		if err := <-errs; err != nil {
@@ -286,13 +287,12 @@ func BenchmarkRefresh5000(b *testing.B) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+// reaches is a condition for poll: the counter reaches want.
+func reaches(what string, c *atomic.Int32, want int32) func() error {
+	return func() error {
+		if got := c.Load(); got != want {
+			return fmt.Errorf("%s = %d, want %d", what, got, want)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
 	}
 }

@@ -18,6 +18,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/providers/upstream"
 )
 
@@ -170,13 +171,12 @@ func TestInitializeGivesInformers(t *testing.T) {
 		t.Fatal("SetInformers was not called")
 	}
 	informer := factory.Core().V1().Nodes().Informer()
-	deadline := time.Now().Add(30 * time.Second)
-	for !informer.HasSynced() {
-		if time.Now().After(deadline) {
-			t.Fatal("the provider's informer never synced: the factory was not started")
+	poll.Eventually(t, "the provider's informer to sync", func() error {
+		if !informer.HasSynced() {
+			return errors.New("not synced: the factory was not started")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestFactories(t *testing.T) {

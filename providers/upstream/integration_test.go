@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/upstream"
@@ -111,38 +113,33 @@ func TestManagerInitializesNodes(t *testing.T) {
 	}
 
 	for _, n := range names {
-		var last string
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			node, err := e.Client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
-			if err != nil {
+		var node *corev1.Node
+		poll.Within(t, 2*time.Minute, "node "+n+" to be initialized", func() error {
+			var err error
+			if node, err = e.Client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			last = describeNode(node)
-			if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "node.cloudprovider.kubernetes.io/uninitialized" }) {
-				want := map[string]string{
-					"topology.kubernetes.io/zone":      fakeZone,
-					"topology.kubernetes.io/region":    fakeRegion,
-					"node.kubernetes.io/instance-type": fakeType,
-					"example.com/hosted-by":            "nephele",
-				}
-				for k, v := range want {
-					if node.Labels[k] != v {
-						t.Errorf("node %s label %s = %q, want %q", n, k, node.Labels[k], v)
-					}
-				}
-				if node.Spec.ProviderID != "fake://i-"+n {
-					t.Errorf("node %s provider ID %q, want fake://i-%s", n, node.Spec.ProviderID, n)
-				}
-				if !slices.Contains(node.Status.Addresses, f.Addresses[0]) {
-					t.Errorf("node %s addresses %v lack the cloud's %v", n, node.Status.Addresses, f.Addresses[0])
-				}
-				break
+			if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "node.cloudprovider.kubernetes.io/uninitialized" }) {
+				return errors.New(describeNode(node))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s not initialized within 2m: %s", n, last)
+			return nil
+		})
+		want := map[string]string{
+			"topology.kubernetes.io/zone":      fakeZone,
+			"topology.kubernetes.io/region":    fakeRegion,
+			"node.kubernetes.io/instance-type": fakeType,
+			"example.com/hosted-by":            "nephele",
+		}
+		for k, v := range want {
+			if node.Labels[k] != v {
+				t.Errorf("node %s label %s = %q, want %q", n, k, node.Labels[k], v)
 			}
-			time.Sleep(100 * time.Millisecond)
+		}
+		if node.Spec.ProviderID != "fake://i-"+n {
+			t.Errorf("node %s provider ID %q, want fake://i-%s", n, node.Spec.ProviderID, n)
+		}
+		if !slices.Contains(node.Status.Addresses, f.Addresses[0]) {
+			t.Errorf("node %s addresses %v lack the cloud's %v", n, node.Status.Addresses, f.Addresses[0])
 		}
 	}
 
