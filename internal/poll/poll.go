@@ -40,7 +40,14 @@ func Within(t testing.TB, timeout time.Duration, what string, cond func() error)
 // wait.
 func EventuallyContext(t testing.TB, what string, cond func(context.Context) error) {
 	t.Helper()
-	if err := Until(t.Context(), Timeout, cond); err != nil {
+	WithinContext(t, Timeout, what, cond)
+}
+
+// WithinContext is Within for a condition that calls out (an API server, a cloud):
+// cond's context ends at the deadline, so a call that hangs cannot outlast the wait.
+func WithinContext(t testing.TB, timeout time.Duration, what string, cond func(context.Context) error) {
+	t.Helper()
+	if err := Until(t.Context(), timeout, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -109,6 +109,7 @@ func TestWithinFailsNamingWhatAndTheLastAnswer(t *testing.T) {
 	r.fatal = ""
 	Eventually(r, "nothing", func() error { return nil })
 	EventuallyContext(r, "nothing", func(context.Context) error { return nil })
+	WithinContext(r, time.Second, "nothing", func(context.Context) error { return nil })
 	if r.fatal != "" {
 		t.Errorf("a condition that holds failed the test: %s", r.fatal)
 	}
