@@ -94,6 +94,19 @@ func TestExec(t *testing.T) {
 	}
 }
 
+func TestMentioning(t *testing.T) {
+	mark := fmt.Sprintf("proctest-mark-%d", os.Getpid())
+	p := Start(t, "server", "serve", mark)
+	p.WaitOutput(t, "serving", Timeout)
+	if got := Mentioning(t, mark); len(got) != 1 || got[0] != p.Pid() {
+		t.Errorf("Mentioning(%q) = %v, want [%d]", mark, got, p.Pid())
+	}
+	p.Kill()
+	if got := Mentioning(t, mark); len(got) != 0 {
+		t.Errorf("Mentioning(%q) = %v after the process was killed and reaped", mark, got)
+	}
+}
+
 func TestTheChildIsNotMarkedForItsOwnChildren(t *testing.T) {
 	p := Start(t, "env", "env")
 	p.Wait(t, Timeout)
