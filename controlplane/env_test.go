@@ -3,11 +3,11 @@ package controlplane_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,21 +17,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
 )
 
-// Generous bounds for things that take seconds; a slow shared machine must not flake.
-const (
-	pollInterval = 250 * time.Millisecond
-	pollTimeout  = 90 * time.Second
-)
+// pollTimeout bounds waits for things that take seconds; generous, so that a slow shared
+// machine does not flake.
+const pollTimeout = 90 * time.Second
 
 // Short leases so a stopped leader's Lease expires within seconds, not the default 15.
 var shortLease = []string{
@@ -43,26 +42,24 @@ var shortLease = []string{
 
 const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err // transient API errors are retried
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
-}
-
 func newNode(name string, taints ...corev1.Taint) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       corev1.NodeSpec{Taints: taints},
+	}
+}
+
+// nodeReadyIn is a condition for poll: node name is Ready.
+func nodeReadyIn(c kubernetes.Interface, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !nodeReady(n) {
+			return fmt.Errorf("conditions %v", n.Status.Conditions)
+		}
+		return nil
 	}
 }
 
@@ -196,13 +193,12 @@ func TestControlPlane(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(p.LogTail(5), "started with hello") {
-			if time.Now().After(deadline) {
-				t.Fatalf("log %s never showed the command's output; tail:\n%s", p.LogPath(), p.LogTail(5))
+		poll.Within(t, 30*time.Second, "the command's output in its log", func() error {
+			if tail := p.LogTail(5); !strings.Contains(tail, "started with hello") {
+				return fmt.Errorf("%s ends:\n%s", p.LogPath(), tail)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		if filepath.Dir(p.LogPath()) != env.Dir {
 			t.Errorf("log %s is not in the env directory %s", p.LogPath(), env.Dir)
 		}
@@ -221,10 +217,7 @@ func TestControlPlane(t *testing.T) {
 		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("uninitialized", taint), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "node uninitialized Ready", func(ctx context.Context) (bool, error) {
-			n, err := c.CoreV1().Nodes().Get(ctx, "uninitialized", metav1.GetOptions{})
-			return err == nil && nodeReady(n), err
-		})
+		poll.WithinContext(t, pollTimeout, "node uninitialized Ready", nodeReadyIn(c, "uninitialized"))
 	})
 
 	t.Run("scheduler binds a pod and kwok runs it", func(t *testing.T) {
@@ -233,9 +226,9 @@ func TestControlPlane(t *testing.T) {
 		}
 		// The ServiceAccount admission plugin refuses pods until the controller
 		// manager has created the namespace's default ServiceAccount.
-		eventually(t, "ServiceAccount default/default", func(ctx context.Context) (bool, error) {
+		poll.WithinContext(t, pollTimeout, "ServiceAccount default/default", func(ctx context.Context) error {
 			_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-			return err == nil, err
+			return err
 		})
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"},
@@ -247,22 +240,28 @@ func TestControlPlane(t *testing.T) {
 		if _, err := c.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "pod default/app running on worker", func(ctx context.Context) (bool, error) {
+		poll.WithinContext(t, pollTimeout, "pod default/app running on worker", func(ctx context.Context) error {
 			p, err := c.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{})
 			if err != nil {
-				return false, err
+				return err
 			}
 			// The uninitialized node is tainted, so only worker fits.
-			return p.Spec.NodeName == "worker" && p.Status.Phase == corev1.PodRunning, nil
+			if p.Spec.NodeName != "worker" || p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("on node %q, %s", p.Spec.NodeName, p.Status.Phase)
+			}
+			return nil
 		})
 	})
 
 	t.Run("controller manager leader hands over after stop", func(t *testing.T) {
 		var first string
-		eventually(t, "Lease kube-system/kube-controller-manager held", func(ctx context.Context) (bool, error) {
+		poll.WithinContext(t, pollTimeout, "Lease kube-system/kube-controller-manager held", func(ctx context.Context) error {
 			h, err := leaseHolder(ctx, c, "kube-controller-manager")
+			if err == nil && h == "" {
+				err = errors.New("no holder")
+			}
 			first = h
-			return h != "", err
+			return err
 		})
 
 		if err := env.ControllerManager.Stop(); err != nil {
@@ -280,9 +279,12 @@ func TestControlPlane(t *testing.T) {
 		if second.LogPath() == env.ControllerManager.LogPath() {
 			t.Errorf("second controller manager logs to the first one's file %s", second.LogPath())
 		}
-		eventually(t, "Lease kube-system/kube-controller-manager taken over", func(ctx context.Context) (bool, error) {
+		poll.WithinContext(t, pollTimeout, "Lease kube-system/kube-controller-manager taken over", func(ctx context.Context) error {
 			h, err := leaseHolder(ctx, c, "kube-controller-manager")
-			return h != "" && h != first, err
+			if err == nil && (h == "" || h == first) {
+				err = fmt.Errorf("held by %q", h)
+			}
+			return err
 		})
 		if err := second.Stop(); err != nil {
 			t.Fatalf("stop second controller manager: %v", err)
@@ -302,10 +304,7 @@ func TestControlPlane(t *testing.T) {
 		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("late"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "node late Ready", func(ctx context.Context) (bool, error) {
-			n, err := c.CoreV1().Nodes().Get(ctx, "late", metav1.GetOptions{})
-			return err == nil && nodeReady(n), err
-		})
+		poll.WithinContext(t, pollTimeout, "node late Ready", nodeReadyIn(c, "late"))
 		if err := kwok.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -348,30 +347,9 @@ func TestStartFailureCleansUp(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "etcd.log")); err != nil {
 		t.Errorf("etcd log not kept: %v", err)
 	}
-	if pids := processesMentioning(t, dir); len(pids) > 0 {
+	if pids := proctest.Mentioning(t, dir); len(pids) > 0 {
 		t.Errorf("processes %v still run from %s after the failed Start", pids, dir)
 	}
-}
-
-// processesMentioning lists live processes whose command line contains s.
-func processesMentioning(t *testing.T, s string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmdline), s) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // TestZeroEnv checks an Env not made by Start refuses to start components instead of
@@ -436,8 +414,11 @@ func TestStartInDir(t *testing.T) {
 	if want := filepath.Join(dir, "helper.log"); p.LogPath() != want {
 		t.Errorf("LogPath() = %q, want %q", p.LogPath(), want)
 	}
-	eventually(t, "helper log", func(context.Context) (bool, error) {
-		return strings.Contains(p.LogTail(5), "helper started: --flag value"), nil
+	poll.Within(t, pollTimeout, "helper log", func() error {
+		if tail := p.LogTail(5); !strings.Contains(tail, "helper started: --flag value") {
+			return fmt.Errorf("log tail:\n%s", tail)
+		}
+		return nil
 	})
 	if _, err := env.StartProcess("no-such-binary"); !errors.As(err, new(*controlplane.MissingBinaryError)) {
 		t.Errorf("StartProcess(no-such-binary): error %v, want a *MissingBinaryError", err)

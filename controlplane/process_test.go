@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
 // startShell runs a shell script as a Process and stops it when the test ends.
@@ -43,17 +46,14 @@ func output(t *testing.T, p *Process) string {
 // script set itself up.
 func waitForOutput(t *testing.T, p *Process, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out := output(t, p)
-		if strings.Contains(out, want) {
-			return out
+	var out string
+	poll.Within(t, 30*time.Second, fmt.Sprintf("%s to write %q", p.Name(), want), func() error {
+		if out = output(t, p); !strings.Contains(out, want) {
+			return fmt.Errorf("output:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never wrote %q; output:\n%s", p.Name(), want, out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return out
 }
 
 // childPid reads the pid a script wrote as "child=PID".
@@ -71,22 +71,18 @@ func childPid(t *testing.T, p *Process) int {
 // Zombies count as gone: they have exited and wait for whoever reparented them to reap them.
 func assertGone(t *testing.T, pgid int, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Within(t, 10*time.Second, fmt.Sprintf("the processes of group %d to exit", pgid), func() error {
 		left := liveGroupMembers(t, pgid)
 		for _, pid := range pids {
 			if state, pgrp, ok := procStat(pid); ok && state != "Z" && pgrp != pgid {
 				left = append(left, pid)
 			}
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Errorf("processes %v still running", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of group %d still running", left, pgid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // liveGroupMembers lists the processes in group pgid that have not exited.
