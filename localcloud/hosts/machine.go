@@ -361,8 +361,11 @@ func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
 		if n.NSDir != "" {
 			errs = append(errs, teardownNSDir(n.NSDir)...)
 		}
-		m.cg.removeIfEmpty(cgroupRoot + "/" + n.Bridge)
-		m.cg.removeIfEmpty(cgroupRoot)
+		for _, rel := range []string{cgroupRoot + "/" + n.Bridge, cgroupRoot} {
+			if err := m.cg.removeIfEmpty(rel); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	for i := len(m.j.CreatedDirs) - 1; i >= 0; i-- {
 		if err := removeEmptyTree(m.j.CreatedDirs[i]); err != nil {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/cgroupfs"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
@@ -69,9 +69,16 @@ func TestHostLifecycle(t *testing.T) {
 		if sameFile(fmt.Sprintf("/proc/%d/ns/net", pid), hoststest.MachineNetNS()) {
 			t.Errorf("the boot process runs in the machine's network namespace")
 		}
-		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-		if want := st.Cgroup; strings.Count(string(cg), want) < strings.Count(string(cg), "\n") {
-			t.Errorf("the boot process is not in %s in every hierarchy:\n%s", want, cg)
+		if fs, err := cgroupfs.Discover(); err != nil {
+			t.Error(err)
+		} else if where, err := fs.Locate(pid); err != nil {
+			t.Error(err)
+		} else {
+			for mount, rel := range where {
+				if rel != st.Cgroup {
+					t.Errorf("the boot process is in %s, not %s, in the hierarchy at %s", rel, st.Cgroup, mount)
+				}
+			}
 		}
 		if _, err := os.Stat(filepath.Join(m.HostDir(spec.ID), "private", private, "inside")); err != nil {
 			t.Errorf("the file written to the private path is not in the host's directory: %v", err)
@@ -159,21 +166,18 @@ func TestHostLifecycle(t *testing.T) {
 	tn.checkClean(t, before, forward)
 }
 
+// cgroupProcs returns the processes in the cgroup rel and below, in any hierarchy.
 func cgroupProcs(t *testing.T, rel string) []int {
 	t.Helper()
-	var out []int
-	raw, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", rel, "cgroup.procs"))
+	fs, err := cgroupfs.Discover()
 	if err != nil {
-		raw, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", rel, "cgroup.procs"))
+		t.Fatal(err)
 	}
+	procs, err := fs.Procs(rel)
 	if err != nil {
 		t.Fatalf("reading the host's cgroup: %v", err)
 	}
-	for _, f := range strings.Fields(string(raw)) {
-		n, _ := strconv.Atoi(f)
-		out = append(out, n)
-	}
-	return out
+	return procs
 }
 
 // TestStopKillsWhatIgnoresSIGTERM: a boot command that ignores SIGTERM, and the children

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nephele-dev/nephele/internal/cgroupfs"
 )
 
 // tools are the programs host instances need.
@@ -131,9 +133,13 @@ func Snapshot(t testing.TB, markers ...string) string {
 		t.Fatal(err)
 	}
 	add("mount", string(mounts))
+	hierarchies, err := cgroupfs.Discover()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var cgroups []string
-	for _, root := range cgroupRoots(t) {
-		_ = filepath.WalkDir(filepath.Join(root, "nephele"), func(p string, d fs.DirEntry, err error) error {
+	for _, dir := range hierarchies.Dirs("/nephele") {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				cgroups = append(cgroups, p)
 			}
@@ -155,26 +161,6 @@ func stripCounters(out []byte) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
-}
-
-func cgroupRoots(t testing.TB) []string {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var roots []string
-	for _, l := range strings.Split(string(raw), "\n") {
-		pre, post, ok := strings.Cut(l, " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) > 4 && len(qf) > 0 && (qf[0] == "cgroup" || qf[0] == "cgroup2") {
-			roots = append(roots, pf[4])
-		}
-	}
-	return roots
 }
 
 // Sysctl reads a sysctl such as "net/ipv4/ip_forward".
