@@ -11,17 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/controllertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
@@ -463,22 +460,12 @@ func TestSpecBuildsController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset()
-	cc := &manager.ControllerContext{
-		Name:      manager.ServiceLBController,
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventlog.Log{},
-		Cloud:     fc,
-		Config: manager.ControllerConfig{
-			ClusterName:            "prod",
-			ConcurrentServiceSyncs: 3,
-			NodeBatchWindow:        5 * time.Second,
-			LoadBalancerClass:      "example.com/x",
-		},
-		Metrics: prometheus.NewRegistry(),
-		Health:  manager.NewProgress(manager.ServiceLBController, time.Minute),
-	}
+	cc := controllertest.Context(manager.ServiceLBController, fc, manager.ControllerConfig{
+		ClusterName:            "prod",
+		ConcurrentServiceSyncs: 3,
+		NodeBatchWindow:        5 * time.Second,
+		LoadBalancerClass:      "example.com/x",
+	})
 	got, err := Spec().New(context.Background(), cc)
 	if err != nil {
 		t.Fatal(err)

@@ -8,18 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
-	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/controllertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -424,17 +421,8 @@ func TestSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset()
-	cc := &manager.ControllerContext{
-		Name:      manager.CloudNodeController,
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventlog.Log{},
-		Cloud:     fc,
-		Config:    manager.ControllerConfig{NodeStatusUpdateFrequency: 3 * time.Minute, ConcurrentNodeSyncs: 3},
-		Metrics:   prometheus.NewRegistry(),
-		Health:    manager.NewProgress(manager.CloudNodeController, time.Minute),
-	}
+	cc := controllertest.Context(manager.CloudNodeController, fc,
+		manager.ControllerConfig{NodeStatusUpdateFrequency: 3 * time.Minute, ConcurrentNodeSyncs: 3})
 	if _, err := s.New(t.Context(), cc); !errors.Is(err, manager.ErrControllerDisabled) {
 		t.Fatalf("New without Instances = %v, want ErrControllerDisabled", err)
 	}

@@ -8,16 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/internal/controllertest"
 	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -422,20 +421,10 @@ func TestSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset()
-	cc := &manager.ControllerContext{
-		Name:      manager.CloudNodeLifecycleController,
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventlog.Log{},
-		Cloud:     fc,
-		Config: manager.ControllerConfig{
-			NodeMonitorPeriod: 7 * time.Second, NodeDeletionGracePeriod: time.Minute,
-			NodeDeletionSafeModeThreshold: 0.25, ConcurrentNodeSyncs: 2,
-		},
-		Metrics: prometheus.NewRegistry(),
-		Health:  manager.NewProgress(manager.CloudNodeLifecycleController, time.Minute),
-	}
+	cc := controllertest.Context(manager.CloudNodeLifecycleController, fc, manager.ControllerConfig{
+		NodeMonitorPeriod: 7 * time.Second, NodeDeletionGracePeriod: time.Minute,
+		NodeDeletionSafeModeThreshold: 0.25, ConcurrentNodeSyncs: 2,
+	})
 	if _, err := s.New(t.Context(), cc); !errors.Is(err, manager.ErrControllerDisabled) {
 		t.Fatalf("New without Instances = %v, want ErrControllerDisabled", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/controllertest"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -29,18 +29,7 @@ func controllerContext(t *testing.T, cfg manager.ControllerConfig, disabled ...f
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset()
-	return &manager.ControllerContext{
-		Name:      manager.NodeRouteController,
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  record.NewFakeRecorder(100),
-		Cloud:     fc,
-		Config:    cfg,
-		Metrics:   prometheus.NewRegistry(),
-		Health:    manager.NewProgress(manager.NodeRouteController, time.Minute),
-		Logger:    logr.Discard(),
-	}
+	return controllertest.Context(manager.NodeRouteController, fc, cfg)
 }
 
 func TestSpec(t *testing.T) {
