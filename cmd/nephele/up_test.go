@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
 // TestMain lets the test binary run nephele's main instead of the tests, so a test can
@@ -72,46 +72,22 @@ func startUp(t *testing.T, args ...string) *proctest.Process {
 // component up starts gets its state directory in a flag.
 func assertNothingRuns(t *testing.T, dir string) {
 	t.Helper()
-	var pids []int
 	// The kernel delivers a dead parent's signal to children asynchronously.
-	deadline := time.Now().Add(stopTimeout)
-	for {
-		pids = processesMentioning(t, dir)
-		if len(pids) == 0 || time.Now().After(deadline) {
-			break
+	err := poll.Until(t.Context(), stopTimeout, func(context.Context) error {
+		if pids := proctest.Mentioning(t, dir); len(pids) > 0 {
+			return fmt.Errorf("processes %v still run with %s", pids, dir)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if len(pids) > 0 {
-		t.Errorf("processes %v still run with %s", pids, dir)
-	}
-}
-
-func processesMentioning(t *testing.T, s string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
+		return nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // loopbackRanges returns a VIP pool and an instance range of their own, so this test
 // does not fight over addresses with other tests running local clouds at the same time.
 func loopbackRanges() (vipPool, instanceCIDR string) {
-	return fmt.Sprintf("127.%d.%d.0/24", 150+rand.IntN(40), rand.IntN(256)),
-		fmt.Sprintf("127.%d.%d.0/24", 210+rand.IntN(40), rand.IntN(256))
+	return testnet.LoopbackPrefix(byte(150 + rand.IntN(40))).String(), testnet.LoopbackPrefix(byte(210 + rand.IntN(40))).String()
 }
 
 // TestUp runs `nephele up` three times in one state directory as a person would: a run
