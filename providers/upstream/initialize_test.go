@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -199,12 +200,10 @@ func TestFactories(t *testing.T) {
 		t.Error("a failing upstream factory succeeded")
 	}
 
-	// The upstream registry is global and refuses a second registration, so register
-	// once per process.
-	const name = "nephele-upstream-test"
-	if !cloudprovider.IsCloudProvider(name) {
-		cloudprovider.RegisterCloudProvider(name, factory)
-	}
+	// The upstream registry is global and exits the process on a second registration of
+	// a name, so each run (-count=N) registers this run's factory under a name of its own.
+	name := "nephele-upstream-test-" + strings.ToLower(rand.Text()[:8])
+	cloudprovider.RegisterCloudProvider(name, factory)
 	r := cloud.NewRegistry()
 	if err := r.Register("acme", upstream.Registered(name)); err != nil {
 		t.Fatal(err)
