@@ -128,6 +128,9 @@ type Server struct {
 
 	// machine makes host instances; nil when they are disabled.
 	machine *hosts.Machine
+	// instances serializes the changes to one instance, so that its record and its
+	// host on the machine change together.
+	instances keyedLocks
 	// routeMu serializes reading the routes and programming them into the machine, so
 	// an older reading never overwrites a newer one.
 	routeMu sync.Mutex
