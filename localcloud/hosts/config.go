@@ -83,6 +83,11 @@ func (c *Config) complete() error {
 		if g.Bits() == 0 {
 			return fmt.Errorf("guard CIDR %s would make the whole IPv4 space unreachable", g)
 		}
+		if g.Overlaps(c.Range) {
+			// A route into a guard inside the range would be more specific than the
+			// bridge's own route and take other hosts' addresses away from them.
+			return fmt.Errorf("guard CIDR %s overlaps the instance range %s: guard the pod and Service ranges, which must lie outside it", g, c.Range)
+		}
 		guards[g.Masked()] = true
 	}
 	c.Guards = slices.SortedFunc(maps.Keys(guards), comparePrefix)
