@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +28,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -325,7 +326,7 @@ func TestInvalidFlagsExitOneLine(t *testing.T) {
 
 func TestServingHealthAndAuth(t *testing.T) {
 	e := env(t)
-	port := freePort(t)
+	port := int(testnet.FreePort(t, "tcp", netip.MustParseAddr("127.0.0.1")))
 	c := startCCM(t, e, "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--leader-elect-resource-name=serving-ccm")
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -391,16 +392,6 @@ func TestServingHealthAndAuth(t *testing.T) {
 		t.Errorf("/debug/pprof/ as cluster admin = %d, want 200", code)
 	}
 	c.Stop(t, stopTimeout)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func serviceAccountToken(t *testing.T, client kubernetes.Interface, name string) string {
