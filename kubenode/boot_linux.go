@@ -98,7 +98,7 @@ func (r *runner) boot(ctx context.Context) error {
 	r.setPhase(PhasePreparing)
 
 	// What a previous boot that crashed may have left: processes, cgroups, mounts, rules.
-	cg, err := newCgroups(n.Config.CgroupRoot, n.Paths.CgroupMarker, r.log)
+	cg, err := newCgroups(n.Config.CgroupRoot, n.Paths.CgroupMarker)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (r *runner) boot(ctx context.Context) error {
 	if err := cg.join(); err != nil {
 		return err
 	}
-	if killed, err := cg.killAll(10 * time.Second); err != nil {
+	if killed, err := cg.killAll(); err != nil {
 		return fmt.Errorf("processes of an earlier boot: %w", err)
 	} else if killed > 0 {
 		r.log.Info("Killed the processes an earlier boot left", "count", killed)
@@ -343,7 +343,7 @@ func (r *runner) shutdown() error {
 	}
 	if r.cg != nil {
 		// containerd's shims and any container process that outlived its task.
-		killed, err := r.cg.killAll(10 * time.Second)
+		killed, err := r.cg.killAll()
 		errs = append(errs, err)
 		if killed > 0 {
 			r.log.Info("Killed processes left after containerd stopped", "count", killed)

@@ -245,10 +245,10 @@ func TestBootRealNode(t *testing.T) {
 			t.Errorf("mount left in the host: %s (%s %s)", m.Point, m.FSType, m.Source)
 		}
 	}
-	if dirs := cgroupDirs(cgroupRoot); len(dirs) > 0 {
+	if dirs := cgroupDirs(t, cgroupRoot); len(dirs) > 0 {
 		t.Errorf("cgroups left: %v", dirs)
 	}
-	if dirs := cgroupDirs("/nephele-kubenode-test"); len(dirs) > 0 {
+	if dirs := cgroupDirs(t, "/nephele-kubenode-test"); len(dirs) > 0 {
 		t.Errorf("cgroups left: %v", dirs)
 	}
 	if links := host.run(t, "ip", "-o", "link", "show", "type", "veth"); strings.Count(links, "\n") != 1 {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/cgroupfs"
 	"github.com/nephele-dev/nephele/internal/mountinfo"
 	"github.com/nephele-dev/nephele/internal/poll"
 )
@@ -207,11 +207,17 @@ func tcpProxy(t *testing.T, listen, target string) string {
 }
 
 // cgroupDirs returns the directories of cgroup path root that exist in any hierarchy.
-func cgroupDirs(root string) []string {
-	rel := strings.TrimPrefix(root, "/")
-	matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", rel))
-	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", rel)); err == nil {
-		matches = append(matches, filepath.Join("/sys/fs/cgroup", rel))
+func cgroupDirs(t *testing.T, root string) []string {
+	t.Helper()
+	fs, err := cgroupfs.Discover()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return matches
+	var out []string
+	for _, dir := range fs.Dirs(root) {
+		if _, err := os.Stat(dir); err == nil {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
