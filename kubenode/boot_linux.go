@@ -51,8 +51,15 @@ type runner struct {
 //
 // It must run as root inside a host: a network and a mount namespace of its own (it
 // refuses the machine's), with the node's cgroup root (Config.CgroupRoot) to live in.
+//
+// Boot logs its progress but not the error it returns, which the caller reports once.
 func Boot(ctx context.Context, n *Node, log logr.Logger) error {
-	r := &runner{
+	r := newRunner(n, log)
+	return r.run(ctx, r.boot)
+}
+
+func newRunner(n *Node, log logr.Logger) *runner {
+	return &runner{
 		n:   n,
 		log: log,
 		ctr: ctr{path: n.Binaries.Ctr, address: n.Paths.ContainerdSocket},
@@ -64,19 +71,21 @@ func Boot(ctx context.Context, n *Node, log logr.Logger) error {
 			Steps:    map[string]Duration{},
 		},
 	}
-	bootErr := r.boot(ctx)
+}
+
+// run boots the node with boot, then stops it, and returns what failed in either. The
+// failures go into the status file; the log only says that the boot failed, so that a
+// caller that prints the returned error does not show it twice.
+func (r *runner) run(ctx context.Context, boot func(context.Context) error) error {
+	bootErr := boot(ctx)
 	if bootErr != nil && ctx.Err() != nil {
 		bootErr = nil // stopped while booting, as asked
 	}
 	if bootErr != nil {
 		r.status.Error = bootErr.Error()
-		log.Error(bootErr, "Boot failed; stopping the node")
+		r.log.Info("Boot failed; stopping the node")
 	}
-	stopErr := r.shutdown()
-	if stopErr != nil {
-		log.Error(stopErr, "Stopping the node left something behind")
-	}
-	return errors.Join(bootErr, stopErr)
+	return errors.Join(bootErr, r.shutdown())
 }
 
 func (r *runner) boot(ctx context.Context) error {
