@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
 // Addresses of the test's host: a /30 of the instance range nobody else uses, and a pod
@@ -77,7 +79,8 @@ func TestBootRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxied := tcpProxy(t, testHostIP+":0", apiserver.Host)
+	// The apiserver listens on the machine's loopback, which the host cannot reach.
+	proxied := testnet.TCPProxy(t, netip.AddrPortFrom(netip.MustParseAddr(testHostIP), 0), apiserver.Host)
 
 	hostDir := filepath.Join(dir, "host")
 	cgroupRoot := "/nephele-kubenode-test/" + nodeName
@@ -90,7 +93,7 @@ func TestBootRealNode(t *testing.T) {
 		CgroupRoot: cgroupRoot,
 		BinDir:     binDir,
 		// The serving certificate names localhost and 127.0.0.1, not the proxy's address.
-		APIServer:    APIServer{URL: "https://" + proxied, CAFile: env.CAFile(), TLSServerName: "localhost"},
+		APIServer:    APIServer{URL: "https://" + proxied.String(), CAFile: env.CAFile(), TLSServerName: "localhost"},
 		Kubelet:      Credentials{TokenFile: kubeletToken},
 		KubeProxy:    Credentials{TokenFile: proxyToken},
 		ClusterCIDR:  testClusterCIDR,

@@ -5,13 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -160,50 +157,6 @@ func (h *testHost) destroy(t *testing.T) {
 	if out, _ := exec.Command("ip", "link", "show", h.veth).CombinedOutput(); !bytes.Contains(out, []byte("does not exist")) {
 		t.Errorf("veth %s still exists after the host was destroyed: %s", h.veth, out)
 	}
-}
-
-// tcpProxy forwards connections to listen's address to target: the machine's apiserver
-// listens on 127.0.0.1 only, which a host cannot reach. It stops with the test.
-func tcpProxy(t *testing.T, listen, target string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatalf("listen for the apiserver proxy: %v", err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, in, out)
-			mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(out, in); out.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return l.Addr().String()
 }
 
 // cgroupDirs returns the directories of cgroup path root that exist in any hierarchy.

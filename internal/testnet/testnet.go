@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -81,12 +82,59 @@ func TCPEcho(t testing.TB, addr netip.AddrPort, tag string) {
 	if err != nil {
 		t.Fatalf("listening on %s: %v", addr, err)
 	}
+	serveTCP(t, ln, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(c, "%s %s", tag, line); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// TCPProxy forwards every connection to listen (port 0 for any free one) to target
+// ("host:port") until the test ends, and returns the address it listens on: for a
+// program in a network namespace of its own to reach a server that listens on the
+// machine's loopback only.
+func TCPProxy(t testing.TB, listen netip.AddrPort, target string) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen.String())
+	if err != nil {
+		t.Fatalf("listening on %s to proxy to %s: %v", listen, target, err)
+	}
+	serveTCP(t, ln, func(in net.Conn) {
+		out, err := net.DialTimeout("tcp", target, 5*time.Second)
+		if err != nil {
+			return
+		}
+		done := make(chan struct{}, 2)
+		go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+		go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+		// When either side ends, so does the other.
+		<-done
+		_ = out.Close()
+		_ = in.Close()
+		<-done
+	})
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// serveTCP accepts connections on ln until the test ends and runs handle for each on a
+// goroutine of its own. At the end it closes the listener and every connection still
+// open, and waits for the handlers to return.
+func serveTCP(t testing.TB, ln net.Listener, handle func(net.Conn)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]bool{}
+	closed := false
 	t.Cleanup(func() {
 		_ = ln.Close()
 		mu.Lock()
+		closed = true
 		for c := range conns {
 			_ = c.Close()
 		}
@@ -102,6 +150,12 @@ func TCPEcho(t testing.TB, addr netip.AddrPort, tag string) {
 				return
 			}
 			mu.Lock()
+			if closed {
+				// Accepted as the test ended: no handler would be stopped.
+				mu.Unlock()
+				_ = c.Close()
+				return
+			}
 			conns[c] = true
 			mu.Unlock()
 			wg.Add(1)
@@ -113,16 +167,7 @@ func TCPEcho(t testing.TB, addr netip.AddrPort, tag string) {
 					mu.Unlock()
 					_ = c.Close()
 				}()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := fmt.Fprintf(c, "%s %s", tag, line); err != nil {
-						return
-					}
-				}
+				handle(c)
 			}()
 		}
 	}()

@@ -70,3 +70,39 @@ func TestUDPAskFailsWithoutAServer(t *testing.T) {
 		t.Errorf("Ask with no server = %q, want an error", answer)
 	}
 }
+
+func TestTCPProxy(t *testing.T) {
+	echo := netip.AddrPortFrom(loopback, FreePort(t, "tcp", loopback))
+	TCPEcho(t, echo, "backend")
+	nothing := netip.AddrPortFrom(loopback, FreePort(t, "tcp", loopback))
+	tests := []struct {
+		name   string
+		target netip.AddrPort
+		want   string // "" for a connection closed without an answer
+	}{
+		{"to an echo server", echo, "backend hello"},
+		{"to nothing", nothing, ""},
+	}
+	for _, tt := range tests {
+		var proxy netip.AddrPort
+		t.Run(tt.name, func(t *testing.T) {
+			proxy = TCPProxy(t, netip.AddrPortFrom(loopback, 0), tt.target.String())
+			if proxy.Port() == 0 || proxy.Port() == tt.target.Port() {
+				t.Fatalf("the proxy listens on %s", proxy)
+			}
+			answer, err := AskTCP(proxy, netip.Addr{}, "hello")
+			if tt.want == "" {
+				if err == nil {
+					t.Errorf("through a proxy to nothing: %q, want the connection closed", answer)
+				}
+				return
+			}
+			if err != nil || answer != tt.want {
+				t.Errorf("through the proxy: %q, %v; want %q", answer, err, tt.want)
+			}
+		})
+		if Listening(proxy) {
+			t.Errorf("the proxy on %s outlived its test", proxy)
+		}
+	}
+}
