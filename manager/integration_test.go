@@ -343,9 +343,17 @@ func TestServingHealthAndAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// The manager registers a controller's check when it builds the controller, so
+	// /readyz can pass before the last controller is built: wait for every check.
 	poll.Within(t, 60*time.Second, "/readyz to be ok with every controller running", func() error {
-		if code, body := get("/readyz", ""); code != http.StatusOK {
+		code, body := get("/readyz?verbose", "")
+		if code != http.StatusOK {
 			return fmt.Errorf("/readyz = %d %.200s", code, body)
+		}
+		for _, name := range allControllers {
+			if !strings.Contains(body, "[+]"+name+" ok") {
+				return fmt.Errorf("no passing check for %s yet:\n%s", name, body)
+			}
 		}
 		return nil
 	})
@@ -401,6 +409,9 @@ func serviceAccountToken(t *testing.T, client kubernetes.Interface, name string)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating service account: %v", err)
 	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().ServiceAccounts("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	tr, err := client.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("requesting a token: %v", err)
@@ -418,6 +429,10 @@ func grantMetrics(t *testing.T, client kubernetes.Interface, sa string) {
 	if err != nil {
 		t.Fatalf("creating cluster role: %v", err)
 	}
+	// Removed when the test ends, so that it runs again on the same control plane.
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoles().Delete(context.Background(), "test-metrics-reader", metav1.DeleteOptions{})
+	})
 	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "test-metrics-reader"},
@@ -426,6 +441,9 @@ func grantMetrics(t *testing.T, client kubernetes.Interface, sa string) {
 	if err != nil {
 		t.Fatalf("creating cluster role binding: %v", err)
 	}
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "test-metrics-reader", metav1.DeleteOptions{})
+	})
 }
 
 // migrationConfig is the upstream LeaderMigrationConfiguration both components read,
