@@ -68,7 +68,11 @@ func (f *Fake) Inventory(t testing.TB, lister cloud.InstanceLister) *inventory.I
 	if lister == nil {
 		lister = f.Cloud
 	}
-	return startInventory(t, t.Context(), lister)
+	inv := inventory.New(lister)
+	var wg sync.WaitGroup
+	wg.Go(func() { inv.Run(t.Context()) })
+	t.Cleanup(wg.Wait)
+	return inv
 }
 
 // Start starts the informers the controller registered and waits until they have
@@ -160,14 +164,4 @@ func Run(t testing.TB, run func(context.Context) error) {
 		}
 	})
 	t.Cleanup(wg.Wait)
-}
-
-// startInventory runs an inventory of lister until ctx ends and the test's cleanup waits
-// for it.
-func startInventory(t testing.TB, ctx context.Context, lister cloud.InstanceLister) *inventory.Inventory {
-	inv := inventory.New(lister)
-	var wg sync.WaitGroup
-	wg.Go(func() { inv.Run(ctx) })
-	t.Cleanup(wg.Wait)
-	return inv
 }

@@ -26,8 +26,9 @@ func Eventually(t testing.TB, what string, cond func() error) {
 	Within(t, Timeout, what, cond)
 }
 
-// Within is Eventually with its own deadline, for a test whose assertion is the time
-// something takes.
+// Within is Eventually with its own deadline: for a test whose assertion is the time
+// something takes (a follower takes over within a lease duration), or a wait known to
+// take longer than Timeout.
 func Within(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	if err := Until(t.Context(), timeout, func(context.Context) error { return cond() }); err != nil {
