@@ -61,12 +61,12 @@ func run(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Addr:              ":" + port,
-		Handler:           handler(os.Getenv),
+		Handler:           handler(podEnv),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Printf("demo-http: serving on :%s as pod %s on node %s\n", port, os.Getenv("POD_NAME"), os.Getenv("NODE_NAME"))
+	fmt.Printf("demo-http: serving on :%s as pod %s on node %s\n", port, podEnv("POD_NAME"), podEnv("NODE_NAME"))
 	select {
 	case err := <-errc:
 		return err
@@ -81,6 +81,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// podEnv reads the downward API variables. Without POD_NAME (a pod made by `kubectl
+// create deployment`, say) the pod's name is its host name, which kubelet sets to it.
+func podEnv(name string) string {
+	v := os.Getenv(name)
+	if v == "" && name == "POD_NAME" {
+		v, _ = os.Hostname()
+	}
+	return v
 }
 
 // handler serves / and /healthz; getenv reads the downward API variables.
