@@ -28,12 +28,57 @@ const (
 // nephele.local/pause:v0.1.0. The file is written under a temporary name and renamed, so
 // a reader never sees half an archive. The same image and ref give the same bytes.
 func WriteArchive(path, ref string, img v1.Image) error {
+	return writeFile(path, func(w io.Writer) error {
+		blobs := map[v1.Hash][]byte{}
+		desc, err := addImage(blobs, img)
+		if err != nil {
+			return err
+		}
+		return writeArchive(w, ref, desc, blobs)
+	})
+}
+
+// WriteIndexArchive writes idx, a multi-platform image, as WriteArchive writes one
+// image: index.json names the image index, whose blobs and whose images' blobs are all in
+// the archive. `ctr images import --platform P` imports it and unpacks P's image.
+func WriteIndexArchive(path, ref string, idx v1.ImageIndex) error {
+	return writeFile(path, func(w io.Writer) error {
+		blobs := map[v1.Hash][]byte{}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return fmt.Errorf("index manifest: %w", err)
+		}
+		for _, d := range im.Manifests {
+			img, err := idx.Image(d.Digest)
+			if err != nil {
+				return fmt.Errorf("index image %s: %w", d.Digest, err)
+			}
+			if _, err := addImage(blobs, img); err != nil {
+				return err
+			}
+		}
+		raw, err := idx.RawManifest()
+		if err != nil {
+			return fmt.Errorf("index manifest: %w", err)
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			return fmt.Errorf("index digest: %w", err)
+		}
+		blobs[digest] = raw
+		desc := v1.Descriptor{MediaType: types.OCIImageIndex, Size: int64(len(raw)), Digest: digest}
+		return writeArchive(w, ref, desc, blobs)
+	})
+}
+
+// writeFile writes path through write, under a temporary name renamed at the end.
+func writeFile(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("write image archive %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := writeArchive(tmp, ref, img); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write image archive %s: %w", path, err)
 	}
@@ -49,67 +94,78 @@ func WriteArchive(path, ref string, img v1.Image) error {
 	return nil
 }
 
-// writeArchive writes the layout: oci-layout, index.json and every blob, in sorted order.
-func writeArchive(w io.Writer, ref string, img v1.Image) error {
-	tag, err := name.NewTag(ref, name.StrictValidation)
-	if err != nil {
-		return fmt.Errorf("image reference %q: %w", ref, err)
-	}
+// addImage adds img's manifest, config and layers to blobs and returns the descriptor
+// of its manifest, with the platform its config names.
+func addImage(blobs map[v1.Hash][]byte, img v1.Image) (v1.Descriptor, error) {
 	manifest, err := img.RawManifest()
 	if err != nil {
-		return fmt.Errorf("manifest: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("manifest: %w", err)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return fmt.Errorf("manifest digest: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("manifest digest: %w", err)
 	}
 	mt, err := img.MediaType()
 	if err != nil {
-		return fmt.Errorf("manifest media type: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("manifest media type: %w", err)
 	}
 	config, err := img.RawConfigFile()
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("config: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return v1.Descriptor{}, fmt.Errorf("config: %w", err)
 	}
 	configName, err := img.ConfigName()
 	if err != nil {
-		return fmt.Errorf("config digest: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("config digest: %w", err)
 	}
-	blobs := map[v1.Hash][]byte{digest: manifest, configName: config}
+	blobs[digest] = manifest
+	blobs[configName] = config
 	layers, err := img.Layers()
 	if err != nil {
-		return fmt.Errorf("layers: %w", err)
+		return v1.Descriptor{}, fmt.Errorf("layers: %w", err)
 	}
 	for _, l := range layers {
 		d, err := l.Digest()
 		if err != nil {
-			return fmt.Errorf("layer digest: %w", err)
+			return v1.Descriptor{}, fmt.Errorf("layer digest: %w", err)
 		}
 		rc, err := l.Compressed()
 		if err != nil {
-			return fmt.Errorf("layer %s: %w", d, err)
+			return v1.Descriptor{}, fmt.Errorf("layer %s: %w", d, err)
 		}
 		data, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
-			return fmt.Errorf("layer %s: %w", d, err)
+			return v1.Descriptor{}, fmt.Errorf("layer %s: %w", d, err)
 		}
 		blobs[d] = data
 	}
+	return v1.Descriptor{
+		MediaType: mt,
+		Size:      int64(len(manifest)),
+		Digest:    digest,
+		Platform:  &v1.Platform{OS: cf.OS, Architecture: cf.Architecture},
+	}, nil
+}
 
+// writeArchive writes the layout: oci-layout, index.json naming root as ref, and every
+// blob, in sorted order.
+func writeArchive(w io.Writer, ref string, root v1.Descriptor, blobs map[v1.Hash][]byte) error {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	root.Annotations = map[string]string{
+		annotationContainerdName: tag.Name(),
+		annotationRefName:        tag.Name(),
+	}
 	index := v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
-		Manifests: []v1.Descriptor{{
-			MediaType: mt,
-			Size:      int64(len(manifest)),
-			Digest:    digest,
-			Platform:  &v1.Platform{OS: OS, Architecture: Architecture},
-			Annotations: map[string]string{
-				annotationContainerdName: tag.Name(),
-				annotationRefName:        tag.Name(),
-			},
-		}},
+		Manifests:     []v1.Descriptor{root},
 	}
 	indexJSON, err := json.Marshal(index)
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"regexp"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Registry is the registry host of nephele's image references. Nothing serves it yet:
@@ -27,8 +30,17 @@ var (
 	Pause = Program{Name: "pause", Package: "./cmd/pause", Title: "nephele pause"}
 	// DemoHTTP is the demo HTTP server; it runs as an unprivileged user and serves 8080.
 	DemoHTTP = Program{Name: "demo-http", Package: "./cmd/demo-http", Title: "nephele demo-http",
-		User: "65532:65532", Ports: []string{"8080/tcp"}}
+		User: NonRootUser, Ports: []string{"8080/tcp"}}
+	// CloudControllerManager is nephele's cloud-controller-manager with the local
+	// provider built in; it runs as the nonroot user and serves 10258 (HTTPS: health
+	// and metrics).
+	CloudControllerManager = Program{Name: "cloud-controller-manager", Package: "./cmd/cloud-controller-manager",
+		Title: "nephele cloud-controller-manager", User: NonRootUser, Ports: []string{"10258/tcp"}}
 )
+
+// InCluster are the images of every nephele binary meant to run in a cluster, the set
+// `nephele images` and `make images` build.
+var InCluster = []Program{Pause, DemoHTTP, CloudControllerManager}
 
 // Program is an image made of one static Go command of this module.
 type Program struct {
@@ -52,16 +64,21 @@ func (p Program) Ref(version string) string {
 	return Registry + "/" + p.Name + ":" + tag(version)
 }
 
-// Spec is p's image spec with binary as its only file.
-func (p Program) Spec(binary []byte, src Source) Spec {
+// Spec is p's image spec: the base (BaseFiles) and binary at /Name, for platform.
+func (p Program) Spec(binary []byte, src Source, platform Platform) (Spec, error) {
+	base, err := BaseFiles()
+	if err != nil {
+		return Spec{}, err
+	}
 	return Spec{
-		Files:        []File{{Path: "/" + p.Name, Data: binary, Mode: 0o755}},
+		Files:        append(base, File{Path: "/" + p.Name, Data: binary, Mode: 0o755}),
 		Entrypoint:   []string{"/" + p.Name},
 		User:         p.User,
 		ExposedPorts: p.Ports,
 		Title:        p.Title,
 		Source:       src,
-	}
+		Platform:     platform,
+	}, nil
 }
 
 // invalidTagChars are the characters a tag may not hold (distribution's reference grammar).
@@ -83,8 +100,12 @@ func tag(version string) string {
 type BuildOptions struct {
 	// ModuleDir is the root of the nephele module (the directory of its go.mod).
 	ModuleDir string
-	// OutDir receives one archive per image, <name>.tar, and the binaries, <name>.
+	// OutDir receives one archive per image, <name>.tar, and the binaries,
+	// <os>-<arch>/<name>.
 	OutDir string
+	// Platforms are the platforms of every image; empty means LinuxAMD64 only. With one
+	// platform an archive holds that image; with several, an OCI image index of them.
+	Platforms []Platform
 	// Source gives the labels; Source.Version (DefaultVersion when empty) is the tag.
 	Source Source
 	// Go is the go command; "go" when empty.
@@ -99,50 +120,113 @@ type Built struct {
 	Ref string
 	// Archive is the path of the OCI archive.
 	Archive string
-	// Digest is the image manifest's digest.
+	// Digest is what Ref resolves to: the image manifest's digest with one platform,
+	// the image index's with several.
+	Digest v1.Hash
+	// Images are the digest of each platform's image manifest, in BuildOptions order.
+	Images []PlatformImage
+}
+
+// PlatformImage is one platform's image of a Built.
+type PlatformImage struct {
+	// Platform is the image's platform.
+	Platform Platform
+	// Digest is its manifest's digest.
 	Digest v1.Hash
 }
 
-// Build compiles each program as a static linux/amd64 binary (cgo off, -trimpath, no
-// build ID or VCS stamp, so the bytes depend on the source and toolchain only), packs it
-// into its image and writes the archive to opts.OutDir.
+// Build compiles each program as a static binary for each platform (cgo off,
+// -trimpath, no build ID or VCS stamp, so the bytes depend on the source and toolchain
+// only), packs it into its image on the base (BaseFiles) and writes the archive to
+// opts.OutDir.
 func Build(ctx context.Context, opts BuildOptions, programs ...Program) ([]Built, error) {
 	if opts.ModuleDir == "" || opts.OutDir == "" {
 		return nil, errors.New("build images: ModuleDir and OutDir are required")
+	}
+	platforms := opts.Platforms
+	if len(platforms) == 0 {
+		platforms = []Platform{LinuxAMD64}
 	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("build images: %w", err)
 	}
 	built := make([]Built, 0, len(programs))
 	for _, p := range programs {
-		bin := filepath.Join(opts.OutDir, p.Name)
-		if err := Compile(ctx, opts.Go, opts.ModuleDir, p.Package, bin); err != nil {
-			return nil, err
+		b := Built{Program: p, Ref: p.Ref(opts.Source.Version), Archive: filepath.Join(opts.OutDir, p.Name+".tar")}
+		var imgs []v1.Image
+		for _, platform := range platforms {
+			img, err := buildImage(ctx, opts, p, platform)
+			if err != nil {
+				return nil, fmt.Errorf("build image %s for %s: %w", p.Name, platform, err)
+			}
+			digest, err := img.Digest()
+			if err != nil {
+				return nil, fmt.Errorf("build image %s for %s: %w", p.Name, platform, err)
+			}
+			imgs = append(imgs, img)
+			b.Images = append(b.Images, PlatformImage{Platform: platform, Digest: digest})
 		}
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			return nil, fmt.Errorf("build image %s: %w", p.Name, err)
-		}
-		img, err := Image(p.Spec(data, opts.Source))
-		if err != nil {
-			return nil, fmt.Errorf("build image %s: %w", p.Name, err)
-		}
-		digest, err := img.Digest()
-		if err != nil {
-			return nil, fmt.Errorf("build image %s: %w", p.Name, err)
-		}
-		b := Built{Program: p, Ref: p.Ref(opts.Source.Version), Archive: filepath.Join(opts.OutDir, p.Name+".tar"), Digest: digest}
-		if err := WriteArchive(b.Archive, b.Ref, img); err != nil {
-			return nil, err
+		if len(imgs) == 1 {
+			b.Digest = b.Images[0].Digest
+			if err := WriteArchive(b.Archive, b.Ref, imgs[0]); err != nil {
+				return nil, err
+			}
+		} else {
+			idx, err := Index(imgs...)
+			if err != nil {
+				return nil, fmt.Errorf("build image %s: %w", p.Name, err)
+			}
+			if b.Digest, err = idx.Digest(); err != nil {
+				return nil, fmt.Errorf("build image %s: %w", p.Name, err)
+			}
+			if err := WriteIndexArchive(b.Archive, b.Ref, idx); err != nil {
+				return nil, err
+			}
 		}
 		built = append(built, b)
 	}
 	return built, nil
 }
 
-// Compile builds the Go command pkg of the module in moduleDir into out, static and
-// reproducible (see Build). goCmd is the go command, "go" when empty.
-func Compile(ctx context.Context, goCmd, moduleDir, pkg, out string) error {
+// buildImage compiles p for platform into OutDir/<os>-<arch>/<name> and packs it.
+func buildImage(ctx context.Context, opts BuildOptions, p Program, platform Platform) (v1.Image, error) {
+	bin := filepath.Join(opts.OutDir, platform.OS+"-"+platform.Architecture, p.Name)
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return nil, err
+	}
+	if err := Compile(ctx, opts.Go, opts.ModuleDir, p.Package, bin, platform); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := p.Spec(data, opts.Source, platform)
+	if err != nil {
+		return nil, err
+	}
+	return Image(spec)
+}
+
+// Index is the OCI image index of imgs, one entry per image with the platform its
+// config names, in the order given. The same images give the same index digest.
+func Index(imgs ...v1.Image) (v1.ImageIndex, error) {
+	adds := make([]mutate.IndexAddendum, 0, len(imgs))
+	for _, img := range imgs {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("image index: %w", err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: Platform{OS: cf.OS, Architecture: cf.Architecture}.oci(),
+		}})
+	}
+	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
+}
+
+// Compile builds the Go command pkg of the module in moduleDir into out for platform,
+// static and reproducible (see Build). goCmd is the go command, "go" when empty.
+func Compile(ctx context.Context, goCmd, moduleDir, pkg, out string, platform Platform) error {
 	if goCmd == "" {
 		goCmd = "go"
 	}
@@ -153,7 +237,7 @@ func Compile(ctx context.Context, goCmd, moduleDir, pkg, out string) error {
 	cmd := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-buildvcs=false",
 		"-ldflags=-s -w -buildid=", "-o", abs, pkg)
 	cmd.Dir = moduleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+OS, "GOARCH="+Architecture, "GOFLAGS=")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+platform.OS, "GOARCH="+platform.Architecture, "GOFLAGS=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

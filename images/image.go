@@ -28,7 +28,7 @@ const (
 	LabelTitle    = "org.opencontainers.image.title"
 )
 
-// Platform of every image: nephele's nodes run on the machine that builds them.
+// Default platform of an image: nephele's nodes run on the machine that builds them.
 const (
 	OS           = "linux"
 	Architecture = "amd64"
@@ -75,9 +75,11 @@ type Spec struct {
 	Title string
 	// Source gives the source, revision and version labels.
 	Source Source
+	// Platform is the platform of the files; zero means LinuxAMD64.
+	Platform Platform
 }
 
-// Image builds the image s describes: one layer, OCI media types, linux/amd64, labels
+// Image builds the image s describes: one layer, OCI media types, s.Platform, labels
 // from s.Source. The result depends on s only.
 func Image(s Spec) (v1.Image, error) {
 	if len(s.Files) == 0 {
@@ -112,8 +114,12 @@ func Image(s Spec) (v1.Image, error) {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	cf = cf.DeepCopy()
-	cf.OS = OS
-	cf.Architecture = Architecture
+	platform := s.Platform
+	if platform == (Platform{}) {
+		platform = LinuxAMD64
+	}
+	cf.OS = platform.OS
+	cf.Architecture = platform.Architecture
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = slices.Clone(s.Entrypoint)
 	cf.Config.Env = slices.Clone(s.Env)
