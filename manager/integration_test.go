@@ -16,6 +16,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,8 @@ import (
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // heartbeatNamespace holds one ConfigMap per running controller per process, written by
@@ -50,12 +53,19 @@ func runCCM() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if err := local.Register(reg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	cmd := manager.NewCommand("test-ccm", reg, heartbeatSpecs())
 	return manager.Execute(cmd)
 }
 
 // heartbeatSpecs registers controllers under the real canonical names and aliases, each
-// of which, while running, keeps a ConfigMap named <controller>.<pid> fresh.
+// of which, while running, keeps a ConfigMap named <controller>.<pid> fresh and makes
+// one cloud call per beat (a load balancer read), so that a test counting calls at the
+// cloud sees who calls while leading. A call the manager's fence refuses is logged as
+// "cloud call fenced".
 func heartbeatSpecs() []manager.ControllerSpec {
 	mk := func(name, clientName string, aliases ...string) manager.ControllerSpec {
 		return manager.ControllerSpec{
@@ -78,6 +88,12 @@ func heartbeatSpecs() []manager.ControllerSpec {
 						}
 						if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 							_, _ = cms.Create(ctx, cm, metav1.CreateOptions{})
+						}
+						if lbs, ok := cc.Cloud.LoadBalancers(); ok {
+							_, err := lbs.GetLoadBalancer(ctx, &cloud.LoadBalancerSpec{Name: "heartbeat-" + cc.Name}, nil)
+							if errors.Is(err, instrumented.ErrFenced) {
+								fmt.Fprintf(os.Stderr, "heartbeat %s: cloud call fenced: %v\n", cc.Name, err)
+							}
 						}
 						cc.Health.Progressed()
 						select {
@@ -221,14 +237,57 @@ func TestLeaderElectionFailover(t *testing.T) {
 		t.Fatal("the lease has no holder while a replica leads")
 	}
 
-	// SIGKILL: the lease is not released, so the follower must wait for it to expire,
-	// then take over within lease duration + retry period (plus scheduling slack).
+	// SIGKILL: the lease is not released, so the follower must wait for it to expire.
+	// It takes over within takeoverBound (see there) of the leader's last renewal.
 	clearHeartbeats(t, e.Client)
 	killed := time.Now()
 	leader.Kill()
-	poll.Within(t, 6*time.Second+1*time.Second+10*time.Second, "the follower to take over after the leader was killed",
+	// Read right after the kill, the lease still holds the leader's last renewal.
+	before := leaseRecord(t, e.Client, lease)
+	const leaseDuration, retryPeriod = 6 * time.Second, time.Second
+	bound := takeoverBound(leaseDuration, retryPeriod)
+	poll.Within(t, bound+10*time.Second, "the follower to take over after the leader was killed",
 		func() error { return runsOnly(runners(t, e.Client, time.Second), follower.Pid(), allControllers...) })
-	t.Logf("takeover after SIGKILL took %s (lease duration 6s, retry period 1s)", time.Since(killed).Round(100*time.Millisecond))
+	running := time.Since(killed)
+	after := leaseRecord(t, e.Client, lease)
+	if *before.Spec.HolderIdentity == *after.Spec.HolderIdentity {
+		t.Fatalf("lease holder after the kill is still %s", *after.Spec.HolderIdentity)
+	}
+	// Every time here is this machine's clock: the replicas and the test share it.
+	lastRenew := before.Spec.RenewTime.Time
+	acquired := after.Spec.AcquireTime.Time
+	takeover := acquired.Sub(killed)
+	t.Logf("takeover after SIGKILL: lease acquired %s after the kill, %s after the leader's last renewal; controllers running %s after the kill (lease duration %s, retry period %s, bound %s)",
+		takeover.Round(10*time.Millisecond), acquired.Sub(lastRenew).Round(10*time.Millisecond), running.Round(10*time.Millisecond),
+		leaseDuration, retryPeriod, bound)
+	// The bound counts from the last renewal, which comes before the kill; a second of
+	// slack covers the apiserver's latency on a loaded machine.
+	if takeover > bound+time.Second {
+		t.Errorf("the lease was taken over %s after the kill, above the bound of %s", takeover, bound)
+	}
+}
+
+// takeoverBound is how long after a leader's last renewal a follower may take the lease
+// over, at most, apiserver latency aside. client-go's follower retries every retry
+// period times 1 + rand×JitterFactor (1.2), so at most 2.2 retry periods apart. It
+// sees the last renewal at its first retry after it, up to 2.2 retry periods late; it
+// counts the lease duration from then, and takes over at its first retry after that,
+// up to another 2.2 retry periods late: lease duration + 2 × 2.2 × retry period.
+func takeoverBound(leaseDuration, retryPeriod time.Duration) time.Duration {
+	const jitterFactor = 1.2 // k8s.io/client-go/tools/leaderelection.JitterFactor
+	return leaseDuration + 2*time.Duration(float64(retryPeriod)*(1+jitterFactor))
+}
+
+func leaseRecord(t *testing.T, client kubernetes.Interface, name string) *coordinationv1.Lease {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading lease %s: %v", name, err)
+	}
+	if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil || l.Spec.AcquireTime == nil {
+		t.Fatalf("lease %s has no holder, renew or acquire time: %+v", name, l.Spec)
+	}
+	return l
 }
 
 func TestGracefulStopReleasesLease(t *testing.T) {

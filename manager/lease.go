@@ -30,14 +30,23 @@ func (c LeaseConfig) String() string { return c.Namespace + "/" + c.Name }
 
 // withLease campaigns for the lease and runs fn while it is held. It returns nil when ctx
 // is done before or after leading (having stopped fn and released the lease), the error
-// of fn if fn fails, and ErrLeaseLost when renewal fails. The lease is released only
-// after fn has returned, so a successor never overlaps with work still in flight.
-func withLease(ctx context.Context, log logr.Logger, client kubernetes.Interface, lc LeaseConfig,
+// of fn if fn fails, and ErrLeaseLost when renewal fails or the fence closes. The lease
+// is released only after fn has returned, so a successor never overlaps with work still
+// in flight.
+//
+// fence, when not nil, sees every write to the lease; fn's cloud calls are gated on it
+// (see leaseFence), and when it closes, fn is stopped as when renewal fails.
+func withLease(ctx context.Context, log logr.Logger, client kubernetes.Interface, lc LeaseConfig, fence *leaseFence,
 	watchdog *leaderelection.HealthzAdaptor, onState func(leading bool), fn func(ctx context.Context) error) error {
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, lc.Namespace, lc.Name,
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: lc.Identity})
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", lc, err)
+	}
+	var fenceClosed <-chan struct{} // nil, never ready, without a fence
+	if fence != nil {
+		lock = fence.lock(lock)
+		fenceClosed = fence.Closed()
 	}
 	elected := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
@@ -93,6 +102,9 @@ func withLease(ctx context.Context, log logr.Logger, client kubernetes.Interface
 
 	workCtx, cancelWork := context.WithCancel(ctx)
 	defer cancelWork()
+	if fence != nil {
+		go fence.watch(workCtx)
+	}
 	workErr := make(chan error, 1)
 	go func() { workErr <- fn(workCtx) }()
 
@@ -105,6 +117,18 @@ func withLease(ctx context.Context, log logr.Logger, client kubernetes.Interface
 		cancelWork()
 		<-workErr
 		return fmt.Errorf("lease %s: %w", lc, ErrLeaseLost)
+	case <-fenceClosed:
+		// By this process's clock the lease may have expired (the process was paused,
+		// or renewals failed for longer than the renew deadline allows): another replica
+		// may be leading. Cloud calls are refused already; stop the work, then release
+		// the lease should it still be ours.
+		_, why := fence.Open()
+		log.Error(ErrLeaseLost, "Stopping the work it guards: cloud calls are fenced", "lease", lc.String(), "reason", why.Error())
+		cancelWork()
+		<-workErr
+		cancelElect()
+		<-electorDone
+		return fmt.Errorf("lease %s: %w: %w", lc, ErrLeaseLost, why)
 	case <-ctx.Done():
 		cancelWork()
 		result = <-workErr

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/promreg"
@@ -63,6 +64,9 @@ type runtime struct {
 	cloud     *instrumented.Cloud
 	inventory *inventory.Inventory // nil without batch listing
 	clients   *controllerClients
+	// mainFence and migrationFence gate the cloud calls of the controllers under each
+	// lease; nil without leader election (and without migration).
+	mainFence, migrationFence *leaseFence
 
 	mu       sync.Mutex
 	progress map[string]*Progress
@@ -83,12 +87,23 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting up the cloud call path: %w", err)
 	}
+	var mainFence, migrationFence *leaseFence
+	if p.leaderElect {
+		mainFence = newLeaseFence(p.mainLease, clock.RealClock{})
+		if p.migrationLease != nil {
+			migrationFence = newLeaseFence(*p.migrationLease, clock.RealClock{})
+		}
+	}
 	var inv *inventory.Inventory
 	// The inventory lists through the instrumented path like every other cloud call.
-	if lister, ok := ic.For("inventory").InstanceLister(); ok {
+	// It serves the controllers under both leases, and lists only while one asks, so
+	// the main lease, which the migration lease is only held under, fences it.
+	if lister, ok := ic.ForFenced("inventory", fence(mainFence)).InstanceLister(); ok {
 		inv = inventory.New(lister)
 	}
 	return &runtime{
+		mainFence:      mainFence,
+		migrationFence: migrationFence,
 		clients: &controllerClients{root: p.restConfig, rootClient: client, component: p.component,
 			useServiceAccounts: p.useServiceAccounts},
 		inventory: inv,
@@ -128,7 +143,7 @@ func (r *runtime) run(ctx context.Context) error {
 
 	mainWatchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	r.addReadyz("leader-election", func() error { return mainWatchdog.Check(nil) })
-	return withLease(ctx, r.log, r.client, r.plan.mainLease, mainWatchdog, leaderGauge(r.plan.registry, r.plan.mainLease),
+	return withLease(ctx, r.log, r.client, r.plan.mainLease, r.mainFence, mainWatchdog, leaderGauge(r.plan.registry, r.plan.mainLease),
 		func(ctx context.Context) error {
 			if r.plan.migrationLease == nil {
 				return r.runControllers(ctx, r.plan.owned)
@@ -158,7 +173,7 @@ func (r *runtime) runWithMigration(ctx context.Context) error {
 		ml := *r.plan.migrationLease
 		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		r.addReadyz("leader-migration", func() error { return watchdog.Check(nil) })
-		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, watchdog, leaderGauge(r.plan.registry, ml),
+		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, r.migrationFence, watchdog, leaderGauge(r.plan.registry, ml),
 			func(ctx context.Context) error { return r.runControllers(ctx, r.plan.migrated) })
 		if errs[1] != nil {
 			cancel(errs[1])
@@ -267,13 +282,34 @@ func (r *runtime) controllerContext(ctx context.Context, name string) (*Controll
 		Client:    client,
 		Informers: r.informers,
 		Recorder:  r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name}),
-		Cloud:     r.cloud.For(name),
+		Cloud:     r.cloud.ForFenced(name, r.fenceFor(name)),
 		Inventory: r.inventoryOrNil(),
 		Config:    r.plan.controllers,
 		Metrics:   r.plan.registry,
 		Health:    p,
 		Logger:    r.log.WithName(name),
 	}, p, nil
+}
+
+// fenceFor returns the fence on the cloud calls of the named controller: the main
+// lease's, and for a migrated controller the migration lease's too; nil without leader
+// election.
+func (r *runtime) fenceFor(name string) instrumented.Fence {
+	if r.mainFence == nil {
+		return nil
+	}
+	if r.migrationFence != nil && slices.Contains(r.plan.migrated, name) {
+		return allOf{r.mainFence, r.migrationFence}
+	}
+	return r.mainFence
+}
+
+// fence returns f as an instrumented.Fence, keeping a nil *leaseFence nil.
+func fence(f *leaseFence) instrumented.Fence {
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
 func waitDone(ctx context.Context) error {

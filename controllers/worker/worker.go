@@ -13,6 +13,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // Result says what a successful sync wants next.
@@ -171,6 +172,11 @@ func (w *Worker) handle(ctx context.Context, key string, res Result, err error) 
 		}
 	case ctx.Err() != nil:
 		// Stopping: the next leader starts from its own informers.
+	case errors.Is(err, instrumented.ErrFenced):
+		// The lease guarding this controller may have expired: the manager is stopping
+		// it. Retrying would only be refused again; the next leader starts afresh.
+		log.V(2).Info("Cloud calls are fenced, not retrying: the controller is stopping", "key", key, "reason", err.Error())
+		w.queue.Forget(key)
 	case IsTerminal(err):
 		log.Error(err, "Not retrying until the object changes", "key", key)
 		w.queue.Forget(key)

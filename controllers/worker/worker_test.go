@@ -14,6 +14,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // recorder counts syncs per key and answers each from a script.
@@ -85,6 +86,9 @@ func TestResults(t *testing.T) {
 			return Result{}, cloud.Throttled(wait, errors.New("429"))
 		}, 2, wait},
 		{"other errors are retried with backoff", func() (Result, error) { return Result{}, errors.New("boom") }, 2, 0},
+		{"fenced cloud calls are not retried: the controller is stopping", func() (Result, error) {
+			return Result{}, fmt.Errorf("ensuring load balancer: %w", instrumented.ErrFenced)
+		}, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

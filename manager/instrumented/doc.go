@@ -4,6 +4,12 @@
 // all controllers, and held back while the cloud has asked (with Retry-After) not to be
 // called. The cloud's quota is one, so the limit and the Retry-After are shared.
 //
+// A call may also be fenced (Cloud.ForFenced): refused, with an error wrapping
+// ErrFenced, while a Fence is closed, and cut off when it closes. The manager fences
+// each controller's calls on the leader lease that guards it, so that a replica whose
+// lease may have expired (it was paused, or lost the apiserver) makes no cloud call
+// while another may be leading.
+//
 // It is the manager's runtime, not part of the provider contract: the manager wraps the
 // provider once and hands each controller its capabilities through this path, so a
 // provider never imports it and a controller never bypasses it.
@@ -20,6 +26,8 @@
 //	nephele_cloud_throttle_wait_seconds_total{controller,reason}
 //	    Time calls spent waiting before reaching the provider: reason "retry_after" for
 //	    a Retry-After the cloud asked for, "rate_limit" for the client-side limit.
+//	nephele_cloud_fenced_total{controller,operation}
+//	    Calls refused by the fence; they never reached the provider.
 //
 // A call whose context ends while it waits never reaches the provider and is not
 // counted in requests_total; its wait is counted in throttle_wait_seconds_total.

@@ -189,17 +189,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 func call[T any](ctx context.Context, p *provider, operation cloud.Operation, subject string, fn func(context.Context) (T, error)) (T, error) {
 	c := p.c
 	op := string(operation)
+	var zero T
+	// The fence is checked before the waits, so that a fenced caller does not queue for
+	// tokens, and again after them, just before the call: a wait (or a pause of the
+	// whole process) may have outlasted the lease.
+	if _, err := p.checkFence(op); err != nil {
+		return zero, wrap(op, subject, err)
+	}
 	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
-		var zero T
 		return zero, wrap(op, subject, err)
 	}
 	if err := c.waitRateLimit(ctx, p.controller); err != nil {
-		var zero T
 		return zero, wrap(op, subject, err)
 	}
 	// A Retry-After may have come in while this call waited for its token.
 	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
-		var zero T
+		return zero, wrap(op, subject, err)
+	}
+	closesAt, err := p.checkFence(op)
+	if err != nil {
 		return zero, wrap(op, subject, err)
 	}
 
@@ -209,6 +217,10 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
+	// The call ends when the fence closes: a request still under way then is cut off
+	// rather than left to land after another replica may have taken over.
+	callCtx, cancelFenced := fencedContext(callCtx, closesAt)
+	defer cancelFenced()
 	inFlight := c.metrics.inFlight.WithLabelValues(p.controller, op)
 	inFlight.Inc()
 	start := time.Now()
@@ -224,6 +236,10 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 	}
 	c.metrics.requests.WithLabelValues(p.controller, op, string(cloud.Classify(err))).Inc()
 	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
+	if err != nil && !closesAt.IsZero() && ctx.Err() == nil && !time.Now().Before(closesAt) {
+		// Cut off by the fence, not failed by the cloud: the caller must stop, not retry.
+		return v, wrap(op, subject, fmt.Errorf("the fence closed while the call ran: %w (%w)", ErrFenced, err))
+	}
 	if err != nil {
 		if d, ok := cloud.RetryAfter(err); ok {
 			err = c.noteRetryAfter(d, err)

@@ -20,6 +20,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
 	wait     *prometheus.CounterVec
+	fenced   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,6 +42,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "nephele", Subsystem: "cloud", Name: "throttle_wait_seconds_total",
 			Help: "Time cloud calls waited before reaching the provider, by reason: retry_after (the cloud's Retry-After) or rate_limit (the client-side limit).",
 		}, []string{"controller", "reason"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nephele", Subsystem: "cloud", Name: "fenced_total",
+			Help: "Cloud calls refused before reaching the provider because the leader lease guarding them may have expired.",
+		}, []string{"controller", "operation"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -56,6 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.wait, err = promreg.Register(reg, m.wait); err != nil {
+		return nil, err
+	}
+	if m.fenced, err = promreg.Register(reg, m.fenced); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -12,6 +12,8 @@ import (
 type provider struct {
 	c          *Cloud
 	controller string
+	// fence gates every call; nil gates nothing.
+	fence Fence
 }
 
 func (p *provider) ProviderName() string { return p.c.inner.ProviderName() }
