@@ -22,16 +22,14 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/nodeagent"
 	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcluster"
 )
 
 // What up runs the cluster with.
 const (
 	// clusterName is the CCM's --cluster-name; the local cloud files load balancers and
 	// routes under it.
-	clusterName = "kubernetes"
-	// clusterCIDR is the Pod range: kube-controller-manager allocates each node a /24
-	// of it and the CCM routes it in the local cloud.
-	clusterCIDR = "10.244.0.0/16"
+	clusterName = localcluster.DefaultClusterName
 
 	localcloudBinary = "localcloud"
 	ccmBinary        = "cloud-controller-manager"
@@ -100,7 +98,7 @@ func (c *cluster) start(ctx context.Context) error {
 		{name: "start etcd and kube-apiserver", fn: c.startControlPlane},
 		{name: "start kube-controller-manager", fn: func(ctx context.Context) (string, error) {
 			_, err := c.env.StartControllerManager(ctx,
-				"--allocate-node-cidrs=true", "--cluster-cidr="+clusterCIDR, "--node-cidr-mask-size=24")
+				"--allocate-node-cidrs=true", "--cluster-cidr="+c.opts.clusterCIDR, "--node-cidr-mask-size=24")
 			return "", err
 		}},
 		{name: "start kube-scheduler", fn: func(ctx context.Context) (string, error) {
@@ -121,53 +119,84 @@ func (c *cluster) start(ctx context.Context) error {
 		if s.skip {
 			continue
 		}
-		if err := c.progress.step(ctx, s.name, s.fn); err != nil {
+		if err := c.progress.Step(ctx, s.name, s.fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// prepare takes the state directory for this run: locks it, wipes it with --fresh, and
-// always removes the previous run's control plane.
-func (c *cluster) prepare(context.Context) (string, error) {
-	if err := os.MkdirAll(c.opts.dir, 0o755); err != nil {
-		return "", err
-	}
-	lock, err := lockDir(c.opts.dir)
+// prepare takes the state directory for this run (takeDir) and always removes the
+// previous run's control plane.
+func (c *cluster) prepare(ctx context.Context) (string, error) {
+	lock, detail, err := takeDir(ctx, c.opts)
 	if err != nil {
 		return "", err
 	}
 	c.lock = lock
-	detail := "reusing the local cloud's state"
-	if c.opts.fresh {
-		entries, err := os.ReadDir(c.opts.dir)
-		if err != nil {
-			return "", err
+	if detail == "" {
+		detail = "reusing the local cloud's state"
+		if _, err := os.Stat(filepath.Join(c.cloudDir(), "state.db")); errors.Is(err, os.ErrNotExist) {
+			detail = "new"
 		}
-		for _, e := range entries {
-			if e.Name() == lockFile {
-				continue
-			}
-			if err := os.RemoveAll(filepath.Join(c.opts.dir, e.Name())); err != nil {
-				return "", fmt.Errorf("--fresh: %w", err)
-			}
-		}
-		detail = "fresh"
-	} else if _, err := os.Stat(filepath.Join(c.cloudDir(), "state.db")); errors.Is(err, os.ErrNotExist) {
-		detail = "new"
 	}
 	// The control plane is new every run: a previous run's etcd data and certificates
 	// (perhaps of a run that was killed) are of no use to this one.
-	for _, p := range []string{c.runDir(), c.kubeconfigPath(), c.tokenPath()} {
-		if err := os.RemoveAll(p); err != nil {
-			return "", fmt.Errorf("remove the previous run's %s: %w", p, err)
-		}
+	if err := os.RemoveAll(c.runDir()); err != nil {
+		return "", fmt.Errorf("remove the previous run's %s: %w", c.runDir(), err)
 	}
 	if err := os.MkdirAll(c.cloudDir(), 0o700); err != nil {
 		return "", err
 	}
 	return detail, nil
+}
+
+// takeDir takes the state directory for a run of either mode: it locks it, removes from
+// the machine whatever a killed run of real nodes recorded there, wipes the directory
+// with --fresh, and removes the previous run's credentials. The detail says what it
+// removed or wiped, "" when nothing.
+func takeDir(ctx context.Context, o upOptions) (*dirLock, string, error) {
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	lock, err := lockDir(o.dir)
+	if err != nil {
+		return nil, "", err
+	}
+	fail := func(err error) (*dirLock, string, error) {
+		return nil, "", errors.Join(err, lock.release())
+	}
+	// Before anything of the directory goes: the journal in it is all that knows what
+	// a killed run's hosts left on the machine.
+	cleaned, err := localcluster.Cleanup(ctx, o.dir)
+	if err != nil {
+		return fail(err)
+	}
+	var details []string
+	if cleaned != "" {
+		details = append(details, "removed what a killed run left on the machine: "+cleaned)
+	}
+	if o.fresh {
+		entries, err := os.ReadDir(o.dir)
+		if err != nil {
+			return fail(err)
+		}
+		for _, e := range entries {
+			if e.Name() == lockFile {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(o.dir, e.Name())); err != nil {
+				return fail(fmt.Errorf("--fresh: %w", err))
+			}
+		}
+		details = append(details, "fresh")
+	}
+	for _, p := range []string{filepath.Join(o.dir, "kubeconfig"), filepath.Join(o.dir, "token")} {
+		if err := os.RemoveAll(p); err != nil {
+			return fail(fmt.Errorf("remove the previous run's %s: %w", p, err))
+		}
+	}
+	return lock, strings.Join(details, "; "), nil
 }
 
 // build builds the two binaries of this repository up runs as processes.
@@ -352,7 +381,7 @@ func (c *cluster) startCCM(ctx context.Context) (string, error) {
 		"--authentication-kubeconfig="+c.env.Kubeconfig,
 		"--authorization-kubeconfig="+c.env.Kubeconfig,
 		"--cluster-name="+clusterName,
-		"--cluster-cidr="+clusterCIDR,
+		"--cluster-cidr="+c.opts.clusterCIDR,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(port),
@@ -418,13 +447,13 @@ func (c *cluster) stop(out io.Writer) error {
 		}
 	}
 	if c.ccmProc != nil {
-		errs = append(errs, c.progress.step(ctx, "stop cloud-controller-manager", stopProc(c.ccmProc)))
+		errs = append(errs, c.progress.Step(ctx, "stop cloud-controller-manager", stopProc(c.ccmProc)))
 	}
 	if c.cloudProc != nil {
-		errs = append(errs, c.progress.step(ctx, "stop local cloud", stopProc(c.cloudProc)))
+		errs = append(errs, c.progress.Step(ctx, "stop local cloud", stopProc(c.cloudProc)))
 	}
 	if c.agentStop != nil {
-		errs = append(errs, c.progress.step(ctx, "stop node agents", func(context.Context) (string, error) {
+		errs = append(errs, c.progress.Step(ctx, "stop node agents", func(context.Context) (string, error) {
 			c.agentStop()
 			<-c.agentDone
 			return "", c.agentErr
@@ -434,7 +463,7 @@ func (c *cluster) stop(out io.Writer) error {
 		errs = append(errs, c.agentLog.Close())
 	}
 	if c.env != nil {
-		errs = append(errs, c.progress.step(ctx, "stop the control plane and kwok", func(context.Context) (string, error) {
+		errs = append(errs, c.progress.Step(ctx, "stop the control plane and kwok", func(context.Context) (string, error) {
 			return "logs kept in " + c.runDir(), c.env.StopKeepingLogs()
 		}))
 		// They point at an apiserver that is gone.

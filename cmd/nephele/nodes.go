@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	cloudproviderapi "k8s.io/cloud-provider/api"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/nodeinit"
 	"github.com/nephele-dev/nephele/internal/nodeagent"
 	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcluster"
 )
 
 // nodeName is the name of the i-th node, counting from 0.
@@ -37,7 +38,7 @@ func (c *cluster) registerNodes(ctx context.Context) (string, error) {
 		} else {
 			kept++
 		}
-		addr, err := internalIP(inst)
+		addr, err := localcluster.InternalIP(inst)
 		if err != nil {
 			return "", err
 		}
@@ -85,19 +86,6 @@ func (c *cluster) ensureInstance(ctx context.Context, name string) (inst *api.In
 	return inst, true, nil
 }
 
-func internalIP(inst *api.Instance) (netip.Addr, error) {
-	for _, a := range inst.Addresses {
-		if a.Type == api.AddressInternalIP {
-			addr, err := netip.ParseAddr(a.Address)
-			if err != nil {
-				return netip.Addr{}, fmt.Errorf("instance %s (%s): InternalIP %q: %w", inst.Name, inst.ID, a.Address, err)
-			}
-			return addr, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("instance %s (%s) has no InternalIP address", inst.Name, inst.ID)
-}
-
 // kubeletNode is the Node a kubelet with --cloud-provider=external --node-ip=addr
 // registers: tainted uninitialized until the CCM has initialized it, the node IP in the
 // provided-node-ip annotation and, until the cloud's addresses replace them, as its
@@ -127,24 +115,6 @@ func kubeletNode(name string, addr netip.Addr) *corev1.Node {
 	}
 }
 
-// nodeInitialized reports whether the CCM has initialized n, and if not, what is missing.
-func nodeInitialized(n *corev1.Node) (bool, string) {
-	for _, t := range n.Spec.Taints {
-		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-			return false, "still tainted " + cloudproviderapi.TaintExternalCloudProvider
-		}
-	}
-	if !strings.HasPrefix(n.Spec.ProviderID, "local://") {
-		return false, fmt.Sprintf("provider ID %q, want local://...", n.Spec.ProviderID)
-	}
-	for _, l := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion, corev1.LabelInstanceTypeStable} {
-		if n.Labels[l] == "" {
-			return false, "no label " + l
-		}
-	}
-	return true, ""
-}
-
 // waitNodesInitialized waits until the CCM has initialized every node.
 func (c *cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	err := c.ccmProc.WaitFor(ctx, "the nodes to be initialized", func(ctx context.Context) error {
@@ -154,7 +124,7 @@ func (c *cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 			if err != nil {
 				return err
 			}
-			if ok, why := nodeInitialized(node); !ok {
+			if ok, why := localcluster.Initialized(node); !ok {
 				pending = append(pending, n.Name+": "+why)
 			}
 		}

@@ -20,9 +20,9 @@ type progress struct {
 
 func newProgress(w io.Writer) *progress { return &progress{w: w, now: time.Now} }
 
-// step runs fn under the name and prints the outcome. fn may return a short detail to
+// Step runs fn under the name and prints the outcome. fn may return a short detail to
 // show after the timing, such as what was reused.
-func (p *progress) step(ctx context.Context, name string, fn func(context.Context) (string, error)) error {
+func (p *progress) Step(ctx context.Context, name string, fn func(context.Context) (string, error)) error {
 	fmt.Fprintf(p.w, "  %-*s", stepWidth, name+" ")
 	start := p.now()
 	detail, err := fn(ctx)

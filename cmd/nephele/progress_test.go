@@ -37,7 +37,7 @@ func TestProgressStep(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			p := &progress{w: &out, now: fakeClock(1500 * time.Millisecond)}
-			err := p.step(tt.ctx, "start thing", func(context.Context) (string, error) { return tt.detail, tt.err })
+			err := p.Step(tt.ctx, "start thing", func(context.Context) (string, error) { return tt.detail, tt.err })
 			if !strings.HasSuffix(out.String(), tt.want) {
 				t.Errorf("printed %q, want it to end with %q", out.String(), tt.want)
 			}

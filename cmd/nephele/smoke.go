@@ -19,6 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcluster"
 )
 
 // The smoke Service. Its ports are above 1024, which the local cloud's data plane can
@@ -108,7 +109,7 @@ func (s *smoke) nodeInitialized(ctx context.Context, name string) (string, error
 		if node, err = s.c.env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return err
 		}
-		if ok, why := nodeInitialized(node); !ok {
+		if ok, why := localcluster.Initialized(node); !ok {
 			return errors.New(why)
 		}
 		return nil
@@ -147,7 +148,7 @@ func (s *smoke) routes(ctx context.Context) (string, error) {
 		}
 		return nil
 	})
-	return fmt.Sprintf("%d routes in %s", n, clusterCIDR), err
+	return fmt.Sprintf("%d routes in %s", n, s.c.opts.clusterCIDR), err
 }
 
 func (s *smoke) ingressIP(ctx context.Context) (string, error) {

@@ -90,13 +90,13 @@ func loopbackRanges() (vipPool, instanceCIDR string) {
 	return testnet.LoopbackPrefix(byte(150 + rand.IntN(40))).String(), testnet.LoopbackPrefix(byte(210 + rand.IntN(40))).String()
 }
 
-// TestUp runs `nephele up` three times in one state directory as a person would: a run
-// that is killed, a smoke run after it that must pass, and a run stopped with Ctrl-C.
+// TestUp runs `nephele up --kwok` three times in one state directory as a person would: a
+// run that is killed, a smoke run after it that must pass, and a run stopped with Ctrl-C.
 func TestUp(t *testing.T) {
 	bin := testBinDir(t)
 	dir := filepath.Join(t.TempDir(), "up")
 	vipPool, instanceCIDR := loopbackRanges()
-	args := []string{"--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
+	args := []string{"--kwok", "--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
 		"--vip-pool", vipPool, "--instance-cidr", instanceCIDR, "--timeout", runTimeout.String()}
 
 	t.Run("a killed run leaves nothing running", func(t *testing.T) {

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/localcluster"
+)
+
+// Bounds of the real-node test. A smoke run on two nodes takes about two and a half
+// minutes on a two-core machine, most of it waiting for the node-loss checks; these
+// bounds are generous so that load never fails the test.
+const (
+	realUpTimeout    = 3 * time.Minute  // --timeout: starting, and each smoke check
+	realSmokeTimeout = 15 * time.Minute // the whole smoke run, start and stop included
+)
+
+// machineSysctls are the sysctls a real node could change on the machine: kubelet's
+// (which the node runtime shows it in the host instead) and forwarding (which the local
+// cloud turns on for its bridge only).
+var machineSysctls = []string{
+	"net/ipv4/ip_forward", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
+	"kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// testRealBinDir returns a bin directory for real nodes: the tools of the real one (make
+// tools) and nephele's commands and images freshly built, so the test never writes to
+// the shared bin/.
+func testRealBinDir(t *testing.T) string {
+	t.Helper()
+	realBin, err := controlplane.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+		"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr", "cni"} {
+		if _, err := os.Stat(filepath.Join(realBin, name)); err != nil {
+			t.Fatalf("%v: run make tools", err)
+		}
+		if err := os.Symlink(filepath.Join(realBin, name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
+	defer cancel()
+	if err := buildBinaries(ctx, bin, localcluster.BuiltBinaries...); err != nil {
+		t.Fatal(err)
+	}
+	moduleDir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: localcluster.ImageDir(bin)}, localcluster.Images...); err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.Preflight(bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestUpRealNodes runs `nephele up` on real nodes twice in one state directory: a run
+// killed with SIGKILL, which leaves its hosts running on the machine, then a smoke run
+// that must clean up after it and pass every check (pods on every node; pod-to-pod
+// traffic failing without routes, working through the route controller's routes,
+// failing when a route is deleted behind its back and working once its drift check
+// restored it; a LoadBalancer Service with externalTrafficPolicy Local through the
+// cloud's VIP and kube-proxy's health checks; kubectl logs and exec; a terminated
+// instance's Node deleted and its pod back on another node). Afterwards the machine must
+// be as before: namespaces, links, routes, mounts, iptables rules, cgroups, sysctls and
+// processes.
+func TestUpRealNodes(t *testing.T) {
+	hoststest.RequireRoot(t)
+	bin := testRealBinDir(t)
+	dir := filepath.Join(t.TempDir(), "up")
+
+	// Ranges and a bridge of the test's own, so that it meets neither a `nephele up` of
+	// the developer's nor the other packages' host tests.
+	bridge := fmt.Sprintf("nphup%06x", rand.IntN(1<<24))
+	n := rand.IntN(200)
+	instanceRange := fmt.Sprintf("10.86.%d.0/24", n)
+	vipPool, _ := loopbackRanges()
+	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), "10.232.", "10.233.", dir}
+	before := hoststest.Snapshot(t, markers...)
+	sysctls := readSysctls(t)
+
+	args := []string{"up", "--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
+		"--bridge", bridge, "--instance-cidr", instanceRange, "--cluster-cidr", "10.232.0.0/16",
+		"--service-cidr", "10.233.0.0/16", "--vip-pool", vipPool, "--timeout", realUpTimeout.String()}
+	nephele := filepath.Join(bin, "nephele")
+
+	t.Run("a killed run leaves its hosts behind", func(t *testing.T) {
+		p := proctest.Exec(t, "nephele up", nephele, args...)
+		p.WaitOutput(t, "Press Ctrl-C to stop.", realUpTimeout)
+		p.Kill()
+		out, err := exec.Command("ip", "netns", "list").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), bridge+"-i-") {
+			t.Errorf("no host of the killed run is left (ip netns list: %q): the next run's cleanup tests nothing", out)
+		}
+	})
+
+	t.Run("smoke passes after cleaning up the killed run", func(t *testing.T) {
+		p := proctest.Exec(t, "nephele up", nephele, append(args, "--smoke")...)
+		start := time.Now()
+		code := p.Wait(t, realSmokeTimeout)
+		t.Logf("nephele up --smoke took %s:\n%s", time.Since(start).Round(time.Second), p.Output())
+		if code != 0 {
+			t.Fatalf("nephele up --smoke exited %d, want 0", code)
+		}
+		out := p.Output()
+		for _, want := range []string{
+			"removed what a killed run left on the machine: 2 hosts",
+			"PASS pod-to-pod across nodes fails: no route in the cloud yet",
+			"PASS pod-to-pod across nodes works through the routes",
+			"PASS a route deleted behind the controller's back breaks pod-to-pod",
+			"PASS the route controller's drift check restores it",
+			"PASS HTTP through the VIP reaches pods on every node",
+			"PASS kubectl logs shows a pod's log",
+			"PASS kubectl exec runs a command in a pod",
+			"PASS scaled to one replica, only its node is healthy and answers",
+			"PASS the instance gone, the lifecycle controller deletes its Node",
+			"PASS the pod comes back on another node",
+			"smoke: PASSED (20 checks)",
+			"remove the hosts, keeping the nodes' logs",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output does not contain %q", want)
+			}
+		}
+		if strings.Contains(out, "FAIL") {
+			t.Errorf("output reports a failure")
+		}
+	})
+
+	assertNothingRuns(t, dir)
+	if after := hoststest.Snapshot(t, markers...); after != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := readSysctls(t); got != sysctls {
+		t.Errorf("sysctls changed:\nbefore: %s\nafter:  %s", sysctls, got)
+	}
+}
+
+func readSysctls(t *testing.T) string {
+	t.Helper()
+	var parts []string
+	for _, s := range machineSysctls {
+		parts = append(parts, s+"="+hoststest.Sysctl(t, s))
+	}
+	return strings.Join(parts, " ")
+}

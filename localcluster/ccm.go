@@ -1,0 +1,140 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+)
+
+// StartCCM starts nephele's cloud-controller-manager with the local provider and waits
+// until it has initialized every node. Start calls it unless Config.DeferCCM is set.
+func (c *Cluster) StartCCM(ctx context.Context) error {
+	if c.CCM != nil {
+		return errors.New("localcluster: the cloud-controller-manager is already running")
+	}
+	if err := c.cfg.Progress.Step(ctx, "start cloud-controller-manager", c.startCCM); err != nil {
+		return err
+	}
+	return c.cfg.Progress.Step(ctx, "wait for the CCM to initialize "+plural(len(c.Nodes), "node"), c.waitNodesInitialized)
+}
+
+func (c *Cluster) startCCM(ctx context.Context) (string, error) {
+	cloudConfig, err := c.writeCloudConfig()
+	if err != nil {
+		return "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{
+		"--cloud-provider=local",
+		"--cloud-config=" + cloudConfig,
+		"--kubeconfig=" + c.Env.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Env.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Env.Kubeconfig,
+		"--cluster-name=" + c.cfg.ClusterName,
+		// Routes: every node's pod CIDR to its instance, the only way pods of different
+		// nodes reach each other.
+		"--configure-cloud-routes=true",
+		"--cluster-cidr=" + c.cfg.ClusterCIDR.String(),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+	}, c.cfg.CCMArgs...)
+	p, err := c.Env.StartProcess("cloud-controller-manager", args...)
+	if err != nil {
+		return "", err
+	}
+	c.CCM = p
+	c.CCMURL = "https://127.0.0.1:" + strconv.Itoa(port)
+	// The CCM serves with a self-signed certificate made in memory: nothing to verify
+	// it against, and /healthz carries nothing secret.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
+		DisableKeepAlives: true,
+	}}
+	err = p.WaitFor(ctx, "the cloud-controller-manager's /healthz", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.CCMURL+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /healthz: %s", resp.Status)
+		}
+		return nil
+	})
+	return c.CCMURL, err
+}
+
+// waitNodesInitialized waits until the CCM has initialized every node.
+func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))
+	defer cancel()
+	err := c.CCM.WaitFor(ctx, "the nodes to be initialized", func(ctx context.Context) error {
+		var pending []string
+		for _, n := range c.Nodes {
+			node, err := c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ok, why := Initialized(node); !ok {
+				pending = append(pending, n.Name+": "+why)
+			}
+		}
+		if len(pending) > 0 {
+			return errors.New(strings.Join(pending, "; "))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d/%d", len(c.Nodes), len(c.Nodes)), nil
+}
+
+// Initialized reports whether the CCM has initialized n, and if not, what is missing:
+// the uninitialized taint gone, a local:// provider ID, zone, region and instance type.
+func Initialized(n *corev1.Node) (bool, string) {
+	for _, t := range n.Spec.Taints {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return false, "still tainted " + cloudproviderapi.TaintExternalCloudProvider
+		}
+	}
+	if !strings.HasPrefix(n.Spec.ProviderID, "local://") {
+		return false, fmt.Sprintf("provider ID %q, want local://...", n.Spec.ProviderID)
+	}
+	for _, l := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion, corev1.LabelInstanceTypeStable} {
+		if n.Labels[l] == "" {
+			return false, "no label " + l
+		}
+	}
+	return true, ""
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,124 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+)
+
+// hostStopTimeout is the local cloud's --host-stop-timeout: how long a node runtime has
+// to take its node down (kube-proxy, kubelet, the containers, containerd, mounts,
+// cgroups, chains) after SIGTERM before everything in the host is killed.
+const hostStopTimeout = 90 * time.Second
+
+// startCloud starts the local cloud with host instances on a fresh state.
+func (c *Cluster) startCloud(ctx context.Context) (string, error) {
+	dir := c.cfg.cloudDir()
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(raw)
+	c.CloudTokenFile = filepath.Join(dir, "token")
+	if err := os.WriteFile(c.CloudTokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the local cloud's token: %w", err)
+	}
+	addrFile := filepath.Join(dir, "address")
+	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "localcloud"),
+		"--state", filepath.Join(dir, "state.db"),
+		"--token-file", c.CloudTokenFile,
+		"--listen", "127.0.0.1:0",
+		"--address-file", addrFile,
+		"--vip-pool", c.cfg.VIPPool.String(),
+		"--instance-cidr", c.cfg.InstanceCIDR.String(),
+		"--hosts",
+		"--bridge", c.cfg.Bridge,
+		"--host-dir", c.cfg.hostDir(),
+		"--host-stop-timeout", hostStopTimeout.String(),
+		// Pod and Service addresses never follow the machine's default route out: a
+		// pod CIDR without a route in the cloud is unreachable, here.
+		"--guard-cidr", c.cfg.ClusterCIDR.String(),
+		"--guard-cidr", c.cfg.ServiceCIDR.String(),
+	)
+	p, err := controlplane.StartLogged("localcloud", cmd, filepath.Join(dir, "localcloud.log"))
+	if err != nil {
+		return "", err
+	}
+	c.cloudProc = p
+	var addr string
+	err = p.WaitFor(ctx, "the local cloud's address file", func(context.Context) error {
+		raw, err := os.ReadFile(addrFile)
+		addr = strings.TrimSpace(string(raw))
+		if err == nil && addr == "" {
+			err = errors.New("empty")
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	c.CloudURL = "http://" + addr
+	if c.Cloud, err = client.New(c.CloudURL, token, client.WithUserAgent("nephele-localcluster")); err != nil {
+		return "", err
+	}
+	if err := p.WaitFor(ctx, "the local cloud's /healthz", c.Cloud.Healthy); err != nil {
+		return "", err
+	}
+	c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)
+	return fmt.Sprintf("%s, bridge %s %s", c.CloudURL, c.cfg.Bridge, c.Gateway), nil
+}
+
+// writeCloudConfig writes the local provider's --cloud-config and returns its path.
+func (c *Cluster) writeCloudConfig() (string, error) {
+	path := filepath.Join(c.cfg.cloudDir(), "cloud-config.yaml")
+	cfg := fmt.Sprintf("# The local provider's --cloud-config, written by nephele's localcluster.\nendpoint: %s\ntokenFile: %s\n", c.CloudURL, c.CloudTokenFile)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return "", fmt.Errorf("write the cloud config: %w", err)
+	}
+	return path, nil
+}
+
+// recordedHosts says what the local cloud's journal in hostDir records on the machine,
+// "" when nothing.
+func recordedHosts(hostDir string) (string, error) {
+	recorded, err := hosts.Recorded(hostDir)
+	if err != nil {
+		return "", fmt.Errorf("read what the previous run recorded in %s: %w", hostDir, err)
+	}
+	if !recorded {
+		return "", nil
+	}
+	ids, _ := filepath.Glob(filepath.Join(hostDir, "i-*"))
+	return fmt.Sprintf("%s, the bridge, routes and chains recorded in %s", plural(len(ids), "host"), hostDir), nil
+}
+
+// Cleanup removes from the machine everything a cluster in dir recorded and left, such
+// as a run killed with SIGKILL leaves: its hosts with every process in them (kubelets,
+// containerd, pods), their namespaces, mounts and cgroups, the bridge, the routes and
+// the forward chain, and the hosts' directories. It says what it removed, "" when the
+// directory recorded nothing on the machine. It fails when a running cluster's local
+// cloud holds the directory.
+func Cleanup(ctx context.Context, dir string) (string, error) {
+	hostDir := filepath.Join(dir, "hosts")
+	recorded, err := recordedHosts(hostDir)
+	if err != nil {
+		return "", err
+	}
+	if err := hosts.Cleanup(ctx, hostDir, logr.Discard()); err != nil {
+		return "", fmt.Errorf("clean up after the cluster in %s: %w", dir, err)
+	}
+	return recorded, nil
+}

@@ -1,0 +1,179 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/kubenode"
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+)
+
+// createNodes writes each node's configuration and credentials and creates its host
+// instance, which boots `nephele node boot` with it.
+func (c *Cluster) createNodes(ctx context.Context) (string, error) {
+	proxyCert, proxyKey, err := c.Env.IssueClientCertificate("kube-proxy", "system:kube-proxy")
+	if err != nil {
+		return "", err
+	}
+	var imgs []string
+	for _, img := range Images {
+		imgs = append(imgs, filepath.Join(ImageDir(c.cfg.BinDir), img.Name+".tar"))
+	}
+	var created []string
+	for i := range c.cfg.Nodes {
+		name := NodeName(i)
+		// The Node authorizer and NodeRestriction know a kubelet by this identity.
+		cert, key, err := c.Env.IssueClientCertificate("kubelet-"+name, "system:node:"+name, "system:nodes")
+		if err != nil {
+			return "", err
+		}
+		cfg := kubenode.Config{
+			APIVersion: kubenode.APIVersion,
+			Kind:       kubenode.Kind,
+			// The node's name, address, directory and cgroup come from the host.
+			BinDir: c.cfg.BinDir,
+			APIServer: kubenode.APIServer{
+				URL:    c.Env.APIServerURL,
+				CAFile: c.Env.CAFile(),
+			},
+			Kubelet:      kubenode.Credentials{ClientCertFile: cert, ClientKeyFile: key},
+			KubeProxy:    kubenode.Credentials{ClientCertFile: proxyCert, ClientKeyFile: proxyKey},
+			ClusterCIDR:  c.cfg.ClusterCIDR.String(),
+			Images:       imgs,
+			SandboxImage: images.Pause.Ref(images.DefaultVersion),
+		}
+		data, err := yaml.Marshal(cfg)
+		if err != nil {
+			return "", fmt.Errorf("node %s: %w", name, err)
+		}
+		path := filepath.Join(c.cfg.nodesDir(), name+".yaml")
+		if err := os.WriteFile(path, append([]byte("# NodeConfig of "+name+", written by nephele's localcluster.\n"), data...), 0o644); err != nil {
+			return "", fmt.Errorf("node %s: %w", name, err)
+		}
+		inst, err := c.Cloud.CreateInstance(ctx, api.InstanceSpec{
+			Name:        name,
+			Kind:        api.InstanceHost,
+			BootCommand: []string{filepath.Join(c.cfg.BinDir, "nephele"), "node", "boot", "--config", path},
+		})
+		if err != nil {
+			return "", fmt.Errorf("create host instance %s: %w", name, err)
+		}
+		addr, err := InternalIP(inst)
+		if err != nil {
+			return "", err
+		}
+		c.Nodes = append(c.Nodes, Node{Name: name, InstanceID: inst.ID, Address: addr})
+		created = append(created, inst.ID+" "+addr.String())
+	}
+	return strings.Join(created, ", "), nil
+}
+
+// InternalIP returns an instance's InternalIP address.
+func InternalIP(inst *api.Instance) (netip.Addr, error) {
+	for _, a := range inst.Addresses {
+		if a.Type == api.AddressInternalIP {
+			addr, err := netip.ParseAddr(a.Address)
+			if err != nil {
+				return netip.Addr{}, fmt.Errorf("instance %s (%s): InternalIP %q: %w", inst.Name, inst.ID, a.Address, err)
+			}
+			return addr, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("instance %s (%s) has no InternalIP address", inst.Name, inst.ID)
+}
+
+// waitNodesReady waits until every node has registered its Node, been given a pod CIDR
+// and turned Ready (its CNI configured for that range). On failure it says where each
+// node is, with the end of its console.
+func (c *Cluster) waitNodesReady(ctx context.Context) (string, error) {
+	var ready []string
+	err := poll.Until(ctx, startTimeout(ctx), func(ctx context.Context) error {
+		ready = ready[:0]
+		var pending []string
+		for _, n := range c.Nodes {
+			node, err := c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				pending = append(pending, n.Name+": not registered")
+			case err != nil:
+				return err
+			case !IsReady(node):
+				pending = append(pending, fmt.Sprintf("%s: not Ready (pod CIDR %q)", n.Name, node.Spec.PodCIDR))
+			default:
+				ready = append(ready, n.Name+" "+node.Spec.PodCIDR)
+			}
+		}
+		if len(pending) > 0 {
+			return errors.New(strings.Join(pending, "; "))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", errors.Join(err, c.nodeDiagnostics(context.WithoutCancel(ctx)))
+	}
+	return strings.Join(ready, ", "), nil
+}
+
+// startTimeout is how long a wait of Start may take when ctx has no deadline.
+func startTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return defaultStartTimeout
+}
+
+// nodeDiagnostics describes each node's host and runtime, for a node that did not come up.
+func (c *Cluster) nodeDiagnostics(ctx context.Context) error {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&b, "\nnode %s (%s):", n.Name, n.InstanceID)
+		dir := hosts.HostDir(c.cfg.hostDir(), n.InstanceID)
+		if st, err := kubenode.ReadStatus(filepath.Join(dir, "node", "status.json")); err == nil {
+			fmt.Fprintf(&b, " runtime phase %s", st.Phase)
+			if st.Error != "" {
+				fmt.Fprintf(&b, ", error: %s", st.Error)
+			}
+		}
+		if out, err := c.Cloud.Console(ctx, n.InstanceID, 1500); err == nil {
+			fmt.Fprintf(&b, "\n  console (%s):\n    %s", out.Path, strings.ReplaceAll(strings.TrimSpace(out.Output), "\n", "\n    "))
+		}
+		fmt.Fprintf(&b, "\n  logs: %s", filepath.Join(dir, "node", "logs"))
+	}
+	return errors.New(strings.TrimPrefix(b.String(), "\n"))
+}
+
+// IsReady reports whether node's Ready condition is True.
+func IsReady(node *corev1.Node) bool {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NodeStatus reads the status the node runtime of node name reports in its host: its
+// phase, the process IDs of containerd, kubelet and kube-proxy, and when each boot step
+// was done.
+func (c *Cluster) NodeStatus(name string) (*kubenode.Status, error) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return kubenode.ReadStatus(filepath.Join(hosts.HostDir(c.cfg.hostDir(), n.InstanceID), "node", "status.json"))
+		}
+	}
+	return nil, fmt.Errorf("localcluster: no node %s", name)
+}
