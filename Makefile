@@ -94,13 +94,22 @@ STATICCHECK_VERSION := v0.8.2
 build: ## build nephele's binaries into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# The one command to see nephele run: control plane, kwok, local cloud, CCM and node
-# agents on this machine until Ctrl-C (docs/up.md). UP_FLAGS passes flags, e.g.
-# `make up UP_FLAGS=--smoke` or `UP_FLAGS="--nodes 5 --fresh"`.
+# The images every real node imports (there is no registry): the pod sandbox and the
+# demo HTTP server, reproducible OCI archives in bin/images.
+.PHONY: images
+images: build ## build the node images (pause, demo-http) into bin/images
+	$(BIN)/nephele node images --out $(BIN)/images >/dev/null
+
+# The one command to see nephele run: a real cluster on the local cloud's hosts (control
+# plane, local cloud, real nodes, CCM) on this machine until Ctrl-C; it needs Linux and
+# root, and installs the Debian packages real nodes need when they are missing.
+# `make up UP_FLAGS=--kwok` runs the simulated cluster instead, without root (docs/up.md).
+# UP_FLAGS passes flags, e.g. `make up UP_FLAGS=--smoke` or `UP_FLAGS="--nodes 5 --fresh"`.
 UP_FLAGS ?=
+UP_DEPS := tools build $(if $(findstring --kwok,$(UP_FLAGS)),,node-deps images)
 
 .PHONY: up
-up: tools build ## run nephele on this machine (control plane, local cloud, CCM) until Ctrl-C; see docs/up.md
+up: $(UP_DEPS) ## run a real cluster on this machine (root; UP_FLAGS=--kwok: simulated, no root) until Ctrl-C; see docs/up.md
 	$(BIN)/nephele up --bin-dir $(BIN) --build=false $(UP_FLAGS)
 
 .PHONY: fmt-check
@@ -117,9 +126,12 @@ vet:
 lint: fmt-check vet ## gofmt check, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-# Integration tests run against the real control plane from bin/, so tools come first.
+# Integration tests run against the real control plane from bin/, so tools come first;
+# as root (CI), the Debian packages the real-node tests need too.
+TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet
+
 .PHONY: test
-test: tools fmt-check vet ## build tools, then gofmt check, go vet, all tests with -race (integration included), each benchmark once, the bench harness and the example provider
+test: $(TEST_DEPS) ## build tools (as root also install the node packages), then gofmt check, go vet, all tests with -race (integration included), each benchmark once, the bench harness and the example provider
 	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
 	@# Every Go benchmark once, so that a benchmark cannot break unnoticed.
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...

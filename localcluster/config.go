@@ -129,7 +129,7 @@ func (c *Config) complete() error {
 	if err := hosts.ValidateRange(c.InstanceCIDR); err != nil {
 		errs = append(errs, err)
 	} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.Nodes > max-1 {
-		errs = append(errs, fmt.Errorf("instance range %s has room for %d hosts, fewer than %d nodes", c.InstanceCIDR, max-1, c.Nodes))
+		errs = append(errs, fmt.Errorf("instance range %s has room for %s, fewer than %d nodes", c.InstanceCIDR, plural(max-1, "host"), c.Nodes))
 	}
 	if !c.ClusterCIDR.Addr().Is4() || c.ClusterCIDR.Bits() > nodeCIDRMaskSize-1 {
 		errs = append(errs, fmt.Errorf("cluster CIDR %s: want an IPv4 range larger than a /%d", c.ClusterCIDR, nodeCIDRMaskSize))

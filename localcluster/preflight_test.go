@@ -1,0 +1,84 @@
+package localcluster
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMissingPackages(t *testing.T) {
+	tests := []struct {
+		name    string
+		present []string // commands found
+		want    string   // in Missing or Fix; empty: nothing missing
+	}{
+		{"everything there", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip"}, ""},
+		{"found in /usr/sbin only", []string{"/usr/sbin/runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "/sbin/ip"}, ""},
+		{"runc missing", []string{"iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip"},
+			"apt-get install -y --no-install-recommends runc"},
+		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip"},
+			"programs iptables, iptables-restore, ip6tables (Debian packages iptables)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := missingPackages(func(c string) (string, error) {
+				if slices.Contains(tt.present, c) {
+					return c, nil
+				}
+				return "", exec.ErrNotFound
+			})
+			switch {
+			case tt.want == "" && p != nil:
+				t.Errorf("missingPackages() = %+v, want nothing missing", *p)
+			case tt.want != "" && (p == nil || !strings.Contains(p.Missing+" "+p.Fix, tt.want)):
+				t.Errorf("missingPackages() = %+v, want it to say %q", p, tt.want)
+			}
+		})
+	}
+}
+
+// TestNodeDepsMatchTheScript keeps nodeDeps and hack/install-node-deps.sh, which make
+// node-deps runs, listing the same programs and packages.
+func TestNodeDepsMatchTheScript(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "hack", "install-node-deps.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := regexp.MustCompile(`(?m)^\s*"(\S+) (\S+) [^"]*"\s*$`)
+	var script []nodeDep
+	for _, m := range entry.FindAllStringSubmatch(string(raw), -1) {
+		script = append(script, nodeDep{m[1], m[2]})
+	}
+	if !slices.Equal(script, nodeDeps) {
+		t.Errorf("hack/install-node-deps.sh lists %v, nodeDeps %v: keep them equal", script, nodeDeps)
+	}
+}
+
+func TestPreflightNamesWhatIsMissing(t *testing.T) {
+	bin := t.TempDir()
+	err := Preflight(bin)
+	var pe *PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Preflight(empty bin dir) = %v, want a *PreflightError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"kubelet", "fix: make tools", "nephele", "fix: make build", "pause.tar", "fix: make images"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Preflight's error does not say %q:\n%s", want, msg)
+		}
+	}
+	if os.Geteuid() != 0 && !strings.Contains(msg, "root") {
+		t.Errorf("Preflight as a user does not say root is needed:\n%s", msg)
+	}
+
+	// What the caller builds itself is not asked for.
+	err = Preflight(bin, append(BuiltBinaries, "images")...)
+	if err == nil || strings.Contains(err.Error(), "make build") || strings.Contains(err.Error(), "make images") {
+		t.Errorf("Preflight with everything of ours to be built: %v; want only the tools missing", err)
+	}
+}
