@@ -60,16 +60,28 @@ func (p *bootProc) wait(ctx context.Context, d time.Duration) {
 	}
 }
 
+// adoptPoll is how often the end of an adopted boot process is looked for.
+const adoptPoll = 200 * time.Millisecond
+
 // adoptProcess watches a boot process an earlier run started: not this process's child,
-// so its end is seen by polling /proc.
-func adoptProcess(pid int, start uint64) *bootProc {
+// so its end is seen by polling /proc, until it ends or the machine is closed (then
+// done stays open: the process outlived the machine).
+func (m *Machine) adoptProcess(pid int, start uint64) *bootProc {
 	p := &bootProc{pid: pid, start: start, began: time.Now(), done: make(chan struct{})}
+	m.wg.Add(1)
 	go func() {
-		defer close(p.done)
+		defer m.wg.Done()
+		tick := time.NewTicker(adoptPoll)
+		defer tick.Stop()
 		for sameProcess(pid, start) {
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-tick.C:
+			case <-m.stop:
+				return
+			}
 		}
 		p.exit = "exited (adopted process; status unknown)"
+		close(p.done)
 	}()
 	return p
 }
@@ -166,12 +178,17 @@ func describeExit(err error) string {
 	return err.Error()
 }
 
-// watch restarts the host when p exits while the host should run. The caller holds mu.
+// watch restarts the host when p exits while the host should run, until the machine is
+// closed. The caller holds mu.
 func (m *Machine) watch(h *host, gen uint64, p *bootProc) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		<-p.done
+		select {
+		case <-p.done:
+		case <-m.stop:
+			return
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if h.gen != gen || h.phase != PhaseRunning || m.closed {

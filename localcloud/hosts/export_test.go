@@ -12,5 +12,7 @@ func (m *Machine) Abandon() {
 		}
 	}
 	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
 	_ = m.lock.Close()
 }

@@ -318,7 +318,7 @@ func (m *Machine) adopt(spec HostSpec) bool {
 	}
 	h.phase = PhaseRunning
 	h.gen++
-	p := adoptProcess(up.BootPID, up.BootStart)
+	p := m.adoptProcess(up.BootPID, up.BootStart)
 	h.proc = p
 	m.watch(h, h.gen, p)
 	m.log.Info("host adopted", "id", spec.ID, "bootPID", up.BootPID)

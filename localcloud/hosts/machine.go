@@ -100,8 +100,16 @@ type Machine struct {
 	routes []Route
 	closed bool
 
-	// wg counts the goroutines watching boot processes.
+	// stop is closed once the machine is closed: the goroutines watching boot
+	// processes (and polling adopted ones) end.
+	stop chan struct{}
+	// wg counts the goroutines watching and polling boot processes.
 	wg sync.WaitGroup
+}
+
+// newMachine returns a machine over a loaded journal.
+func newMachine(cfg Config, cg *cgroups, lock *os.File, j *journal) *Machine {
+	return &Machine{cfg: cfg, log: cfg.Logger, cg: cg, lock: lock, j: j, hosts: map[string]*host{}, stop: make(chan struct{})}
 }
 
 // host is one host's runtime state, guarded by Machine.mu except op.
@@ -153,7 +161,7 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	m := &Machine{cfg: cfg, log: cfg.Logger, cg: cg, lock: lock, j: j, hosts: map[string]*host{}}
+	m := newMachine(cfg, cg, lock, j)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.setupNetwork(ctx); err != nil {
@@ -301,7 +309,8 @@ func (m *Machine) Reconcile(ctx context.Context, desired []Desired) error {
 // Close stops every host (SIGTERM, StopTimeout, then SIGKILL of all that is left) and
 // removes everything the machine made but the hosts' directories and the journal, which
 // then records only those directories. It goes on after failures and returns them all.
-// When ctx ends, hosts still stopping are killed without waiting any longer.
+// When ctx ends, hosts still stopping are killed without waiting any longer, and Close
+// returns without waiting for its goroutines.
 func (m *Machine) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -330,12 +339,33 @@ func (m *Machine) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	m.mu.Unlock()
-	m.wg.Wait()
+	// Only now: a stop waits for an adopted boot process through its poller.
+	close(m.stop)
+	if err := m.waitGoroutines(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	_ = m.lock.Close()
 	if len(errs) == 0 {
 		m.log.Info("host network removed", "bridge", m.cfg.Bridge)
 	}
 	return errors.Join(errs...)
+}
+
+// waitGoroutines waits until the goroutines watching boot processes have ended, or ctx
+// ends. They end soon after stop is closed; a watcher may be killing what its boot
+// process left (killTimeout).
+func (m *Machine) waitGoroutines(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("goroutines watching boot processes still run: %w", context.Cause(ctx))
+	}
 }
 
 // teardownAll takes every host down (removing its directory too when removeDirs) and
@@ -402,7 +432,7 @@ func Cleanup(ctx context.Context, dir string, log logr.Logger) error {
 	if !j.empty() && os.Geteuid() != 0 {
 		return fmt.Errorf("cleaning up host directory %s: %w", dir, ErrNotRoot)
 	}
-	m := &Machine{cfg: Config{Dir: dir}, log: log, j: j, hosts: map[string]*host{}}
+	m := newMachine(Config{Dir: dir, Logger: log}, nil, nil, j)
 	if !j.empty() {
 		if m.cg, err = discoverCgroups(); err != nil {
 			return err
