@@ -109,11 +109,14 @@ func (m *Machine) note(id, format string, args ...any) {
 }
 
 // boot starts the host's boot command and watches it. A failure to start it counts as
-// an exit: the host is booted again after the backoff. The caller holds mu; the host is
-// up and running.
+// an exit: the host is booted again after the backoff. A boot process that started but
+// could not be recorded is watched all the same, and the error reported: booting another
+// would leave this one running unsupervised. (Should the cloud crash meanwhile, the next
+// start finds no boot process recorded and kills this one with the host's cgroup before
+// it boots the host again.) The caller holds mu; the host is up and running.
 func (m *Machine) boot(h *host, rec *hostRecord) error {
 	p, err := m.startBoot(h, rec)
-	if err != nil {
+	if p == nil {
 		h.lastErr = err.Error()
 		m.note(h.spec.ID, "boot failed: %v", err)
 		m.log.Error(err, "booting host", "id", h.spec.ID)
@@ -123,10 +126,18 @@ func (m *Machine) boot(h *host, rec *hostRecord) error {
 	h.proc, h.lastErr = p, ""
 	h.boots++
 	m.watch(h, h.gen, p)
+	if err != nil {
+		err = fmt.Errorf("host %s boots (process %d), but recording its boot process failed: %w", h.spec.ID, p.pid, err)
+		h.lastErr = err.Error()
+		m.note(h.spec.ID, "%v", err)
+		m.log.Error(err, "recording a boot process", "id", h.spec.ID, "pid", p.pid)
+		return err
+	}
 	return nil
 }
 
-// startBoot starts the boot process and records it.
+// startBoot starts the boot process and records it. A process that started is returned
+// also when recording it fails.
 func (m *Machine) startBoot(h *host, rec *hostRecord) (*bootProc, error) {
 	up, spec := rec.Up, &h.spec
 	sh, err := lookPath("sh")

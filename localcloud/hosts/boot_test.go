@@ -1,0 +1,60 @@
+package hosts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+)
+
+// TestUnrecordedBootIsSupervised: when the journal cannot be written as a boot process
+// starts, the process is still the host's one supervised boot process (its status
+// names it and the error), not left running while another is booted.
+func TestUnrecordedBootIsSupervised(t *testing.T) {
+	tn := newTestNet(t, 7)
+	ctx := context.Background()
+	m := tn.open(t)
+	spec := sleeper(tn, 2, "i-000000000001", "a")
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	first := running(t, m, spec.ID)
+	st, _ := m.Status(spec.ID)
+
+	// The journal's temporary file is a directory: every write of the journal fails.
+	block := filepath.Join(m.Dir(), "journal.json.tmp")
+	if err := os.Mkdir(block, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(block)
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var now hosts.Status
+	poll.Eventually(t, "a boot that cannot be recorded", func() error {
+		now, _ = m.Status(spec.ID)
+		if !strings.Contains(now.Error, "host journal") {
+			return fmt.Errorf("status %+v", now)
+		}
+		return nil
+	})
+	if now.BootPID == 0 || now.Boots != 2 || !strings.Contains(now.Error, "recording its boot process") {
+		t.Errorf("status %+v: want the second boot process supervised, and its recording's failure", now)
+	}
+	if procs := cgroupProcs(t, st.Cgroup); len(procs) != 1 || procs[0] != now.BootPID {
+		t.Errorf("the host's cgroup holds %v, want only the supervised boot process %d", procs, now.BootPID)
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "the unrecorded boot process", now.BootPID)
+}
