@@ -94,6 +94,26 @@ STATICCHECK_VERSION := v0.8.2
 build: ## build nephele's binaries into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# Images carry the commit as their revision label. The tag stays `dev` (the references
+# `nephele up` and deploy/ use) unless IMAGE_VERSION says otherwise, e.g. for a release.
+# Two runs at one commit write the same digests (docs/deploy.md, "Images").
+IMAGE_VERSION   ?= dev
+IMAGE_REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: images
+images: ## build the in-cluster images (pause, demo-http, cloud-controller-manager) as reproducible OCI archives in bin/images; prints each reference and digest
+	$(GO) run ./cmd/nephele images --out $(BIN)/images --version $(IMAGE_VERSION) \
+	  --revision $(IMAGE_REVISION) --platforms $(IMAGE_PLATFORMS)
+
+# deploy/ is `nephele manifests` with its defaults (package deploy/render; cmd/nephele's
+# TestManifestsCommandRendersDeploy checks the command prints the same). The tests that
+# fail when deploy/, the golden files or docs/deploy.md's tables are stale rewrite them
+# with -update.
+.PHONY: manifests
+manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files and docs/deploy.md's permission tables
+	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
+
 # The images every real node imports (there is no registry): the pod sandbox and the
 # demo HTTP server, reproducible OCI archives in bin/images.
 .PHONY: images
@@ -137,6 +157,9 @@ test: $(TEST_DEPS) ## build tools (as root also install the node packages), then
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 10m $(GOTEST_FLAGS) ./...
 	$(MAKE) -C examples/provider test
+	@# The Helm chart and kustomize base against `nephele manifests`: a module of its own,
+	@# so Helm and kustomize stay out of nephele's (deploy/deploytest/go.mod).
+	cd deploy/deploytest && $(GO) vet ./... && $(GO) test -race $(GOTEST_FLAGS) ./...
 
 # The benchmarks are a module of their own (bench/go.mod), so upstream's controllers and
 # their dependencies stay out of nephele's. See docs/benchmarks.md.

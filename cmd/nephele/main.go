@@ -4,7 +4,11 @@
 //     on one machine (docs/up.md);
 //   - `nephele conformance` proves a provider against the conformance suite
 //     (docs/conformance.md);
-//   - `nephele node` runs inside a local cloud host and makes it a Kubernetes node.
+//   - `nephele node` runs inside a local cloud host and makes it a Kubernetes node;
+//   - `nephele manifests` renders what a cluster needs to run the cloud-controller-manager
+//     in it (docs/deploy.md);
+//   - `nephele images` builds nephele's in-cluster images, or a provider's, as OCI
+//     archives (docs/deploy.md).
 package main
 
 import (
@@ -47,6 +51,8 @@ runtime, the cloud controllers, and a local cloud to run them against on one mac
 		newUpCommand(),
 		newConformanceCommand(),
 		newNodeCommand(),
+		newManifestsCommand(),
+		newImagesCommand(),
 		// New subcommands: one line each here.
 	)
 	return root

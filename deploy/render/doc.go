@@ -1,0 +1,19 @@
+// Package render renders everything a cluster needs to run a nephele
+// cloud-controller-manager in it, from Options: the identities and their RBAC, the
+// Deployment, its PodDisruptionBudget, a metrics Service and, when asked, a
+// Prometheus ServiceMonitor. `nephele manifests` is its command line; deploy/ holds its
+// default rendering as plain YAML and as a kustomize base, and the Helm chart under
+// deploy/chart is tested to render the same objects for the same values.
+//
+// Every RBAC rule is derived from what the manager and the controllers call (Rules
+// lists each with the code path that needs it), scoped to the controllers that
+// --controllers enables, and names no wildcard. Under --use-service-account-credentials
+// the manager's own identity keeps only what it does itself (the shared informers,
+// Events, the Lease, delegated authentication, and requesting the controllers' tokens),
+// and each controller's service account gets only its controller's writes.
+//
+// The Deployment is shaped to run before a CNI exists and to survive what bit other
+// providers' manifests: host networking, tolerations for every bootstrap taint
+// (including Cluster API's), no nodeSelector on the retired master label, and a rolling
+// update that never starts a new host-network pod beside an old one (docs/deploy.md).
+package render

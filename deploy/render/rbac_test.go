@@ -1,0 +1,224 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nephele-dev/nephele/controllers"
+	"github.com/nephele-dev/nephele/manager"
+)
+
+// combinations are option sets covering every subset of controllers, both credential
+// modes and the metrics switch.
+func combinations(t *testing.T) map[string]Options {
+	t.Helper()
+	names := []string{manager.CloudNodeController, manager.CloudNodeLifecycleController, manager.ServiceLBController, manager.NodeRouteController}
+	out := map[string]Options{}
+	for mask := 1; mask < 1<<len(names); mask++ {
+		var enabled []string
+		for i, n := range names {
+			if mask&(1<<i) != 0 {
+				enabled = append(enabled, n)
+			}
+		}
+		for _, sa := range []bool{true, false} {
+			for _, metrics := range []bool{true, false} {
+				o := DefaultOptions()
+				o.Controllers, o.UseServiceAccountCredentials, o.MetricsService = enabled, sa, metrics
+				out[fmt.Sprintf("%s/sa=%t/metrics=%t", strings.Join(enabled, ","), sa, metrics)] = o
+			}
+		}
+	}
+	return out
+}
+
+// rbac decodes the RBAC objects of a rendering.
+func rbac(t *testing.T, objs []*unstructured.Unstructured) (roles map[string][]rbacv1.PolicyRule, bindings []rbacv1.Subject) {
+	t.Helper()
+	roles = map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole", "Role":
+			var r rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+				t.Fatal(err)
+			}
+			roles[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = r.Rules
+		case "ClusterRoleBinding", "RoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+			bindings = append(bindings, b.Subjects...)
+		}
+	}
+	return roles, bindings
+}
+
+// TestNoWildcard: no rule of any rendering names "*" as a verb, group, resource,
+// resource name or URL.
+func TestNoWildcard(t *testing.T) {
+	for name, o := range combinations(t) {
+		objs, err := Render(o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		roles, _ := rbac(t, objs)
+		for role, rules := range roles {
+			for _, r := range rules {
+				for _, list := range [][]string{r.Verbs, r.APIGroups, r.Resources, r.ResourceNames, r.NonResourceURLs} {
+					for _, s := range list {
+						if strings.Contains(s, "*") {
+							t.Errorf("%s: %s has a wildcard rule %+v", name, role, r)
+						}
+					}
+				}
+				if len(r.Verbs) == 0 {
+					t.Errorf("%s: %s has a rule without verbs %+v", name, role, r)
+				}
+			}
+		}
+	}
+}
+
+// allows reports whether rules grant verb on resource (core group).
+func allows(rules []rbacv1.PolicyRule, verb, resource string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.Verbs, verb) && slices.Contains(r.Resources, resource) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRulesFollowTheControllers: a controller's writes are granted exactly when it is
+// enabled, to its own service account under --use-service-account-credentials and to
+// the manager otherwise; the manager's own identity never gets a controller's writes
+// when the controllers have their own.
+func TestRulesFollowTheControllers(t *testing.T) {
+	for name, o := range combinations(t) {
+		objs, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roles, _ := rbac(t, objs)
+		mgr := roles["ClusterRole//"+ManagerClusterRole]
+		on := func(c string) bool { return slices.Contains(o.Controllers, c) }
+		sa := func(c string) []rbacv1.PolicyRule {
+			for _, s := range controllers.Default() {
+				if s.Name == c {
+					return roles["ClusterRole//"+ControllerClusterRole(s.ClientName)]
+				}
+			}
+			t.Fatalf("no controller %s", c)
+			return nil
+		}
+		writer := func(c string) []rbacv1.PolicyRule {
+			if o.UseServiceAccountCredentials {
+				return sa(c)
+			}
+			return mgr
+		}
+		checks := []struct {
+			controller, verb, resource string
+		}{
+			{manager.CloudNodeController, "patch", "nodes/status"},
+			{manager.CloudNodeLifecycleController, "delete", "nodes"},
+			{manager.ServiceLBController, "patch", "services"},
+			{manager.ServiceLBController, "patch", "services/status"},
+			{manager.NodeRouteController, "patch", "nodes/status"},
+		}
+		for _, c := range checks {
+			if on(c.controller) && !allows(writer(c.controller), c.verb, c.resource) {
+				t.Errorf("%s: %s enabled but %s %s not granted", name, c.controller, c.verb, c.resource)
+			}
+		}
+		if !on(manager.CloudNodeLifecycleController) {
+			for role, rules := range roles {
+				if allows(rules, "delete", "nodes") {
+					t.Errorf("%s: %s may delete nodes without cloud-node-lifecycle-controller", name, role)
+				}
+			}
+		}
+		if !on(manager.ServiceLBController) {
+			for role, rules := range roles {
+				if allows(rules, "list", "services") || allows(rules, "patch", "services") {
+					t.Errorf("%s: %s reads or writes services without service-lb-controller", name, role)
+				}
+			}
+		}
+		if o.UseServiceAccountCredentials {
+			for _, verb := range []string{"patch", "delete", "update", "create"} {
+				for _, res := range []string{"nodes", "nodes/status", "services", "services/status"} {
+					if allows(mgr, verb, res) {
+						t.Errorf("%s: the manager's own role may %s %s; the controllers' accounts should", name, verb, res)
+					}
+				}
+			}
+		}
+		if !allows(mgr, "list", "nodes") || !allows(mgr, "watch", "nodes") || !allows(mgr, "create", "events") {
+			t.Errorf("%s: the manager cannot run its shared node informer or record events: %+v", name, mgr)
+		}
+	}
+}
+
+// TestNoBootstrapRoleTouched: no rendered ClusterRole or binding has the name of a role
+// kube-apiserver reconciles for kube-controller-manager, whose rules apply would replace.
+func TestNoBootstrapRoleTouched(t *testing.T) {
+	bootstrap := []string{"system:controller:node-controller", "system:controller:service-controller",
+		"system:controller:route-controller", "system:auth-delegator", "system:kube-controller-manager"}
+	for name, o := range combinations(t) {
+		objs, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range objs {
+			if slices.Contains(bootstrap, obj.GetName()) {
+				t.Errorf("%s: renders %s %s, a bootstrap object", name, obj.GetKind(), obj.GetName())
+			}
+		}
+	}
+}
+
+// TestControllerAccounts: the service accounts bound are those manager/clients.go uses
+// (the controllers' ClientName), in kube-system; the manager may request tokens for
+// exactly those.
+func TestControllerAccounts(t *testing.T) {
+	objs, err := Render(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, subjects := rbac(t, objs)
+	var want []string
+	for _, s := range controllers.Default() {
+		if !slices.Contains(want, s.ClientName) {
+			want = append(want, s.ClientName)
+		}
+	}
+	for _, sa := range want {
+		if !slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool { return s.Name == sa && s.Namespace == "kube-system" }) {
+			t.Errorf("no binding for kube-system/%s", sa)
+		}
+	}
+	creds := roles["Role/kube-system/"+ControllerCredentialsRole]
+	for _, r := range creds {
+		if slices.Contains(r.Resources, "serviceaccounts/token") {
+			if !slices.Equal(r.ResourceNames, want) {
+				t.Errorf("token requests allowed for %v, want %v", r.ResourceNames, want)
+			}
+		}
+	}
+	if len(creds) == 0 {
+		t.Error("no controller-credentials Role")
+	}
+	got := kinds(objs)
+	if len(got["Deployment"]) != 1 || len(got["PodDisruptionBudget"]) != 1 || len(got["Service"]) != 1 || len(got["ServiceAccount"]) != 1 {
+		t.Errorf("objects %v", got)
+	}
+}
