@@ -113,33 +113,47 @@ func (m *Machine) note(id, format string, args ...any) {
 // could not be recorded is watched all the same, and the error reported: booting another
 // would leave this one running unsupervised. (Should the cloud crash meanwhile, the next
 // start finds no boot process recorded and kills this one with the host's cgroup before
-// it boots the host again.) The caller holds mu; the host is up and running.
+// it boots the host again.) The caller holds h.op; the host is up and running.
 func (m *Machine) boot(h *host, rec *hostRecord) error {
-	p, err := m.startBoot(h, rec)
+	m.mu.Lock()
+	spec, boots, gen := h.spec, h.boots, h.gen
+	m.mu.Unlock()
+	p, err := m.startBoot(spec, boots+1, rec)
 	if p == nil {
+		m.note(h.id, "boot failed: %v", err)
+		m.log.Error(err, "booting host", "id", h.id)
+		m.mu.Lock()
 		h.lastErr = err.Error()
-		m.note(h.spec.ID, "boot failed: %v", err)
-		m.log.Error(err, "booting host", "id", h.spec.ID)
 		m.scheduleRestart(h, 0)
+		m.mu.Unlock()
 		return err
 	}
-	h.proc, h.lastErr = p, ""
-	h.boots++
-	m.watch(h, h.gen, p)
 	if err != nil {
-		err = fmt.Errorf("host %s boots (process %d), but recording its boot process failed: %w", h.spec.ID, p.pid, err)
-		h.lastErr = err.Error()
-		m.note(h.spec.ID, "%v", err)
-		m.log.Error(err, "recording a boot process", "id", h.spec.ID, "pid", p.pid)
-		return err
+		err = fmt.Errorf("host %s boots (process %d), but recording its boot process failed: %w", h.id, p.pid, err)
+		m.note(h.id, "%v", err)
+		m.log.Error(err, "recording a boot process", "id", h.id, "pid", p.pid)
 	}
-	return nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h.proc, h.lastErr = p, ""
+	if err != nil {
+		h.lastErr = err.Error()
+	}
+	h.boots++
+	m.watch(h, gen, p)
+	return err
 }
 
-// startBoot starts the boot process and records it. A process that started is returned
-// also when recording it fails.
-func (m *Machine) startBoot(h *host, rec *hostRecord) (*bootProc, error) {
-	up, spec := rec.Up, &h.spec
+// startBoot starts the boot process of spec's host and records it. A process that
+// started is returned also when recording it fails.
+func (m *Machine) startBoot(spec HostSpec, boot int, rec *hostRecord) (*bootProc, error) {
+	m.mu.Lock()
+	if rec.Up == nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("host %s is not up", spec.ID)
+	}
+	up, dir := *rec.Up, rec.Dir
+	m.mu.Unlock()
 	sh, err := lookPath("sh")
 	if err != nil {
 		return nil, err
@@ -149,14 +163,14 @@ func (m *Machine) startBoot(h *host, rec *hostRecord) (*bootProc, error) {
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }()
-	m.note(spec.ID, "boot %d: %s", h.boots+1, strings.Join(spec.BootCommand, " "))
-	args := []string{"-c", bootScript, "nephele-boot", netnsPath(up.NetNS), up.MountNS, up.UTSNS, rec.Dir}
+	m.note(spec.ID, "boot %d: %s", boot, strings.Join(spec.BootCommand, " "))
+	args := []string{"-c", bootScript, "nephele-boot", netnsPath(up.NetNS), up.MountNS, up.UTSNS, dir}
 	args = append(args, m.cg.procsFiles(up.Cgroup)...)
 	args = append(args, "--")
 	args = append(args, spec.BootCommand...)
 	cmd := exec.Command(sh, args...)
-	cmd.Env = bootEnv(spec, rec.Dir, up.Cgroup)
-	cmd.Dir = rec.Dir
+	cmd.Env = bootEnv(&spec, dir, up.Cgroup)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: no signal meant for the cloud reaches it, and it outlives a
 	// cloud killed with SIGKILL, to be adopted by the next one.
@@ -171,11 +185,12 @@ func (m *Machine) startBoot(h *host, rec *hostRecord) (*bootProc, error) {
 		p.exit = describeExit(err)
 		close(p.done)
 	}()
-	up.BootPID, up.BootStart = p.pid, p.start
-	if err := m.save(); err != nil {
-		return p, err
-	}
-	return p, nil
+	err = m.record(func() {
+		if rec.Up != nil {
+			rec.Up.BootPID, rec.Up.BootStart = p.pid, p.start
+		}
+	})
+	return p, err
 }
 
 func describeExit(err error) string {
@@ -200,27 +215,37 @@ func (m *Machine) watch(h *host, gen uint64, p *bootProc) {
 		case <-m.stop:
 			return
 		}
+		// Under the host's op lock: a stop or start of the host waits, and one that
+		// came first has changed gen.
+		h.op.Lock()
+		defer h.op.Unlock()
 		m.mu.Lock()
-		defer m.mu.Unlock()
-		if h.gen != gen || h.phase != PhaseRunning || m.closed {
+		current := h.gen == gen && h.phase == PhaseRunning && !m.closed
+		rec := m.j.Hosts[h.id]
+		if !current || rec == nil || rec.Up == nil {
+			m.mu.Unlock()
 			return
 		}
 		ran := time.Since(p.began)
 		h.lastExit, h.proc = p.exit, nil
-		rec := m.j.Hosts[h.spec.ID]
-		if rec == nil || rec.Up == nil {
-			return
-		}
+		cgroup := rec.Up.Cgroup
+		m.mu.Unlock()
 		// The boot process is the host's init: what it leaves behind goes with it, so
 		// the next boot does not find a second copy of everything.
-		if err := m.cg.kill(rec.Up.Cgroup, killTimeout); err != nil {
-			m.log.Error(err, "killing what a host's boot process left", "id", h.spec.ID)
+		if _, err := m.cg.kill(cgroup, killTimeout); err != nil {
+			m.log.Error(err, "killing what a host's boot process left", "id", h.id)
 		}
-		rec.Up.BootPID, rec.Up.BootStart = 0, 0
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if rec.Up != nil {
+			rec.Up.BootPID, rec.Up.BootStart = 0, 0
+		}
 		if err := m.save(); err != nil {
-			m.log.Error(err, "recording a boot process's exit", "id", h.spec.ID)
+			m.log.Error(err, "recording a boot process's exit", "id", h.id)
 		}
-		m.scheduleRestart(h, ran)
+		if h.gen == gen && !m.closed {
+			m.scheduleRestart(h, ran)
+		}
 	}()
 }
 
@@ -234,17 +259,22 @@ func (m *Machine) scheduleRestart(h *host, ran time.Duration) {
 	default:
 		h.backoff = min(2*h.backoff, m.cfg.MaxRestartBackoff)
 	}
-	m.note(h.spec.ID, "boot process ended (%s) after %s; next boot in %s", h.lastExit, ran.Round(time.Millisecond), h.backoff)
-	m.log.Info("host boot process exited; restarting", "id", h.spec.ID, "exit", h.lastExit, "ran", ran, "backoff", h.backoff)
+	m.note(h.id, "boot process ended (%s) after %s; next boot in %s", h.lastExit, ran.Round(time.Millisecond), h.backoff)
+	m.log.Info("host boot process exited; restarting", "id", h.id, "exit", h.lastExit, "ran", ran, "backoff", h.backoff)
 	gen := h.gen
 	h.timer = time.AfterFunc(h.backoff, func() {
+		h.op.Lock()
+		defer h.op.Unlock()
 		m.mu.Lock()
-		defer m.mu.Unlock()
 		if h.gen != gen || h.phase != PhaseRunning || m.closed {
+			m.mu.Unlock()
 			return
 		}
 		h.timer = nil
-		if rec := m.j.Hosts[h.spec.ID]; rec != nil && rec.Up != nil {
+		rec := m.j.Hosts[h.id]
+		up := rec != nil && rec.Up != nil
+		m.mu.Unlock()
+		if up {
 			_ = m.boot(h, rec)
 		}
 	})

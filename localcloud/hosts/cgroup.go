@@ -59,23 +59,22 @@ func (c *cgroups) exists(rel string) bool {
 }
 
 // kill ends every process in rel and below, in every hierarchy, and waits up to timeout
-// until none is left.
-func (c *cgroups) kill(rel string, timeout time.Duration) error {
+// until none is left. It returns how many processes it killed.
+func (c *cgroups) kill(rel string, timeout time.Duration) (int, error) {
 	if err := checkRel(rel); err != nil {
-		return err
+		return 0, err
 	}
 	// Not the caller's context: a host is taken down also when the request that asked
 	// for it has gone.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := c.fs.Kill(ctx, rel, nil)
-	return err
+	return c.fs.Kill(ctx, rel, nil)
 }
 
 // remove deletes rel and every cgroup below it in every hierarchy, killing what is left
 // in them first; each step waits up to timeout.
 func (c *cgroups) remove(rel string, timeout time.Duration) error {
-	if err := c.kill(rel, timeout); err != nil {
+	if _, err := c.kill(rel, timeout); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -41,24 +41,21 @@ func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
 	if err := m.validateSpec(&spec); err != nil {
 		return err
 	}
+	h, err := m.lockHost(spec.ID)
+	if err != nil {
+		return err
+	}
+	defer h.op.Unlock()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return errors.New("the host machine is closed")
-	}
-	h := m.hostFor(spec)
-	m.mu.Unlock()
-
-	h.op.Lock()
-	defer h.op.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return errors.New("the host machine is closed")
+		return errClosed
 	}
 	// A Remove that held the host before us dropped it from the map.
 	m.hosts[spec.ID] = h
+	h.spec = spec
 	if h.phase == PhaseRunning {
+		m.mu.Unlock()
 		return nil
 	}
 	rec := m.j.Hosts[spec.ID]
@@ -66,29 +63,44 @@ func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
 		rec = &hostRecord{ID: spec.ID, Name: spec.Name, Dir: m.HostDir(spec.ID)}
 		m.j.Hosts[spec.ID] = rec
 		if err := m.save(); err != nil {
+			m.mu.Unlock()
 			return err
 		}
 	}
+	m.mu.Unlock()
 	// Left over from a boot that did not finish, or a crash: start from nothing, as a
 	// machine powered on again does.
 	if err := m.teardownHost(context.WithoutCancel(ctx), rec); err != nil {
-		h.lastErr = err.Error()
+		m.setError(h, err)
 		return err
 	}
-	if err := m.buildHost(ctx, spec, rec); err != nil {
+	if err := m.buildHost(ctx, h, spec, rec); err != nil {
 		if terr := m.teardownHost(context.WithoutCancel(ctx), rec); terr != nil {
 			err = errors.Join(err, terr)
 		}
-		h.lastErr = err.Error()
-		return fmt.Errorf("building host %s: %w", spec.ID, err)
+		err = fmt.Errorf("building host %s: %w", spec.ID, err)
+		m.setError(h, err)
+		return err
 	}
+	m.mu.Lock()
 	h.phase, h.backoff, h.lastErr = PhaseRunning, 0, ""
 	h.gen++
+	m.mu.Unlock()
 	if err := m.boot(h, rec); err != nil {
 		return err
 	}
-	m.log.Info("host started", "id", spec.ID, "name", spec.Name, "address", spec.Address, "netns", rec.Up.NetNS)
+	m.log.Info("host started", "id", spec.ID, "name", spec.Name, "address", spec.Address, "netns", netnsName(m.cfg.Bridge, spec.ID))
 	return nil
+}
+
+// errClosed is the answer of a closed machine.
+var errClosed = errors.New("the host machine is closed")
+
+// setError records why the host's last operation failed, for its Status.
+func (m *Machine) setError(h *host, err error) {
+	m.mu.Lock()
+	h.lastErr = err.Error()
+	m.mu.Unlock()
 }
 
 // Stop takes host id down: SIGTERM to its boot process, up to StopTimeout (or until ctx
@@ -96,7 +108,7 @@ func (m *Machine) Start(ctx context.Context, spec HostSpec) error {
 // host's namespaces, veth, mounts and cgroups are removed. Its directory stays. Stopping
 // a stopped or unknown host does nothing.
 func (m *Machine) Stop(ctx context.Context, id string) error {
-	h := m.lockHost(id)
+	h := m.lockKnownHost(id)
 	defer h.op.Unlock()
 	return m.stopHeld(ctx, id, h)
 }
@@ -104,35 +116,44 @@ func (m *Machine) Stop(ctx context.Context, id string) error {
 // Remove stops host id and removes its directory and every record of it. Removing an
 // unknown host does nothing.
 func (m *Machine) Remove(ctx context.Context, id string) error {
-	h := m.lockHost(id)
+	h := m.lockKnownHost(id)
 	defer h.op.Unlock()
 	if err := m.stopHeld(ctx, id, h); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if rec := m.j.Hosts[id]; rec != nil {
+	rec := m.j.Hosts[id]
+	m.mu.Unlock()
+	if rec != nil {
 		if err := os.RemoveAll(rec.Dir); err != nil {
 			return fmt.Errorf("removing host directory %s: %w", rec.Dir, err)
 		}
-		delete(m.j.Hosts, id)
-		if err := m.save(); err != nil {
-			return err
-		}
 	}
-	delete(m.hosts, id)
-	return nil
+	return m.record(func() {
+		delete(m.j.Hosts, id)
+		delete(m.hosts, id)
+	})
 }
 
-// lockHost returns host id's runtime state with its op lock held, creating it for a
-// host known only to the journal (an earlier run's), whose namespaces may exist.
-func (m *Machine) lockHost(id string) *host {
+// lockHost returns host id's runtime state with its op lock held, creating it; it
+// fails once the machine is closed.
+func (m *Machine) lockHost(id string) (*host, error) {
 	m.mu.Lock()
-	h := m.hosts[id]
-	if h == nil {
-		h = &host{phase: PhaseStopped}
-		m.hosts[id] = h
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errClosed
 	}
+	h := m.hostNamed(id)
+	m.mu.Unlock()
+	h.op.Lock()
+	return h, nil
+}
+
+// lockKnownHost returns host id's runtime state with its op lock held, creating it for
+// a host known only to the journal (an earlier run's), whose namespaces may exist.
+func (m *Machine) lockKnownHost(id string) *host {
+	m.mu.Lock()
+	h := m.hostNamed(id)
 	m.mu.Unlock()
 	h.op.Lock()
 	return h
@@ -162,13 +183,17 @@ func (m *Machine) stopHeld(ctx context.Context, id string, h *host) error {
 		p.wait(ctx, m.cfg.StopTimeout)
 	}
 
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h.phase, h.proc = PhaseStopped, nil
-	if rec == nil {
-		return nil
+	var err error
+	if rec != nil {
+		err = m.teardownHost(context.WithoutCancel(ctx), rec)
 	}
-	if err := m.teardownHost(context.WithoutCancel(ctx), rec); err != nil {
+	m.mu.Lock()
+	h.phase, h.proc = PhaseStopped, nil
+	if p != nil && p.exited() {
+		h.lastExit = p.exit
+	}
+	m.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	m.log.Info("host stopped", "id", id)
@@ -176,9 +201,11 @@ func (m *Machine) stopHeld(ctx context.Context, id string, h *host) error {
 }
 
 // buildHost makes everything of a host but its boot process, recording it first. The
-// caller holds mu.
-func (m *Machine) buildHost(ctx context.Context, spec HostSpec, rec *hostRecord) error {
+// caller holds h.op.
+func (m *Machine) buildHost(ctx context.Context, h *host, spec HostSpec, rec *hostRecord) error {
+	m.mu.Lock()
 	nsDir := m.j.Network.NSDir
+	m.mu.Unlock()
 	up := &upRecord{
 		NetNS:   netnsName(m.cfg.Bridge, spec.ID),
 		Veth:    vethName(spec.Address),
@@ -193,8 +220,8 @@ func (m *Machine) buildHost(ctx context.Context, spec HostSpec, rec *hostRecord)
 	if linkExists(up.Veth) {
 		return fmt.Errorf("network interface %s exists and this local cloud did not make it", up.Veth)
 	}
-	rec.Up = up
-	if err := m.save(); err != nil {
+	// From here on the journal shares up: its fields change under mu only.
+	if err := m.record(func() { rec.Up = up }); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(rec.Dir, 0o755); err != nil {
@@ -221,46 +248,66 @@ func (m *Machine) buildHost(ctx context.Context, spec HostSpec, rec *hostRecord)
 	if err := m.cg.create(up.Cgroup); err != nil {
 		return err
 	}
-	if _, err := run(ctx, "", "ip", "netns", "add", up.NetNS); err != nil {
+	if _, err := m.exec(ctx, "", "ip", "netns", "add", up.NetNS); err != nil {
 		return err
 	}
-	if _, err := run(ctx, "", "ip", "link", "add", up.Veth, "type", "veth", "peer", "name", "eth0", "netns", up.NetNS); err != nil {
+	if _, err := m.exec(ctx, "", "ip", "link", "add", up.Veth, "type", "veth", "peer", "name", "eth0", "netns", up.NetNS); err != nil {
 		return err
 	}
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+up.Veth+"/disable_ipv6", []byte("1"), 0o644)
-	if _, err := run(ctx, "", "ip", "link", "set", up.Veth, "master", m.cfg.Bridge, "up"); err != nil {
+	if _, err := m.exec(ctx, "", "ip", "link", "set", up.Veth, "master", m.cfg.Bridge, "up"); err != nil {
 		return err
 	}
+	if err := m.configureHostNetwork(ctx, h, spec, up); err != nil {
+		return err
+	}
+	return m.makeMountNS(ctx, up, &spec, rec.Dir)
+}
+
+// configureHostNetwork gives the host's namespace its address, its default route and
+// the route table, and marks it ready for SetRoutes: under routesMu, so a table set
+// meanwhile is either read here or programmed by SetRoutes after.
+func (m *Machine) configureHostNetwork(ctx context.Context, h *host, spec HostSpec, up *upRecord) error {
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
+	m.mu.Lock()
+	routes := m.hostRoutes(spec.Address)
+	m.mu.Unlock()
 	inside := []string{
 		"link set lo up",
 		"addr add " + up.Address + " dev eth0",
 		"link set eth0 up",
 		"route add default via " + m.Gateway().String() + " dev eth0",
 	}
-	routes := m.hostRoutes(spec.Address)
 	for _, r := range routes {
 		inside = append(inside, routeLine("replace", r, "eth0"))
 	}
-	if _, err := run(ctx, strings.Join(inside, "\n")+"\n", "ip", "-n", up.NetNS, "-batch", "-"); err != nil {
+	if _, err := m.exec(ctx, strings.Join(inside, "\n")+"\n", "ip", "-n", up.NetNS, "-batch", "-"); err != nil {
 		return fmt.Errorf("configuring the network of host %s: %w", spec.ID, err)
 	}
-	up.Routes = routes
-	if err := m.save(); err != nil {
-		return err
-	}
-	return m.makeMountNS(ctx, up, &spec, rec.Dir)
+	return m.record(func() {
+		up.Routes = routes
+		h.netReady = true
+	})
 }
 
 // teardownHost kills a host's processes and removes its mounts, namespaces, veth and
 // cgroups (not its directory). It goes on after a failure; the record keeps naming the
-// host until everything is gone. The caller holds mu.
+// host until everything is gone. The caller holds the host's op lock, or has the
+// machine to itself.
 func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
-	up := rec.Up
-	if up == nil {
+	m.mu.Lock()
+	if rec.Up == nil {
+		m.mu.Unlock()
 		return nil
 	}
+	up := *rec.Up // its names never change
+	if h := m.hosts[rec.ID]; h != nil {
+		h.netReady = false
+	}
+	m.mu.Unlock()
 	var errs []error
-	if err := m.cg.kill(up.Cgroup, killTimeout); err != nil {
+	if _, err := m.cg.kill(up.Cgroup, killTimeout); err != nil {
 		errs = append(errs, err)
 	}
 	for _, f := range []string{up.MountNS, up.UTSNS} {
@@ -271,12 +318,12 @@ func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
 		}
 	}
 	if netnsExists(up.NetNS) {
-		if _, err := run(ctx, "", "ip", "netns", "del", up.NetNS); err != nil {
+		if _, err := m.exec(ctx, "", "ip", "netns", "del", up.NetNS); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if linkExists(up.Veth) {
-		if _, err := run(ctx, "", "ip", "link", "del", up.Veth); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", up.Veth); err != nil && !said(err, "Cannot find device") {
 			errs = append(errs, err)
 		}
 	}
@@ -286,8 +333,7 @@ func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("taking host %s down: %w", rec.ID, errors.Join(errs...))
 	}
-	rec.Up = nil
-	return m.save()
+	return m.record(func() { rec.Up = nil })
 }
 
 // adopt takes over host spec.ID from an earlier run when its boot process still runs in
@@ -296,14 +342,23 @@ func (m *Machine) adopt(spec HostSpec) bool {
 	if m.validateSpec(&spec) != nil {
 		return false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rec := m.j.Hosts[spec.ID]
-	if m.closed || rec == nil || rec.Up == nil {
+	h, err := m.lockHost(spec.ID)
+	if err != nil {
 		return false
 	}
-	up := rec.Up
-	if !sameProcess(up.BootPID, up.BootStart) || !netnsExists(up.NetNS) || !linkExists(up.Veth) ||
+	defer h.op.Unlock()
+	m.mu.Lock()
+	rec := m.j.Hosts[spec.ID]
+	var up upRecord
+	if rec != nil && rec.Up != nil {
+		up = *rec.Up
+	}
+	running := h.phase == PhaseRunning
+	m.mu.Unlock()
+	if running {
+		return true
+	}
+	if up.NetNS == "" || !sameProcess(up.BootPID, up.BootStart) || !netnsExists(up.NetNS) || !linkExists(up.Veth) ||
 		!m.cg.exists(up.Cgroup) || up.Address != netip.PrefixFrom(spec.Address, m.cfg.Range.Bits()).String() {
 		return false
 	}
@@ -312,11 +367,13 @@ func (m *Machine) adopt(spec HostSpec) bool {
 			return false
 		}
 	}
-	h := m.hostFor(spec)
-	if h.phase == PhaseRunning {
-		return true
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
 	}
-	h.phase = PhaseRunning
+	m.hosts[spec.ID], h.spec = h, spec
+	h.phase, h.netReady = PhaseRunning, true
 	h.gen++
 	p := m.adoptProcess(up.BootPID, up.BootStart)
 	h.proc = p

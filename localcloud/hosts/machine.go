@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -86,14 +87,26 @@ type Status struct {
 
 // Machine makes and supervises the hosts of one local cloud. Its methods are safe for
 // concurrent use.
+//
+// Locking: mu guards the journal and the in-memory state (the host map, each host's
+// runtime fields, the route table, closed) and is held only while they are read or
+// changed, never while a command runs or a process is waited for or killed, so Status
+// answers while hosts start and stop. A host's op lock serializes its lifecycle (start,
+// stop, remove, adopt, the restart after its boot process exits); the commands and kill
+// loops of a host run under it. routesMu serializes programming routes. The order is
+// op, then routesMu, then mu.
 type Machine struct {
 	cfg  Config
 	log  logr.Logger
 	cg   *cgroups
 	lock *os.File
+	// exec runs a command (run; a test may hold commands back).
+	exec func(ctx context.Context, stdin string, name string, args ...string) (string, error)
 
-	// mu guards everything below and serializes every change to the machine; waiting
-	// for a stopping boot process happens outside it.
+	// routesMu serializes SetRoutes, a host's network setup and the network's
+	// teardown, so a host never misses a route table set while it was being built.
+	routesMu sync.Mutex
+
 	mu     sync.Mutex
 	j      *journal
 	hosts  map[string]*host
@@ -109,14 +122,16 @@ type Machine struct {
 
 // newMachine returns a machine over a loaded journal.
 func newMachine(cfg Config, cg *cgroups, lock *os.File, j *journal) *Machine {
-	return &Machine{cfg: cfg, log: cfg.Logger, cg: cg, lock: lock, j: j, hosts: map[string]*host{}, stop: make(chan struct{})}
+	return &Machine{cfg: cfg, log: cfg.Logger, cg: cg, lock: lock, exec: run, j: j, hosts: map[string]*host{}, stop: make(chan struct{})}
 }
 
-// host is one host's runtime state, guarded by Machine.mu except op.
+// host is one host's runtime state, guarded by Machine.mu except op and id.
 type host struct {
-	// op serializes the host's lifecycle operations (start, stop, remove), including
-	// their waits.
+	// op serializes the host's lifecycle operations (start, stop, remove, adopt, the
+	// watcher's restart), including their commands and waits.
 	op sync.Mutex
+	// id is the host's instance ID; it never changes.
+	id string
 
 	spec  HostSpec
 	phase Phase
@@ -129,6 +144,9 @@ type host struct {
 	boots    int
 	lastExit string
 	lastErr  string
+	// netReady is set while the host's network namespace is configured: SetRoutes
+	// programs only such hosts.
+	netReady bool
 }
 
 // Open prepares the machine for hosts: it takes the directory's lock, reads its journal,
@@ -161,9 +179,8 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	// Nothing else can reach m yet: its steps lock mu only to record.
 	m := newMachine(cfg, cg, lock, j)
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if err := m.setupNetwork(ctx); err != nil {
 		return nil, m.failOpen(err)
 	}
@@ -230,13 +247,29 @@ func Recorded(dir string) (bool, error) {
 // save writes the journal; the caller holds mu.
 func (m *Machine) save() error { return m.j.save(m.cfg.Dir) }
 
-// hostFor returns the runtime state of spec's host, creating it; the caller holds mu.
-func (m *Machine) hostFor(spec HostSpec) *host {
-	h := m.hosts[spec.ID]
+// record makes change to the journal and writes it, under mu: every change to the
+// machine is recorded before it is made.
+func (m *Machine) record(change func()) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	change()
+	return m.save()
+}
+
+// hostNamed returns the runtime state of host id, creating it; the caller holds mu.
+func (m *Machine) hostNamed(id string) *host {
+	h := m.hosts[id]
 	if h == nil {
-		h = &host{phase: PhaseStopped}
-		m.hosts[spec.ID] = h
+		h = &host{id: id, phase: PhaseStopped}
+		m.hosts[id] = h
 	}
+	return h
+}
+
+// hostFor returns the runtime state of spec's host, creating it, with spec; the caller
+// holds mu.
+func (m *Machine) hostFor(spec HostSpec) *host {
+	h := m.hostNamed(spec.ID)
 	h.spec = spec
 	return h
 }
@@ -334,11 +367,9 @@ func (m *Machine) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	m.mu.Lock()
 	if err := m.teardownAll(context.WithoutCancel(ctx), false); err != nil {
 		errs = append(errs, err)
 	}
-	m.mu.Unlock()
 	// Only now: a stop waits for an adopted boot process through its poller.
 	close(m.stop)
 	if err := m.waitGoroutines(ctx); err != nil {
@@ -370,10 +401,16 @@ func (m *Machine) waitGoroutines(ctx context.Context) error {
 
 // teardownAll takes every host down (removing its directory too when removeDirs) and
 // removes the shared network, the namespace directory, the shared cgroups and the mount
-// points the machine created. The caller holds mu.
+// points the machine created. The caller has the machine to itself: it is being opened,
+// closed or cleaned up, and no host operation runs.
 func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
+	m.mu.Lock()
+	recs := maps.Clone(m.j.Hosts)
+	m.mu.Unlock()
 	var errs []error
-	for id, rec := range m.j.Hosts {
+	for id, rec := range recs {
 		if err := m.teardownHost(ctx, rec); err != nil {
 			errs = append(errs, err)
 			continue
@@ -383,11 +420,16 @@ func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
 				errs = append(errs, fmt.Errorf("removing host directory %s: %w", rec.Dir, err))
 				continue
 			}
-			delete(m.j.Hosts, id)
+			if err := m.record(func() { delete(m.j.Hosts, id) }); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	if n := m.j.Network; n != nil {
-		errs = append(errs, teardownNetwork(ctx, n)...)
+	m.mu.Lock()
+	n, created := m.j.Network, slices.Clone(m.j.CreatedDirs)
+	m.mu.Unlock()
+	if n != nil {
+		errs = append(errs, m.teardownNetwork(ctx, n)...)
 		if n.NSDir != "" {
 			errs = append(errs, teardownNSDir(n.NSDir)...)
 		}
@@ -397,15 +439,17 @@ func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
 			}
 		}
 	}
-	for i := len(m.j.CreatedDirs) - 1; i >= 0; i-- {
-		if err := removeEmptyTree(m.j.CreatedDirs[i]); err != nil {
-			m.log.Info("leaving a mount point directory the local cloud created: it is not empty", "dir", m.j.CreatedDirs[i], "err", err.Error())
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := removeEmptyTree(created[i]); err != nil {
+			m.log.Info("leaving a mount point directory the local cloud created: it is not empty", "dir", created[i], "err", err.Error())
 		}
 	}
-	if len(errs) == 0 {
-		m.j.Network, m.j.CreatedDirs = nil, nil
-	}
-	if err := m.save(); err != nil {
+	err := m.record(func() {
+		if len(errs) == 0 {
+			m.j.Network, m.j.CreatedDirs = nil, nil
+		}
+	})
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -438,10 +482,7 @@ func Cleanup(ctx context.Context, dir string, log logr.Logger) error {
 			return err
 		}
 	}
-	m.mu.Lock()
-	err = m.teardownAll(ctx, true)
-	m.mu.Unlock()
-	if err != nil {
+	if err := m.teardownAll(ctx, true); err != nil {
 		return fmt.Errorf("cleaning up host directory %s: %w", dir, err)
 	}
 	for _, name := range []string{journalName, lockName, nsDirName} {

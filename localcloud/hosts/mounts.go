@@ -26,8 +26,7 @@ func (m *Machine) setupNSDir() error {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	if m.j.Network.NSDir == "" {
-		m.j.Network.NSDir = dir
-		if err := m.save(); err != nil {
+		if err := m.record(func() { m.j.Network.NSDir = dir }); err != nil {
 			return err
 		}
 	}
@@ -153,7 +152,7 @@ func (m *Machine) makeMountNS(ctx context.Context, up *upRecord, spec *HostSpec,
 	for _, p := range spec.PrivatePaths {
 		args = append(args, privateSource(hostDir, p), p)
 	}
-	if _, err := run(ctx, "", "unshare", args...); err != nil {
+	if _, err := m.exec(ctx, "", "unshare", args...); err != nil {
 		return fmt.Errorf("creating the mount namespace of host %s: %w", spec.ID, err)
 	}
 	return nil
@@ -170,8 +169,7 @@ func (m *Machine) ensureMountPoints(spec *HostSpec) error {
 			continue
 		}
 		if top := firstMissing(p); top != "" {
-			m.j.CreatedDirs = append(m.j.CreatedDirs, top)
-			if err := m.save(); err != nil {
+			if err := m.record(func() { m.j.CreatedDirs = append(m.j.CreatedDirs, top) }); err != nil {
 				return err
 			}
 		}

@@ -58,7 +58,7 @@ func (r machineRoute) prefix() (netip.Prefix, bool) {
 // would not hold because a more specific route sends part of it out. The default route
 // does not count; it is what the guards are for.
 func (m *Machine) checkOverlaps(ctx context.Context) error {
-	out, err := run(ctx, "", "ip", "-j", "-4", "route", "show", "table", "all")
+	out, err := m.exec(ctx, "", "ip", "-j", "-4", "route", "show", "table", "all")
 	if err != nil {
 		return fmt.Errorf("reading the machine's routes: %w", err)
 	}
@@ -67,6 +67,8 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 		return fmt.Errorf("reading the machine's routes: %w", err)
 	}
 	ours := map[netip.Prefix]bool{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if n := m.j.Network; n != nil {
 		for _, g := range n.Guards {
 			if p, err := netip.ParsePrefix(g); err == nil {
@@ -102,7 +104,8 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 }
 
 // setupNetwork creates the bridge, the guard routes and the forward chain, or brings
-// those of an earlier run of the same directory to the configuration.
+// those of an earlier run of the same directory to the configuration. It runs in Open,
+// which has the machine to itself.
 func (m *Machine) setupNetwork(ctx context.Context) error {
 	gw := netip.PrefixFrom(Gateway(m.cfg.Range), m.cfg.Range.Bits())
 	n := m.j.Network
@@ -122,14 +125,13 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	}
 	if n == nil {
 		n = &networkRecord{Bridge: m.cfg.Bridge, Gateway: gw.String(), GuardMetric: guardMetric}
-		m.j.Network = n
-		if err := m.save(); err != nil {
+		if err := m.record(func() { m.j.Network = n }); err != nil {
 			return err
 		}
 	}
 
 	if !linkExists(m.cfg.Bridge) {
-		if _, err := run(ctx, "", "ip", "link", "add", m.cfg.Bridge, "type", "bridge"); err != nil {
+		if _, err := m.exec(ctx, "", "ip", "link", "add", m.cfg.Bridge, "type", "bridge"); err != nil {
 			return fmt.Errorf("creating bridge %s: %w", m.cfg.Bridge, err)
 		}
 	}
@@ -137,7 +139,7 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 		"addr replace " + gw.String() + " dev " + m.cfg.Bridge,
 		"link set " + m.cfg.Bridge + " up",
 	}
-	if _, err := run(ctx, strings.Join(batch, "\n")+"\n", "ip", "-batch", "-"); err != nil {
+	if _, err := m.exec(ctx, strings.Join(batch, "\n")+"\n", "ip", "-batch", "-"); err != nil {
 		return fmt.Errorf("configuring bridge %s: %w", m.cfg.Bridge, err)
 	}
 	// IPv6 is off on the bridge: the hosts speak IPv4 only, and the machine has no
@@ -197,13 +199,13 @@ func (m *Machine) setBridgeTable(ctx context.Context, gw netip.Prefix) error {
 	table := strconv.FormatUint(uint64(tableID(gw.Addr())), 10)
 	sink := sinkName(gw.Addr())
 	if n.Table == 0 || n.Sink == "" {
-		n.Table, n.RulePriority, n.Sink = tableID(gw.Addr()), bridgeRulePriority, sink
-		if err := m.save(); err != nil {
+		err := m.record(func() { n.Table, n.RulePriority, n.Sink = tableID(gw.Addr()), bridgeRulePriority, sink })
+		if err != nil {
 			return err
 		}
 	}
 	if !linkExists(sink) {
-		if _, err := run(ctx, "", "ip", "link", "add", sink, "type", "bridge"); err != nil {
+		if _, err := m.exec(ctx, "", "ip", "link", "add", sink, "type", "bridge"); err != nil {
 			return fmt.Errorf("creating sink interface %s: %w", sink, err)
 		}
 	}
@@ -213,15 +215,15 @@ func (m *Machine) setBridgeTable(ctx context.Context, gw netip.Prefix) error {
 		"route replace " + m.cfg.Range.String() + " dev " + m.cfg.Bridge + " src " + gw.Addr().String() + " table " + table,
 		"route replace default dev " + sink + " table " + table,
 	}
-	if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
+	if _, err := m.exec(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
 		return fmt.Errorf("programming the routing table of bridge %s: %w", m.cfg.Bridge, err)
 	}
-	rules, err := run(ctx, "", "ip", "-4", "rule", "show", "iif", m.cfg.Bridge, "table", table)
+	rules, err := m.exec(ctx, "", "ip", "-4", "rule", "show", "iif", m.cfg.Bridge, "table", table)
 	if err != nil {
 		return fmt.Errorf("reading routing rules: %w", err)
 	}
 	if strings.TrimSpace(rules) == "" {
-		if _, err := run(ctx, "", "ip", "-4", "rule", "add", "iif", m.cfg.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
+		if _, err := m.exec(ctx, "", "ip", "-4", "rule", "add", "iif", m.cfg.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
 			return fmt.Errorf("adding the routing rule of bridge %s: %w", m.cfg.Bridge, err)
 		}
 	}
@@ -241,33 +243,34 @@ func (m *Machine) setGuards(ctx context.Context, want []netip.Prefix) error {
 			keep = append(keep, g)
 			continue
 		}
-		if err := delRoute(ctx, "", "unreachable "+g+" metric "+strconv.Itoa(n.GuardMetric)); err != nil {
+		if err := m.delRoute(ctx, "", "unreachable "+g+" metric "+strconv.Itoa(n.GuardMetric)); err != nil {
 			return fmt.Errorf("removing guard route %s: %w", g, err)
 		}
 	}
-	n.Guards = keep
+	if err := m.record(func() { n.Guards = keep }); err != nil {
+		return err
+	}
 	for _, g := range wantS {
 		if !slices.Contains(n.Guards, g) {
-			n.Guards = append(n.Guards, g)
-			if err := m.save(); err != nil {
+			if err := m.record(func() { n.Guards = append(n.Guards, g) }); err != nil {
 				return err
 			}
 		}
-		if _, err := run(ctx, "", "ip", "route", "replace", "unreachable", g, "metric", strconv.Itoa(n.GuardMetric)); err != nil {
+		if _, err := m.exec(ctx, "", "ip", "route", "replace", "unreachable", g, "metric", strconv.Itoa(n.GuardMetric)); err != nil {
 			return fmt.Errorf("adding guard route %s: %w", g, err)
 		}
 	}
-	return m.save()
+	return nil
 }
 
 // delRoute deletes a route of the machine (netns "") or of a namespace; a route already
 // gone is not an error.
-func delRoute(ctx context.Context, netns string, spec string) error {
+func (m *Machine) delRoute(ctx context.Context, netns string, spec string) error {
 	args := []string{"route", "del"}
 	if netns != "" {
 		args = append([]string{"-n", netns}, args...)
 	}
-	_, err := run(ctx, "", "ip", append(args, strings.Fields(spec)...)...)
+	_, err := m.exec(ctx, "", "ip", append(args, strings.Fields(spec)...)...)
 	if err != nil && !said(err, "No such process", "Cannot find device", "No such file or directory", "Invalid") {
 		return err
 	}
@@ -281,12 +284,11 @@ func (m *Machine) setChain(ctx context.Context) error {
 	n := m.j.Network
 	chain := chainName(m.cfg.Bridge)
 	if n.Chain == "" {
-		n.Chain = chain
-		if err := m.save(); err != nil {
+		if err := m.record(func() { n.Chain = chain }); err != nil {
 			return err
 		}
 	}
-	if _, err := run(ctx, "", "iptables", "-w", "-N", chain); err != nil && !said(err, "exists") {
+	if _, err := m.exec(ctx, "", "iptables", "-w", "-N", chain); err != nil && !said(err, "exists") {
 		return fmt.Errorf("creating iptables chain %s: %w", chain, err)
 	}
 	br := m.cfg.Bridge
@@ -298,12 +300,12 @@ func (m *Machine) setChain(ctx context.Context) error {
 		{"-A", chain, "-o", br, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
 	}
 	for _, r := range rules {
-		if _, err := run(ctx, "", "iptables", append([]string{"-w"}, r...)...); err != nil {
+		if _, err := m.exec(ctx, "", "iptables", append([]string{"-w"}, r...)...); err != nil {
 			return fmt.Errorf("programming iptables chain %s: %w", chain, err)
 		}
 	}
-	if _, err := run(ctx, "", "iptables", "-w", "-C", "FORWARD", "-j", chain); err != nil {
-		if _, err := run(ctx, "", "iptables", "-w", "-I", "FORWARD", "1", "-j", chain); err != nil {
+	if _, err := m.exec(ctx, "", "iptables", "-w", "-C", "FORWARD", "-j", chain); err != nil {
+		if _, err := m.exec(ctx, "", "iptables", "-w", "-I", "FORWARD", "1", "-j", chain); err != nil {
 			return fmt.Errorf("jumping to %s from FORWARD: %w", chain, err)
 		}
 	}
@@ -312,49 +314,49 @@ func (m *Machine) setChain(ctx context.Context) error {
 
 // teardownNetwork removes what the network record names: routes, guards, the chain and
 // the bridge. It goes on after a failure and returns every error.
-func teardownNetwork(ctx context.Context, n *networkRecord) []error {
+func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error {
 	var errs []error
 	// The bridge first: with it go its forwarding and every route through it, so
 	// nothing is forwarded while the guards come down.
 	if linkExists(n.Bridge) {
-		if _, err := run(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !said(err, "Cannot find device") {
 			errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
 		}
 	}
 	if n.Table != 0 {
 		table := strconv.FormatUint(uint64(n.Table), 10)
 		for range 100 {
-			if _, err := run(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
+			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
 				break
 			}
 		}
-		if _, err := run(ctx, "", "ip", "-4", "route", "flush", "table", table); err != nil && !said(err, "FIB table does not exist") {
+		if _, err := m.exec(ctx, "", "ip", "-4", "route", "flush", "table", table); err != nil && !said(err, "FIB table does not exist") {
 			errs = append(errs, fmt.Errorf("removing routing table %s: %w", table, err))
 		}
 	}
 	if n.Sink != "" && linkExists(n.Sink) {
-		if _, err := run(ctx, "", "ip", "link", "del", n.Sink); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Sink); err != nil && !said(err, "Cannot find device") {
 			errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
 		}
 	}
 	for _, r := range n.Routes {
-		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
+		if err := m.delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
 			errs = append(errs, fmt.Errorf("removing route %s: %w", r.Destination, err))
 		}
 	}
 	for _, g := range n.Guards {
-		if err := delRoute(ctx, "", "unreachable "+g+" metric "+strconv.Itoa(n.GuardMetric)); err != nil {
+		if err := m.delRoute(ctx, "", "unreachable "+g+" metric "+strconv.Itoa(n.GuardMetric)); err != nil {
 			errs = append(errs, fmt.Errorf("removing guard route %s: %w", g, err))
 		}
 	}
 	if n.Chain != "" {
 		for range 100 {
-			if _, err := run(ctx, "", "iptables", "-w", "-D", "FORWARD", "-j", n.Chain); err != nil {
+			if _, err := m.exec(ctx, "", "iptables", "-w", "-D", "FORWARD", "-j", n.Chain); err != nil {
 				break
 			}
 		}
 		for _, op := range []string{"-F", "-X"} {
-			if _, err := run(ctx, "", "iptables", "-w", op, n.Chain); err != nil && !said(err, "No chain", "does not exist", "not found") {
+			if _, err := m.exec(ctx, "", "iptables", "-w", op, n.Chain); err != nil && !said(err, "No chain", "does not exist", "not found") {
 				errs = append(errs, fmt.Errorf("removing iptables chain %s: %w", n.Chain, err))
 			}
 		}

@@ -30,20 +30,26 @@ func (m *Machine) SetRoutes(ctx context.Context, routes []Route) error {
 		seen[r.Destination.String()] = true
 		want = append(want, r)
 	}
+	m.routesMu.Lock()
+	defer m.routesMu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
-		return errors.New("the host machine is closed")
+		m.mu.Unlock()
+		return errClosed
 	}
 	m.routes = want
+	var up []*hostRecord
+	for _, rec := range m.j.Hosts {
+		if h := m.hosts[rec.ID]; h != nil && h.netReady && rec.Up != nil {
+			up = append(up, rec)
+		}
+	}
+	m.mu.Unlock()
 	var errs []error
 	if err := m.syncMachineRoutes(ctx, want); err != nil {
 		errs = append(errs, err)
 	}
-	for _, rec := range m.j.Hosts {
-		if rec.Up == nil {
-			continue
-		}
+	for _, rec := range up {
 		if err := m.syncHostRoutes(ctx, rec); err != nil {
 			errs = append(errs, err)
 		}
@@ -94,23 +100,23 @@ func union(a, b []Route) []Route {
 	return out
 }
 
-// syncMachineRoutes programs the machine's table. The caller holds mu.
+// syncMachineRoutes programs the machine's table. The caller holds routesMu, under
+// which alone the network record's routes change.
 func (m *Machine) syncMachineRoutes(ctx context.Context, want []Route) error {
 	n := m.j.Network
 	// Record what is about to exist before it does.
-	n.Routes = union(n.Routes, want)
-	if err := m.save(); err != nil {
+	if err := m.record(func() { n.Routes = union(n.Routes, want) }); err != nil {
 		return err
 	}
 	var errs []error
 	for _, r := range stale(n.Routes, want) {
-		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
+		if err := m.delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
 			errs = append(errs, fmt.Errorf("removing route %s: %w", r.Destination, err))
 		}
 	}
 	table := strconv.FormatUint(uint64(n.Table), 10)
 	for _, r := range stale(n.Routes, want) {
-		if err := delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()+" table "+table); err != nil {
+		if err := m.delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()+" table "+table); err != nil {
 			errs = append(errs, fmt.Errorf("removing route %s from the bridge's table: %w", r.Destination, err))
 		}
 	}
@@ -121,31 +127,42 @@ func (m *Machine) syncMachineRoutes(ctx context.Context, want []Route) error {
 		for _, r := range want {
 			lines = append(lines, routeLine("replace", r, m.cfg.Bridge), routeLine("replace", r, m.cfg.Bridge)+" table "+table)
 		}
-		if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
+		if _, err := m.exec(ctx, strings.Join(lines, "\n")+"\n", "ip", "-batch", "-"); err != nil {
 			errs = append(errs, fmt.Errorf("programming routes on the machine: %w", err))
 		}
 	}
-	if len(errs) == 0 {
-		n.Routes = want
-	}
-	return errors.Join(append(errs, m.save())...)
+	return errors.Join(append(errs, m.record(func() {
+		if len(errs) == 0 {
+			n.Routes = want
+		}
+	}))...)
 }
 
-// syncHostRoutes programs one host's table. The caller holds mu.
+// syncHostRoutes programs one host's table. The caller holds routesMu. A host taken
+// down meanwhile is no error: its routes went with its namespace.
 func (m *Machine) syncHostRoutes(ctx context.Context, rec *hostRecord) error {
+	m.mu.Lock()
 	up := rec.Up
+	if up == nil {
+		m.mu.Unlock()
+		return nil
+	}
 	self, err := addrOf(up.Address)
 	if err != nil {
+		m.mu.Unlock()
 		return err
 	}
 	want := m.hostRoutes(self)
 	up.Routes = union(up.Routes, want)
-	if err := m.save(); err != nil {
+	have, netns := up.Routes, up.NetNS
+	err = m.save()
+	m.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, r := range stale(up.Routes, want) {
-		if err := delRoute(ctx, up.NetNS, r.Destination.String()+" via "+r.Via.String()); err != nil {
+	for _, r := range stale(have, want) {
+		if err := m.delRoute(ctx, netns, r.Destination.String()+" via "+r.Via.String()); err != nil {
 			errs = append(errs, fmt.Errorf("removing route %s in host %s: %w", r.Destination, rec.ID, err))
 		}
 	}
@@ -154,9 +171,14 @@ func (m *Machine) syncHostRoutes(ctx context.Context, rec *hostRecord) error {
 		for _, r := range want {
 			lines = append(lines, routeLine("replace", r, "eth0"))
 		}
-		if _, err := run(ctx, strings.Join(lines, "\n")+"\n", "ip", "-n", up.NetNS, "-batch", "-"); err != nil {
+		if _, err := m.exec(ctx, strings.Join(lines, "\n")+"\n", "ip", "-n", netns, "-batch", "-"); err != nil {
 			errs = append(errs, fmt.Errorf("programming routes in host %s: %w", rec.ID, err))
 		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h := m.hosts[rec.ID]; rec.Up != up || h == nil || !h.netReady {
+		return nil
 	}
 	if len(errs) == 0 {
 		up.Routes = want
