@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +100,23 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A start that fails (its port is taken) leaves the hosts it adopted running.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyArgs := slices.Clone(args)
+	busyArgs[slices.Index(busyArgs, "--listen")+1] = busy.Addr().String()
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, busyArgs, &stdout, &stderr)
+	_ = busy.Close()
+	if err == nil || !strings.Contains(err.Error(), "keep running") {
+		t.Errorf("a start on a busy port: %v, want an error saying the hosts keep running", err)
+	}
+	if !alive(pids[0]) {
+		t.Fatalf("a start that failed stopped the host it had adopted")
+	}
+
 	p = proctest.Start(t, "localcloud", args...)
 	c = readAddress(t, addrFile, "tok")
 	n1, err := c.GetInstance(ctx, ids[0])
@@ -120,7 +139,8 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 
 	// Killed again; --cleanup removes everything it left.
 	p.Kill()
-	var stdout, stderr bytes.Buffer
+	stdout.Reset()
+	stderr.Reset()
 	if err := run(ctx, []string{"--cleanup", "--state", state}, &stdout, &stderr); err != nil {
 		t.Fatalf("--cleanup: %v (%s)", err, stderr.String())
 	}

@@ -273,8 +273,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.addressFile != "" {
 		if err := writeFileAtomic(o.addressFile, srv.Addr()+"\n"); err != nil {
-			_ = srv.Shutdown(context.Background())
-			return fmt.Errorf("--address-file: %w", err)
+			return srv.Release(context.Background(), fmt.Errorf("--address-file: %w", err))
 		}
 		defer func() { _ = os.Remove(o.addressFile) }()
 	}

@@ -40,7 +40,9 @@ func TestReopenAdoptsOrReboots(t *testing.T) {
 	if during := hoststest.Snapshot(t, tn.markers...); during == before {
 		t.Fatalf("the snapshot does not see the hosts:\n%s", during)
 	}
-	m1.Abandon()
+	if err := m1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(pidB, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,9 @@ func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
 	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err == nil {
 		t.Fatal("Cleanup of a directory in use succeeded")
 	}
-	m.Abandon()
+	if err := m.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}

@@ -8,7 +8,8 @@
 // file before making it, so a cloud killed with SIGKILL is re-adopted or cleaned up by the
 // next Open of the same directory, and Cleanup undoes whatever a directory recorded. Close
 // stops every host and removes everything but the hosts' state directories and the
-// journal; the next Open boots them again.
+// journal; the next Open boots them again. Release leaves everything running and
+// recorded, as a killed cloud would, for the next Open to adopt.
 //
 // Nothing leaves the machine: the bridge is connected to nothing else, unreachable
 // routes on the machine cover the instance range and the guard CIDRs (a cluster's pod and

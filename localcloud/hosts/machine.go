@@ -382,6 +382,33 @@ func (m *Machine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Release lets go of the machine without stopping its hosts: supervision ends (no
+// restarts; the goroutines watching boot processes end, or ctx does), the directory's
+// lock is released, and everything stays on the machine, recorded in the journal, for
+// the next Open to adopt (hosts whose boot process lives on) or Cleanup to remove. It is
+// what a cloud that fails to start does with the hosts it adopted or booted. Close or
+// Release a second time does nothing.
+func (m *Machine) Release(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	for _, h := range m.hosts {
+		if h.timer != nil {
+			h.timer.Stop()
+			h.timer = nil
+		}
+	}
+	m.mu.Unlock()
+	close(m.stop)
+	err := m.waitGoroutines(ctx)
+	_ = m.lock.Close()
+	m.log.Info("host machine released; its hosts keep running", "dir", m.cfg.Dir)
+	return err
+}
+
 // waitGoroutines waits until the goroutines watching boot processes have ended, or ctx
 // ends. They end soon after stop is closed; a watcher may be killing what its boot
 // process left (killTimeout).

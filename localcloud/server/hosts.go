@@ -77,7 +77,7 @@ func (s *Server) openHosts(ctx context.Context) error {
 	for {
 		items, next, err := s.store.ListInstances(ctx, after, MaxPageSize, (*api.Instance).IsHost)
 		if err != nil {
-			return errors.Join(err, m.Close(ctx))
+			return s.releaseHosts(context.WithoutCancel(ctx), err)
 		}
 		for i := range items {
 			inst := &items[i]

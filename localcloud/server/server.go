@@ -172,10 +172,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		_ = s.store.Close()
 		return nil, err
 	}
-	// fail undoes what Start did so far.
+	// fail undoes what Start did so far, but for the hosts: a busy port must not stop
+	// a running cluster's hosts, which stay recorded for the next start to adopt.
 	fail := func(err error) (*Server, error) {
 		if s.machine != nil {
-			err = errors.Join(err, s.machine.Close(context.WithoutCancel(ctx)))
+			err = s.releaseHosts(context.WithoutCancel(ctx), err)
 		}
 		_ = s.store.Close()
 		return nil, err
@@ -215,6 +216,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}()
 	s.log.Info("local cloud serving", "addr", s.Addr(), "state", cfg.StatePath, "vipPool", cfg.VIPPool, "hosts", s.machine != nil)
 	return s, nil
+}
+
+// releaseHosts lets go of the machine without stopping its hosts, after a failure to
+// start or serve, and says so in the error.
+func (s *Server) releaseHosts(ctx context.Context, err error) error {
+	rerr := s.machine.Release(ctx)
+	return errors.Join(fmt.Errorf("%w; the host instances on this machine keep running, recorded in %s for the next start to adopt (localcloud --cleanup removes them)", err, s.machine.Dir()), rerr)
 }
 
 // restore re-opens the listeners of every stored load balancer.
@@ -284,6 +292,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.shutdownErr = errors.Join(errs...)
 		s.log.Info("local cloud stopped")
+	})
+	return s.shutdownErr
+}
+
+// Release stops the API and the load balancers like Shutdown, but leaves the host
+// instances running and recorded for the next Start to adopt, as a cloud killed with
+// SIGKILL would: for a caller whose start failed after Start returned. err is why; the
+// answer says, as Start's own failures do, that the hosts keep running.
+func (s *Server) Release(ctx context.Context, err error) error {
+	s.shutdownOnce.Do(func() {
+		close(s.stopping)
+		if serr := s.http.Shutdown(ctx); serr != nil {
+			_ = s.http.Close()
+		}
+		<-s.done
+		s.plane.Close()
+		if s.machine != nil {
+			err = s.releaseHosts(ctx, err)
+		}
+		s.shutdownErr = errors.Join(err, s.store.Close())
 	})
 	return s.shutdownErr
 }
