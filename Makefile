@@ -115,9 +115,10 @@ manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
 
 # The images every real node imports (there is no registry): the pod sandbox and the
-# demo HTTP server, reproducible OCI archives in bin/images.
-.PHONY: images
-images: build ## build the node images (pause, demo-http) into bin/images
+# demo HTTP server for this machine's platform, in bin/images where `make images` puts
+# them too (with the CCM's, for more platforms).
+.PHONY: node-images
+node-images: build ## build the images real nodes import (pause, demo-http) into bin/images
 	$(BIN)/nephele node images --out $(BIN)/images >/dev/null
 
 # The one command to see nephele run: a real cluster on the local cloud's hosts (control
@@ -126,7 +127,7 @@ images: build ## build the node images (pause, demo-http) into bin/images
 # `make up UP_FLAGS=--kwok` runs the simulated cluster instead, without root (docs/up.md).
 # UP_FLAGS passes flags, e.g. `make up UP_FLAGS=--smoke` or `UP_FLAGS="--nodes 5 --fresh"`.
 UP_FLAGS ?=
-UP_DEPS := tools build $(if $(findstring --kwok,$(UP_FLAGS)),,node-deps images)
+UP_DEPS := tools build $(if $(findstring --kwok,$(UP_FLAGS)),,node-deps node-images)
 
 .PHONY: up
 up: $(UP_DEPS) ## run a real cluster on this machine (root; UP_FLAGS=--kwok: simulated, no root) until Ctrl-C; see docs/up.md

@@ -86,7 +86,7 @@ func (silent) Step(ctx context.Context, _ string, fn func(context.Context) (stri
 }
 
 // ImageDir is where a cluster takes the image archives from: BinDir/images, written by
-// `nephele node images --out BinDir/images` (make images) or images.Build.
+// `nephele node images --out BinDir/images` (make node-images) or images.Build.
 func ImageDir(binDir string) string { return filepath.Join(binDir, "images") }
 
 // Images are the images every node imports: the pod sandbox first.

@@ -132,7 +132,7 @@ func Preflight(binDir string, built ...string) error {
 		problems = append(problems, Problem{Missing: "in " + binDir + ": " + strings.Join(ours, ", "), Fix: "make build"})
 	}
 	if len(imgs) > 0 {
-		problems = append(problems, Problem{Missing: "in " + ImageDir(binDir) + ": " + strings.Join(imgs, ", "), Fix: "make images"})
+		problems = append(problems, Problem{Missing: "in " + ImageDir(binDir) + ": " + strings.Join(imgs, ", "), Fix: "make node-images"})
 	}
 	if len(problems) > 0 {
 		return &PreflightError{Problems: problems}

@@ -67,7 +67,7 @@ func TestPreflightNamesWhatIsMissing(t *testing.T) {
 		t.Fatalf("Preflight(empty bin dir) = %v, want a *PreflightError", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"kubelet", "fix: make tools", "nephele", "fix: make build", "pause.tar", "fix: make images"} {
+	for _, want := range []string{"kubelet", "fix: make tools", "nephele", "fix: make build", "pause.tar", "fix: make node-images"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Preflight's error does not say %q:\n%s", want, msg)
 		}
@@ -78,7 +78,7 @@ func TestPreflightNamesWhatIsMissing(t *testing.T) {
 
 	// What the caller builds itself is not asked for.
 	err = Preflight(bin, append(BuiltBinaries, "images")...)
-	if err == nil || strings.Contains(err.Error(), "make build") || strings.Contains(err.Error(), "make images") {
+	if err == nil || strings.Contains(err.Error(), "make build") || strings.Contains(err.Error(), "make node-images") {
 		t.Errorf("Preflight with everything of ours to be built: %v; want only the tools missing", err)
 	}
 }
