@@ -52,6 +52,7 @@ type realSmoke struct {
 
 	probes  []probe
 	vip     string
+	hcPort  int32 // the Service's health check node port
 	lbName  string
 	serving string // the node of the one replica left after scaling down
 	lost    string // the node whose instance was terminated
@@ -541,13 +542,12 @@ func (s *realSmoke) ingressIP(ctx context.Context) (string, error) {
 	if _, err := services.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create Service: %w", err)
 	}
-	var hc int32
 	err := eventually(ctx, func(ctx context.Context) error {
 		got, err := services.Get(ctx, smokeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		hc = got.Spec.HealthCheckNodePort
+		s.hcPort = got.Spec.HealthCheckNodePort
 		for _, ing := range got.Status.LoadBalancer.Ingress {
 			if ing.IP != "" {
 				s.vip = ing.IP
@@ -556,7 +556,7 @@ func (s *realSmoke) ingressIP(ctx context.Context) (string, error) {
 		}
 		return errors.New("no ingress IP in the Service's status yet")
 	})
-	return fmt.Sprintf("%s, health check node port %d", s.vip, hc), err
+	return fmt.Sprintf("%s, health check node port %d", s.vip, s.hcPort), err
 }
 
 // loadBalancer waits until the cloud's load balancer of the smoke Service has the VIP, a
@@ -573,6 +573,9 @@ func (s *realSmoke) loadBalancer(ctx context.Context, nodes []string, healthy fu
 			return fmt.Errorf("no load balancer for %s/%s among %d", smokeNamespace, smokeName, len(lbs))
 		}
 		lb = lbs[i]
+		if lb.Spec.HealthCheckNodePort != s.hcPort || s.hcPort == 0 {
+			return fmt.Errorf("load balancer %s health-checks port %d, the Service's health check node port is %d", lb.Name, lb.Spec.HealthCheckNodePort, s.hcPort)
+		}
 		if lb.Status.VIP != s.vip {
 			return fmt.Errorf("load balancer %s has VIP %s, the Service says %s", lb.Name, lb.Status.VIP, s.vip)
 		}
@@ -751,6 +754,22 @@ func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What the cloud's health checks ask: kube-proxy's health check server on each node.
+	var hc []string
+	for _, n := range s.c.Nodes {
+		code, err := s.healthz(ctx, n.Address.String())
+		if err != nil {
+			return "", err
+		}
+		want := http.StatusServiceUnavailable // no local endpoint
+		if n.Name == s.serving {
+			want = http.StatusOK
+		}
+		if code != want {
+			return "", fmt.Errorf("kube-proxy on %s answers %d on its health check node port %d, want %d", n.Name, code, s.hcPort, want)
+		}
+		hc = append(hc, fmt.Sprintf("%s %d", n.Name, code))
+	}
 	const requests = 20
 	for range requests {
 		a, err := s.getVIP(ctx)
@@ -761,7 +780,25 @@ func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("answered on %s, want only %s", a.Node, s.serving)
 		}
 	}
-	return fmt.Sprintf("pod on %s; %s; %d of %d requests answered there", s.serving, describeBackends(lb), requests, requests), nil
+	return fmt.Sprintf("pod on %s; kube-proxy's /healthz on port %d: %s; cloud: %s; %d of %d requests answered there",
+		s.serving, s.hcPort, strings.Join(hc, ", "), describeBackends(lb), requests, requests), nil
+}
+
+// healthz asks kube-proxy's health check server on a node's address about the smoke
+// Service, as the cloud's health checks do, and returns the status code.
+func (s *realSmoke) healthz(ctx context.Context, addr string) (int, error) {
+	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(s.hcPort))) + "/healthz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, nil
 }
 
 // nodeInstance returns the cluster's node named name.
