@@ -51,6 +51,11 @@ type Config struct {
 	// again; the wait doubles up to MaxRestartBackoff and starts over after a boot that
 	// lasted MaxRestartBackoff. Defaults DefaultRestartBackoff, DefaultMaxRestartBackoff.
 	RestartBackoff, MaxRestartBackoff time.Duration
+	// Owner names what the directory's hosts belong to, such as a local cloud's state
+	// file: Open records it in the journal and refuses a directory recorded for another
+	// owner (an OwnerError), whose hosts Reconcile would otherwise remove as unknown.
+	// Empty accepts any directory.
+	Owner string
 	// Logger receives the machine's logs.
 	Logger logr.Logger
 }

@@ -22,7 +22,9 @@ const (
 // change is written here before it is made, so after a crash the journal names a superset
 // of what exists, and undoing it is idempotent.
 type journal struct {
-	Version int                    `json:"version"`
+	Version int `json:"version"`
+	// Owner is what the hosts belong to (Config.Owner), once one was given.
+	Owner   string                 `json:"owner,omitempty"`
 	Network *networkRecord         `json:"network,omitempty"`
 	Hosts   map[string]*hostRecord `json:"hosts,omitempty"`
 	// CreatedDirs are directories created on the machine's file system as mount points

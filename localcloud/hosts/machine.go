@@ -19,6 +19,18 @@ import (
 // a bridge, routes, iptables, mounts and cgroups.
 var ErrNotRoot = errors.New("host instances need root (namespaces, a bridge, routes, iptables, mounts and cgroups)")
 
+// OwnerError is Open's answer for a directory whose journal records another owner than
+// Config.Owner.
+type OwnerError struct {
+	// Dir is the machine directory; Recorded the owner its journal names; Owner the
+	// one given.
+	Dir, Recorded, Owner string
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("host directory %s holds the hosts of %s, not of %s", e.Dir, e.Recorded, e.Owner)
+}
+
 // killTimeout bounds killing a host's processes and removing its cgroups.
 const killTimeout = 10 * time.Second
 
@@ -44,6 +56,10 @@ type HostSpec struct {
 type Desired struct {
 	Spec    HostSpec
 	Running bool
+	// Broken, when set, says why the caller cannot describe the host, of which Spec
+	// then holds the ID alone: the host is kept, stopped, with its directory, and its
+	// Status reports why.
+	Broken error
 }
 
 // Route sends a destination to a host's address, like a VPC route table entry.
@@ -179,8 +195,18 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	if cfg.Owner != "" && j.Owner != "" && j.Owner != cfg.Owner {
+		_ = lock.Close()
+		return nil, &OwnerError{Dir: cfg.Dir, Recorded: j.Owner, Owner: cfg.Owner}
+	}
 	// Nothing else can reach m yet: its steps lock mu only to record.
 	m := newMachine(cfg, cg, lock, j)
+	if cfg.Owner != "" && j.Owner == "" {
+		if err := m.record(func() { j.Owner = cfg.Owner }); err != nil {
+			_ = lock.Close()
+			return nil, err
+		}
+	}
 	if err := m.setupNetwork(ctx); err != nil {
 		return nil, m.failOpen(err)
 	}
@@ -297,10 +323,11 @@ func (m *Machine) Status(id string) (Status, bool) {
 
 // Reconcile brings the machine to the desired hosts, after Open: a host that should run
 // and whose boot process from an earlier run still lives in intact namespaces is adopted;
-// one that should run otherwise is (re)built and booted; one that should be stopped is
-// taken down; hosts the journal knows and desired does not name are removed with their
-// directories. It goes on after a failure and returns every error; a host that failed
-// shows the error in its Status.
+// one that should run otherwise is (re)built and booted; one that should be stopped, or
+// is broken, is taken down; hosts the journal knows and desired does not name are
+// removed with their directories, so desired must name every host the caller knows. It
+// goes on after a failure and returns every error, broken hosts' included; a host that
+// failed shows the error in its Status.
 func (m *Machine) Reconcile(ctx context.Context, desired []Desired) error {
 	want := map[string]bool{}
 	for _, d := range desired {
@@ -323,6 +350,14 @@ func (m *Machine) Reconcile(ctx context.Context, desired []Desired) error {
 	for _, d := range desired {
 		var err error
 		switch {
+		case d.Broken != nil:
+			err = fmt.Errorf("host %s is kept stopped, with its directory: %w", d.Spec.ID, d.Broken)
+			if serr := m.Stop(ctx, d.Spec.ID); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			m.mu.Lock()
+			m.hostNamed(d.Spec.ID).lastErr = err.Error()
+			m.mu.Unlock()
 		case !d.Running:
 			err = m.Stop(ctx, d.Spec.ID)
 			m.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,12 @@ func (c *Config) hostsDefaults() error {
 	}
 	h.Range = c.InstanceCIDR
 	h.Logger = c.Logger.WithName("hosts")
+	// The hosts belong to this state file: another one does not name them.
+	owner, err := filepath.Abs(c.StatePath)
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", c.StatePath, err)
+	}
+	h.Owner = owner
 	return nil
 }
 
@@ -68,6 +75,12 @@ func (s *Server) openHosts(ctx context.Context) error {
 		return nil
 	}
 	m, err := hosts.Open(ctx, *s.cfg.Hosts)
+	var owner *hosts.OwnerError
+	if errors.As(err, &owner) {
+		// Another state's hosts: this state does not name them, so they would be
+		// removed with their directories.
+		return fmt.Errorf("host instances: %w: start with --state %s, or give this state file a host directory of its own with --host-dir", err, owner.Recorded)
+	}
 	if err != nil {
 		return fmt.Errorf("host instances: %w", err)
 	}
@@ -86,7 +99,8 @@ func (s *Server) openHosts(ctx context.Context) error {
 			}
 			spec, err := hostSpec(inst)
 			if err != nil {
-				s.log.Error(err, "a host in the state cannot be booted", "id", inst.ID)
+				// Kept, not forgotten: a host Reconcile is not told of is removed.
+				desired = append(desired, hosts.Desired{Spec: hosts.HostSpec{ID: inst.ID, Name: inst.Name}, Broken: err})
 				continue
 			}
 			desired = append(desired, hosts.Desired{Spec: spec, Running: inst.State == api.InstanceRunning})

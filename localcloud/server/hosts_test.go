@@ -19,6 +19,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/localcloud/store"
 )
 
 // TestHostRequestsWithoutHosts needs no root: a cloud without host instances refuses a
@@ -244,4 +245,110 @@ func ipRoutes(t *testing.T, netns string) string {
 		t.Fatalf("ip %v: %v: %s", args, err, out)
 	}
 	return string(out)
+}
+
+// hostCloud starts a cloud with host instances on its own bridge and ranges (n keeps
+// tests apart) and returns it with the markers of what it puts on the machine.
+func hostCloud(t *testing.T, n int, mutate ...func(*server.Config)) (*testCloud, []string) {
+	t.Helper()
+	hoststest.RequireRoot(t)
+	bridge := fmt.Sprintf("nphsrv%d", n)
+	markers := []string{bridge, fmt.Sprintf("10.250.%d.", n), fmt.Sprintf("10.251.%d.", n), fmt.Sprintf("nv0afa%02x", n)}
+	c := startCloud(t, append([]func(*server.Config){func(cfg *server.Config) {
+		cfg.InstanceCIDR = netip.MustParsePrefix(fmt.Sprintf("10.250.%d.0/24", n))
+		cfg.Hosts = &hosts.Config{
+			Bridge: bridge, Guards: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", n))},
+			StopTimeout: 2 * time.Second, RestartBackoff: 100 * time.Millisecond, MaxRestartBackoff: time.Second,
+		}
+	}}, mutate...)...)
+	return c, markers
+}
+
+// TestBrokenHostIsKept: a host whose record the cloud cannot boot (it lost its
+// InternalIP) is kept across a restart, stopped, with its directory, and its status says
+// why; deleting it removes it.
+func TestBrokenHostIsKept(t *testing.T) {
+	before := hoststest.Snapshot(t, "nphsrv12", "10.250.12.", "10.251.12.", "nv0afa0c")
+	c, markers := hostCloud(t, 12)
+	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, c.client, n1.ID, "ready node-1")
+	c.stop()
+
+	st, err := store.Open(c.cfg.StatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.UpdateInstance(ctx(), n1.ID, func(inst *api.Instance) error {
+		inst.Addresses = nil
+		return nil
+	})
+	if cerr := st.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+
+	c.start()
+	got := mustGet(t, c.client, n1.ID)
+	if got.Host == nil || got.Host.Phase != "stopped" || !strings.Contains(got.Host.Error, "InternalIP") {
+		t.Errorf("the broken host after a restart: %+v, want it stopped with the reason", got.Host)
+	}
+	if _, err := os.Stat(n1.Host.Dir); err != nil {
+		t.Errorf("the broken host's directory: %v", err)
+	}
+	if err := c.client.DeleteInstance(ctx(), n1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(n1.Host.Dir); !os.IsNotExist(err) {
+		t.Errorf("a deleted host's directory exists: %v", err)
+	}
+	c.stop()
+	if got := hoststest.Snapshot(t, markers...); got != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
+	}
+}
+
+// TestHostDirOfAnotherState: a cloud started on another state file with the same host
+// directory is refused, naming --state and --host-dir, and removes none of the hosts of
+// the state they belong to, which boot again with it.
+func TestHostDirOfAnotherState(t *testing.T) {
+	before := hoststest.Snapshot(t, "nphsrv13", "10.250.13.", "10.251.13.", "nv0afa0d")
+	dir := filepath.Join(t.TempDir(), "hosts")
+	c, markers := hostCloud(t, 13, func(cfg *server.Config) { cfg.Hosts.Dir = dir })
+	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, c.client, n1.ID, "ready node-1")
+	c.stop()
+
+	other := c.cfg
+	other.StatePath = filepath.Join(t.TempDir(), "other.db")
+	other.Hosts = &hosts.Config{Dir: dir, Bridge: c.cfg.Hosts.Bridge, Guards: c.cfg.Hosts.Guards}
+	srv, err := server.Start(ctx(), other)
+	if err == nil {
+		_ = srv.Shutdown(ctx())
+		t.Fatal("a cloud on another state file started on the host directory")
+	}
+	for _, want := range []string{"--state " + c.cfg.StatePath, "--host-dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start = %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(n1.Host.Dir); err != nil {
+		t.Errorf("the host's directory after a refused start on another state: %v", err)
+	}
+
+	c.start()
+	if got := mustGet(t, c.client, n1.ID); got.Host == nil || got.Host.Phase != "running" {
+		t.Errorf("the host with its own state again: %+v", got.Host)
+	}
+	waitConsole(t, c.client, n1.ID, "ready node-1")
+	c.stop()
+	if got := hoststest.Snapshot(t, markers...); got != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
+	}
 }
