@@ -19,16 +19,13 @@ import (
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
-// nodeName is the name of the i-th node, counting from 0.
-func nodeName(i int) string { return fmt.Sprintf("node-%d", i+1) }
-
 // registerNodes makes sure every node has a running instance in the local cloud (kept
 // from a previous run when there is one) and registers its Node the way a kubelet with
 // --cloud-provider=external and --node-ip does.
 func (c *cluster) registerNodes(ctx context.Context) (string, error) {
 	var created, kept int
 	for i := range c.opts.nodes {
-		name := nodeName(i)
+		name := localcluster.NodeName(i)
 		inst, fresh, err := c.ensureInstance(ctx, name)
 		if err != nil {
 			return "", err
