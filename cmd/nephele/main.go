@@ -8,7 +8,9 @@
 //   - `nephele manifests` renders what a cluster needs to run the cloud-controller-manager
 //     in it (docs/deploy.md);
 //   - `nephele images` builds nephele's in-cluster images, or a provider's, as OCI
-//     archives (docs/deploy.md).
+//     archives (docs/deploy.md);
+//   - `nephele migrate plan|status|check` moves a cluster's cloud controllers to nephele
+//     without a gap, and checks the result (docs/migration.md).
 package main
 
 import (
@@ -51,6 +53,7 @@ runtime, the cloud controllers, and a local cloud to run them against on one mac
 		newUpCommand(),
 		newConformanceCommand(),
 		newNodeCommand(),
+		newMigrateCommand(),
 		newManifestsCommand(),
 		newImagesCommand(),
 		// New subcommands: one line each here.
