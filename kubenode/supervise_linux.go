@@ -1,6 +1,7 @@
 package kubenode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/nephele-dev/nephele/internal/logcap"
 )
 
 // Restart backoff of a supervised component: it doubles from backoffMin to backoffMax,
@@ -21,14 +24,23 @@ const (
 	stableRun  = time.Minute
 )
 
+// Component logs: each is trimmed to logSize (its content moves to <log>.1) whenever
+// the runtime finds it larger, every logCheck.
+const (
+	logSize  = 64 << 20
+	logCheck = 5 * time.Second
+)
+
 // component is a program the runtime runs and restarts.
 type component struct {
 	name string
 	path string
 	args []string
 	env  []string
-	// logFile receives its output, appended across runs.
+	// logFile receives its output, appended across runs, capped at maxLog (logSize
+	// when 0).
 	logFile string
+	maxLog  int64
 }
 
 // supervised is a running component: it is restarted with backoff whenever it exits,
@@ -55,7 +67,23 @@ func supervise(c component, log logr.Logger) (*supervised, error) {
 		return nil, err
 	}
 	go s.loop(cmd)
+	go s.capLog()
 	return s, nil
+}
+
+// capLog trims the component's log until supervision has ended.
+func (s *supervised) capLog() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.done
+		cancel()
+	}()
+	limit := s.c.maxLog
+	if limit <= 0 {
+		limit = logSize
+	}
+	logcap.Keep(ctx, logCheck, limit, func() []string { return []string{s.c.logFile} },
+		func(path string, err error) { s.log.Error(err, "Trimming the log", "log", path) })
 }
 
 // start runs the component once. Its process gets its own process group, so a signal

@@ -2,6 +2,7 @@ package kubenode
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,4 +83,30 @@ func TestSuperviseMissingBinary(t *testing.T) {
 	if _, err := supervise(component{name: "x", path: "/nonexistent", logFile: filepath.Join(t.TempDir(), "x.log")}, logr.Discard()); err == nil {
 		t.Error("a missing binary started")
 	}
+}
+
+// TestSuperviseCapsTheLog: a component that keeps writing does not grow its log past
+// the cap; what came before is in <log>.1.
+func TestSuperviseCapsTheLog(t *testing.T) {
+	c := shComponent(t, `head -c 1000000 /dev/zero | tr '\0' x; echo; exec sleep 60`)
+	c.maxLog = 64 << 10
+	s, err := supervise(c, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop(time.Second)
+	poll.Eventually(t, "the log to be trimmed", func() error {
+		old, err := os.Stat(c.logFile + ".1")
+		if err != nil {
+			return err
+		}
+		now, err := os.Stat(c.logFile)
+		if err != nil {
+			return err
+		}
+		if old.Size() < 1000000 || now.Size() > c.maxLog {
+			return fmt.Errorf("the log has %d bytes, the old one %d", now.Size(), old.Size())
+		}
+		return nil
+	})
 }

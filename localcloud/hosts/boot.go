@@ -9,14 +9,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/logcap"
 )
 
 // bootLogName is the boot log's name in a host's directory.
 const bootLogName = "boot.log"
 
-// maxLogSize is the boot log size above which a boot starts a new log, keeping the
-// previous one as boot.log.1.
-const maxLogSize = 64 << 20
+// logCheck is how often the boot logs are trimmed to Config.MaxLogSize.
+const logCheck = 5 * time.Second
 
 // bootScript runs as the boot process before it becomes the boot command: it joins the
 // host's cgroups (so that nothing it starts can escape a stop), then enters the host's
@@ -86,16 +87,41 @@ func (m *Machine) adoptProcess(pid int, start uint64) *bootProc {
 	return p
 }
 
-// openLog opens the boot log for appending, starting a new one when it is too big.
-func openLog(path string) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogSize {
-		_ = os.Rename(path, path+".1")
+// openLog opens the boot log for appending (which logcap.Trim needs of every writer),
+// trimming it first when it is too big.
+func (m *Machine) openLog(path string) (*os.File, error) {
+	if _, err := logcap.Trim(path, m.cfg.MaxLogSize); err != nil {
+		m.log.Error(err, "trimming a boot log")
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening boot log: %w", err)
 	}
 	return f, nil
+}
+
+// keepLogs trims the hosts' boot logs to MaxLogSize every logCheck until the machine
+// is closed: a boot process writes its log for as long as it runs.
+func (m *Machine) keepLogs() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		<-m.stop
+		cancel()
+	}()
+	go func() {
+		defer m.wg.Done()
+		logcap.Keep(ctx, logCheck, m.cfg.MaxLogSize, func() []string {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			paths := make([]string, 0, len(m.j.Hosts))
+			for id := range m.j.Hosts {
+				paths = append(paths, m.LogPath(id))
+			}
+			return paths
+		}, func(path string, err error) { m.log.Error(err, "trimming a boot log", "log", path) })
+	}()
 }
 
 // note appends a line of the cloud's own to a host's boot log.
@@ -158,7 +184,7 @@ func (m *Machine) startBoot(spec HostSpec, boot int, rec *hostRecord) (*bootProc
 	if err != nil {
 		return nil, err
 	}
-	logf, err := openLog(m.LogPath(spec.ID))
+	logf, err := m.openLog(m.LogPath(spec.ID))
 	if err != nil {
 		return nil, err
 	}

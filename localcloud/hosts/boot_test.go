@@ -58,3 +58,34 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 	}
 	gone(t, "the unrecorded boot process", now.BootPID)
 }
+
+// TestBootLogIsCapped: a boot process that keeps writing does not grow its boot log
+// past the cap; what came before is in boot.log.1.
+func TestBootLogIsCapped(t *testing.T) {
+	tn := newTestNet(t, 9)
+	tn.cfg.MaxLogSize = 64 << 10
+	m := tn.open(t)
+	spec := sleeper(tn, 2, "i-000000000001", "chatty")
+	spec.BootCommand = []string{"sh", "-c", `head -c 1000000 /dev/zero | tr '\0' x; echo; echo written; exec sleep 1000`}
+	if err := m.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	log := m.LogPath(spec.ID)
+	poll.Eventually(t, "the boot log to be trimmed", func() error {
+		old, err := os.Stat(log + ".1")
+		if err != nil {
+			return err
+		}
+		now, err := os.Stat(log)
+		if err != nil {
+			return err
+		}
+		if old.Size() < 1000000 || now.Size() > tn.cfg.MaxLogSize {
+			return fmt.Errorf("boot.log has %d bytes, boot.log.1 %d", now.Size(), old.Size())
+		}
+		return nil
+	})
+	if raw, _ := os.ReadFile(log); !strings.Contains(string(raw), "boot.log.1") {
+		t.Errorf("the trimmed boot log does not say where the rest went:\n%s", raw)
+	}
+}

@@ -19,6 +19,7 @@ const (
 	DefaultStopTimeout       = 10 * time.Second
 	DefaultRestartBackoff    = time.Second
 	DefaultMaxRestartBackoff = 30 * time.Second
+	DefaultMaxLogSize        = 64 << 20
 )
 
 // DefaultRange is a usual instance range for hosts: the bridge gets 10.88.0.1/16.
@@ -51,6 +52,10 @@ type Config struct {
 	// again; the wait doubles up to MaxRestartBackoff and starts over after a boot that
 	// lasted MaxRestartBackoff. Defaults DefaultRestartBackoff, DefaultMaxRestartBackoff.
 	RestartBackoff, MaxRestartBackoff time.Duration
+	// MaxLogSize caps each host's boot log: once it is larger (the machine looks every
+	// few seconds, and at each boot), its content moves to boot.log.1, replacing the one
+	// before. Default DefaultMaxLogSize.
+	MaxLogSize int64
 	// Owner names what the directory's hosts belong to, such as a local cloud's state
 	// file: Open records it in the journal and refuses a directory recorded for another
 	// owner (an OwnerError), whose hosts Reconcile would otherwise remove as unknown.
@@ -104,6 +109,9 @@ func (c *Config) complete() error {
 	}
 	if c.MaxRestartBackoff <= 0 {
 		c.MaxRestartBackoff = DefaultMaxRestartBackoff
+	}
+	if c.MaxLogSize <= 0 {
+		c.MaxLogSize = DefaultMaxLogSize
 	}
 	if c.MaxRestartBackoff < c.RestartBackoff {
 		c.MaxRestartBackoff = c.RestartBackoff

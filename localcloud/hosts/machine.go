@@ -213,6 +213,7 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 	if err := m.setupNSDir(); err != nil {
 		return nil, m.failOpen(err)
 	}
+	m.keepLogs()
 	m.log.Info("host network ready", "bridge", cfg.Bridge, "gateway", Gateway(cfg.Range), "range", cfg.Range, "guards", cfg.Guards, "dir", cfg.Dir)
 	return m, nil
 }
