@@ -88,7 +88,7 @@ func TestCheckFails(t *testing.T) {
 			want: "FAIL  lease kube-system/cloud-controller-manager: does not exist: nephele has never led"},
 		{name: "nephele stopped leading", skip: []string{"nephele-lease"},
 			build: func(c *cluster) { c.lease("cloud-controller-manager", "cp1_9e8d7c6b", time.Minute) },
-			want:  "FAIL  lease kube-system/cloud-controller-manager: kube-system/cloud-controller-manager: stale, last renewed by cp1_9e8d7c6b 1m0s ago"},
+			want:  "FAIL  lease kube-system/cloud-controller-manager: stale, last renewed by cp1_9e8d7c6b 1m0s ago"},
 		{name: "kube-controller-manager holds the migration lease", skip: []string{"migration-lease"},
 			build: func(c *cluster) { c.lease("cloud-provider-extraction-migration", "cp1_1d2e3f40", time.Second) },
 			want:  "FAIL  lease kube-system/cloud-provider-extraction-migration: held by cp1_1d2e3f40 (the holder of kube-system/kube-controller-manager), not by nephele"},

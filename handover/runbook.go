@@ -326,7 +326,7 @@ func (b *builder) observed() []string {
 		out = append(out, fmt.Sprintf("%s: %s, image %s%s", c.Name(), c.Workload, c.Image, flagSummary(c.Args)))
 	}
 	for _, l := range s.Leases {
-		out = append(out, "lease "+describeLease(l, s.Time))
+		out = append(out, "lease "+l.String()+": "+describeLease(l, s.Time))
 	}
 	for _, h := range s.Hidden {
 		out = append(out, "not readable: "+h)
@@ -351,14 +351,15 @@ func flagSummary(a Args) string {
 	return ", " + strings.Join(parts, " ")
 }
 
+// describeLease says who holds l at now.
 func describeLease(l Lease, now time.Time) string {
 	switch {
 	case l.Holder == "":
-		return l.String() + ": released"
+		return "released"
 	case l.Held(now):
-		return fmt.Sprintf("%s: held by %s, renewed %s ago", l, l.Holder, age(now.Sub(l.RenewTime)))
+		return fmt.Sprintf("held by %s, renewed %s ago", l.Holder, age(now.Sub(l.RenewTime)))
 	default:
-		return fmt.Sprintf("%s: stale, last renewed by %s %s ago (lease duration %s)", l, l.Holder, age(now.Sub(l.RenewTime)), l.Duration)
+		return fmt.Sprintf("stale, last renewed by %s %s ago (lease duration %s)", l.Holder, age(now.Sub(l.RenewTime)), l.Duration)
 	}
 }
 

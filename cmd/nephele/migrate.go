@@ -114,15 +114,15 @@ kubelets, and the check after each step. --rollback prints the way back. It chan
 }
 
 func runMigratePlan(ctx context.Context, out io.Writer, o *migrateOptions, from handover.Source, rollback bool, t handover.Target) error {
+	if from == "" && rollback {
+		return errors.New("migrate plan: --rollback needs --from: the component to move the controllers back to")
+	}
 	s, err := o.survey(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate plan: %w", err)
 	}
 	why := "--from " + string(from)
 	if from == "" {
-		if rollback {
-			return errors.New("migrate plan: --rollback needs --from: the component to move the controllers back to")
-		}
 		if from, why, err = handover.DetectSource(s, t.Lease); err != nil {
 			return fmt.Errorf("migrate plan: %w", err)
 		}
