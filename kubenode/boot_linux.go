@@ -14,16 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Grace periods of the components on stop, before SIGKILL.
-const (
-	proxyGrace      = 10 * time.Second
-	kubeletGrace    = 20 * time.Second
-	containerdGrace = 20 * time.Second
-	// containerdStartTimeout bounds the wait for containerd's socket to answer.
-	containerdStartTimeout = time.Minute
-	// cleanupTimeout bounds each cleanup step of a stop.
-	cleanupTimeout = time.Minute
-)
+// containerdStartTimeout bounds the wait for containerd's socket to answer.
+const containerdStartTimeout = time.Minute
 
 // runner is one boot of a node.
 type runner struct {
@@ -118,12 +110,12 @@ func (r *runner) boot(ctx context.Context) error {
 	if err := cg.join(); err != nil {
 		return err
 	}
-	if killed, err := cg.killAll(); err != nil {
+	if killed, err := cg.killAll(context.Background()); err != nil {
 		return fmt.Errorf("processes of an earlier boot: %w", err)
 	} else if killed > 0 {
 		r.log.Info("Killed the processes an earlier boot left", "count", killed)
 	}
-	if err := cg.removeChildren(); err != nil {
+	if err := cg.removeChildren(context.Background()); err != nil {
 		return fmt.Errorf("cgroups of an earlier boot: %w", err)
 	}
 	if err := unmountAll(n.Paths.Dir, r.log); err != nil {
@@ -327,7 +319,7 @@ func (r *runner) writeCNI(cidr string) error {
 	return nil
 }
 
-// shutdown stops the node in order and removes what it left.
+// shutdown stops the node in order and removes what it left, within ShutdownBudget.
 func (r *runner) shutdown() error {
 	r.setPhase(PhaseStopping)
 	began := time.Now()
@@ -341,7 +333,7 @@ func (r *runner) shutdown() error {
 		}
 	}
 	if r.containerd != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 		if r.ctr.ready(ctx) == nil {
 			n, err := r.ctr.removeAll(ctx)
 			errs = append(errs, err)
@@ -350,18 +342,18 @@ func (r *runner) shutdown() error {
 		cancel()
 		errs = append(errs, r.containerd.stop(containerdGrace))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
 	if r.cg != nil {
 		// containerd's shims and any container process that outlived its task.
-		killed, err := r.cg.killAll()
+		killed, err := r.cg.killAll(ctx)
 		errs = append(errs, err)
 		if killed > 0 {
 			r.log.Info("Killed processes left after containerd stopped", "count", killed)
 		}
 	}
 	if r.inHost {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		errs = append(errs, removeNodeChains(ctx, r.lookPath))
-		cancel()
 		errs = append(errs, unmountAll(r.n.Paths.Dir, r.log))
 		left, err := leftoverMounts(r.n.Paths.Dir)
 		errs = append(errs, err)
@@ -370,7 +362,7 @@ func (r *runner) shutdown() error {
 		}
 	}
 	if r.cg != nil {
-		errs = append(errs, r.cg.removeChildren(), r.cg.leave())
+		errs = append(errs, r.cg.removeChildren(ctx), r.cg.leave(ctx))
 	}
 	err := errors.Join(errs...)
 	if err != nil && r.status.Error == "" {

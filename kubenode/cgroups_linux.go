@@ -85,20 +85,20 @@ func (cg *cgroups) join() error {
 // killAll kills every process of the node's subtree but the runtime and its ancestors
 // (the host's supervisor may share the root) and waits until they are gone. It returns
 // how many it killed.
-func (cg *cgroups) killAll() (int, error) {
+func (cg *cgroups) killAll(ctx context.Context) (int, error) {
 	spare := map[int]bool{os.Getpid(): true}
 	for _, pid := range procstat.Ancestors(os.Getpid()) {
 		spare[pid] = true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cgroupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cgroupTimeout)
 	defer cancel()
 	return cg.fs.Kill(ctx, cg.root, func(pid int) bool { return spare[pid] })
 }
 
 // removeChildren removes every cgroup of the node but the root and the runtime's leaf
 // (kubelet's kubepods and pods' cgroups), deepest first.
-func (cg *cgroups) removeChildren() error {
-	ctx, cancel := context.WithTimeout(context.Background(), cgroupTimeout)
+func (cg *cgroups) removeChildren(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, cgroupTimeout)
 	defer cancel()
 	var errs []error
 	for _, parent := range []string{cg.root, cg.leaf()} {
@@ -121,13 +121,13 @@ func (cg *cgroups) removeChildren() error {
 
 // leave moves the runtime back where it came from and removes its leaf, and the root
 // and its parents up to the top when the runtime created them.
-func (cg *cgroups) leave() error {
+func (cg *cgroups) leave(ctx context.Context) error {
 	if cg.origin != nil {
 		if err := cg.fs.Place(os.Getpid(), cg.origin); err != nil {
 			return fmt.Errorf("leave the node's cgroup %s: %w", cg.root, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cgroupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cgroupTimeout)
 	defer cancel()
 	if err := cg.fs.RemoveDir(ctx, cg.leaf()); err != nil {
 		return err

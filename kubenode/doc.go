@@ -16,7 +16,11 @@
 // cloud-controller-manager), then, once kube-controller-manager has allocated the Node a
 // pod CIDR, the CNI configuration for it (kubenet-style: the Node stays NotReady until
 // then) and kube-proxy in iptables mode. Each is restarted with backoff when it exits. On
-// stop it takes the node down in order and leaves the host as it found it.
+// stop it takes the node down in order, within ShutdownBudget (a host must allow that
+// long; the local cloud's default stop timeout does), and removes what it started and
+// changed: its processes, containers, iptables chains, mounts and cgroups. What its
+// components change in the host's own network namespace (the CNI bridge cni0, its
+// routes, ip_forward) stays until the host stops: that namespace goes with the host.
 //
 // Where it differs from a node on a machine of its own, and why:
 //

@@ -201,7 +201,7 @@ func (s *supervised) restartCount() int {
 }
 
 // stop ends supervision: SIGTERM, and SIGKILL if the process is still there after grace.
-// It returns once the process is gone.
+// It returns once the process is gone, or killWait after the SIGKILL.
 func (s *supervised) stop(grace time.Duration) error {
 	s.mu.Lock()
 	if !s.stopping {
@@ -228,7 +228,7 @@ func (s *supervised) stop(grace time.Duration) error {
 	select {
 	case <-s.done:
 		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("%s did not exit after SIGKILL", s.c.name)
+	case <-time.After(killWait):
+		return fmt.Errorf("%s did not exit within %s of SIGKILL", s.c.name, killWait)
 	}
 }

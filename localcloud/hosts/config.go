@@ -13,10 +13,13 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// Defaults of Config's optional fields.
+// Defaults of Config's optional fields. DefaultStopTimeout is systemd's stop timeout
+// (DefaultTimeoutStopSec): a boot command is a machine's init, and the node runtime
+// (kubenode.ShutdownBudget, 75s at most) must be able to stop a loaded node before the
+// host kills it.
 const (
 	DefaultBridge            = "nephele0"
-	DefaultStopTimeout       = 10 * time.Second
+	DefaultStopTimeout       = 90 * time.Second
 	DefaultRestartBackoff    = time.Second
 	DefaultMaxRestartBackoff = 30 * time.Second
 	DefaultMaxLogSize        = 64 << 20
