@@ -409,6 +409,16 @@ func TestPlanFromCloudControllerManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "plan-cloud-controller-manager.txt", out.Bytes())
+
+	rb, err = handover.NewRunbook(s, handover.Move{From: from, Rollback: true}, handover.Target{Provider: "local", Specs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := rb.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-cloud-controller-manager-rollback.txt", out.Bytes())
 }
 
 func TestPlanSeesOnlyWhatItMayRead(t *testing.T) {
