@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,29 +32,23 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
 
-// Addresses of the test's host: a /30 of the instance range nobody else uses, and a pod
-// range of its own, so that the test does not meet other tests' routes.
-const (
-	testHostIP      = "10.88.254.1"
-	testNodeIP      = "10.88.254.2"
-	testClusterCIDR = "10.245.0.0/16"
-)
-
-// TestBootRealNode boots a real node (containerd, kubelet, kube-proxy) inside a host
-// against a real control plane, runs a pod of the demo image on it, reaches the pod from
-// the machine through a route, stops the node and checks that nothing is left.
+// TestBootRealNode boots a real node (containerd, kubelet, kube-proxy) as the boot
+// command of a local cloud host (hosts.Machine) against a real control plane, runs a
+// pod of the demo image on it, reaches the pod from the machine through a route, kills
+// the runtime (the machine boots it again, and it cleans up after the crash), stops the
+// host and checks that the node left nothing behind.
 func TestBootRealNode(t *testing.T) {
 	requireNodePrivileges(t)
 	binDir, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireNodeBinaries(t, binDir)
+	runc := requireNodeBinaries(t, binDir)
 	sysctlsBefore := machineSysctls(t)
 
 	env := testenv.New(t, controlplane.Options{
@@ -74,24 +69,21 @@ func TestBootRealNode(t *testing.T) {
 	kubeletToken := identity(t, env.Client, dir, "kubenode-test-kubelet", "system:node")
 	proxyToken := identity(t, env.Client, dir, "kubenode-test-kube-proxy", "system:node-proxier")
 
-	host := newTestHost(t, testHostIP, testNodeIP)
+	m := openMachine(t, filepath.Join(dir, "hosts"))
 	apiserver, err := url.Parse(env.APIServerURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The apiserver listens on the machine's loopback, which the host cannot reach.
-	proxied := testnet.TCPProxy(t, netip.AddrPortFrom(netip.MustParseAddr(testHostIP), 0), apiserver.Host)
+	// The apiserver listens on the machine's loopback, which the host cannot reach; the
+	// hosts' gateway is the machine's address on their bridge.
+	proxied := testnet.TCPProxy(t, netip.AddrPortFrom(m.Gateway(), 0), apiserver.Host)
 
-	hostDir := filepath.Join(dir, "host")
-	cgroupRoot := "/nephele-kubenode-test/" + nodeName
+	// The node's name, address, directory and cgroup come from the host, as on a real node.
 	cfg := Config{
 		APIVersion: APIVersion,
 		Kind:       Kind,
-		NodeName:   nodeName,
-		NodeIP:     testNodeIP,
-		HostDir:    hostDir,
-		CgroupRoot: cgroupRoot,
 		BinDir:     binDir,
+		Runc:       runc,
 		// The serving certificate names localhost and 127.0.0.1, not the proxy's address.
 		APIServer:    APIServer{URL: "https://" + proxied.String(), CAFile: env.CAFile(), TLSServerName: "localhost"},
 		Kubelet:      Credentials{TokenFile: kubeletToken},
@@ -110,23 +102,28 @@ func TestBootRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Boot: the test binary is the runtime (TestMain), run inside the host as a local
-	// cloud host runs its boot command; or, with $NEPHELE_KUBENODE_TEST_NEPHELE, a nephele
-	// binary's `nephele node boot`, to check the command and measure the real binary.
-	t.Setenv(bootConfigEnv, cfgPath)
-	bootCommand := []string{os.Args[0]}
+	// The host's boot command: the test binary is the runtime (TestMain); or, with
+	// $NEPHELE_KUBENODE_TEST_NEPHELE, a nephele binary's `nephele node boot`, to check the
+	// command and measure the real binary.
+	spec := hosts.HostSpec{ID: "i-00000000000a", Name: nodeName, Address: testNodeIP,
+		BootCommand: []string{selfPath(t)}, Env: map[string]string{bootConfigEnv: cfgPath}}
 	if nephele := os.Getenv("NEPHELE_KUBENODE_TEST_NEPHELE"); nephele != "" {
-		bootCommand = []string{nephele, "node", "boot", "--config", cfgPath, "-v", "1"}
+		spec.BootCommand, spec.Env = []string{nephele, "node", "boot", "--config", cfgPath, "-v", "1"}, nil
 	}
-	began := time.Now()
-	runtime := proctest.Exec(t, "node runtime", "nsenter", host.enter(bootCommand...)...)
+	hostDir := m.HostDir(spec.ID)
 	t.Cleanup(func() {
 		if t.Failed() {
+			t.Logf("end of the boot log:\n%s", tail(m.LogPath(spec.ID), 40))
 			for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {
 				t.Logf("end of %s.log:\n%s", name, tail(filepath.Join(hostDir, "node", "logs", name+".log"), 40))
 			}
 		}
 	})
+	began := time.Now()
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatalf("starting the host: %v", err)
+	}
+	host, _ := m.Status(spec.ID)
 
 	// The Node registers as an external cloud provider's node does.
 	var node *corev1.Node
@@ -138,7 +135,7 @@ func TestBootRealNode(t *testing.T) {
 	if !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) {
 		t.Errorf("Node %s registered without the taint %s: %v", nodeName, cloudproviderapi.TaintExternalCloudProvider, node.Spec.Taints)
 	}
-	if got := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]; got != testNodeIP {
+	if got := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]; got != testNodeIP.String() {
 		t.Errorf("annotation %s = %q, want %s", cloudproviderapi.AnnotationAlphaProvidedIPAddr, got, testNodeIP)
 	}
 	if node.Spec.ProviderID != "" {
@@ -180,7 +177,9 @@ func TestBootRealNode(t *testing.T) {
 		return err
 	})
 	podCreated := time.Now()
-	host.addRoute(t, podCIDR)
+	if err := m.SetRoutes(ctx, []hosts.Route{{Destination: netip.MustParsePrefix(podCIDR), Via: testNodeIP}}); err != nil {
+		t.Fatalf("routing the pod CIDR to the node: %v", err)
+	}
 	pod = servingPod(t, env.Client, pod, nodeName)
 	podReady := time.Since(podCreated)
 
@@ -214,56 +213,72 @@ func TestBootRealNode(t *testing.T) {
 		t.Errorf("machine sysctls changed while the node ran:\n%s\nbefore:\n%s", got, sysctlsBefore)
 	}
 
-	// A crash: the runtime is killed and its children with it, but containerd's shims
-	// and the pod live on, mounted in the host. The next boot cleans up after it and
-	// serves again.
-	runtime.Kill()
-	if left := host.processes(); len(left) == 0 {
-		t.Error("nothing outlived the killed runtime: the crash test tests nothing")
+	// A crash: the runtime is killed; the host kills what it left and boots it again, in
+	// the same namespaces, where the first boot's mounts are left. The second boot
+	// cleans up after the first and serves again.
+	first, _ := m.Status(spec.ID)
+	if err := syscall.Kill(first.BootPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
 	rebooting := time.Now()
-	runtime = proctest.Exec(t, "node runtime after a crash", "nsenter", host.enter(bootCommand...)...)
 	poll.Eventually(t, "the node to run again", func() error {
+		st, _ := m.Status(spec.ID)
 		s, err := ReadStatus(filepath.Join(hostDir, "node", "status.json"))
 		if err != nil {
 			return err
 		}
-		if s.PIDs["runtime"] != runtime.Pid() || s.Phase != PhaseRunning {
-			return fmt.Errorf("runtime %d in phase %s", s.PIDs["runtime"], s.Phase)
+		if st.Boots != 2 || st.BootPID == 0 || s.PIDs["runtime"] != st.BootPID || s.Phase != PhaseRunning {
+			return fmt.Errorf("host %+v; runtime %d in phase %s", st, s.PIDs["runtime"], s.Phase)
 		}
 		return nil
 	})
 	pod = servingPod(t, env.Client, pod, nodeName)
-	t.Logf("after a crash, the node serves the pod again %s after it booted again", time.Since(rebooting).Round(time.Millisecond))
+	t.Logf("after a crash, the node serves the pod again %s after it was killed", time.Since(rebooting).Round(time.Millisecond))
+	if !strings.Contains(bootLog(m, spec.ID, "boot 2: "), "Unmounted the node's mounts") {
+		t.Errorf("the boot after the crash found none of the first boot's mounts: the crash test tests nothing:\n%s", bootLog(m, spec.ID, "boot 2: "))
+	}
 
-	// Stop: the runtime takes the node down and exits cleanly, leaving the host bare.
+	// Stop: the host's stop asks the runtime to take the node down; it does, in time, and
+	// exits cleanly, leaving nothing in the host for the host to kill. The observer keeps
+	// the host's namespaces for a look after.
+	watch := observe(t, host)
 	stopping := time.Now()
-	runtime.Stop(t, 2*time.Minute)
-	t.Logf("node stopped in %s; the runtime said:\n%s", time.Since(stopping).Round(time.Millisecond), runtime.Output())
-	if left := host.processes(); len(left) > 0 {
+	if err := m.Stop(ctx, spec.ID); err != nil {
+		t.Fatalf("stopping the host: %v", err)
+	}
+	took := time.Since(stopping)
+	t.Logf("node stopped in %s; the end of the boot log:\n%s", took.Round(time.Millisecond), tail(m.LogPath(spec.ID), 15))
+	if st, _ := m.Status(spec.ID); st.LastExit != "exit status 0" || took >= ShutdownBudget {
+		t.Errorf("the runtime ended with %q after %s; want exit status 0 within %s", st.LastExit, took, ShutdownBudget)
+	}
+	if log := bootLog(m, spec.ID, "boot 2: "); strings.Contains(log, "processes left in it") {
+		t.Errorf("the node left processes in the host for the host's stop to kill:\n%s", log)
+	}
+	s, err := ReadStatus(filepath.Join(hostDir, "node", "status.json"))
+	if err != nil || s.Phase != PhaseStopped || s.Error != "" {
+		t.Errorf("status after the stop: %+v, %v", s, err)
+	}
+	if left := watch.processes(); len(left) > 0 {
 		t.Errorf("processes left in the host: %v", describe(left))
 	}
-	for _, m := range host.mounts(t) {
-		if m.Source == privateSource || under(m.Point, filepath.Join(hostDir, "node")) {
-			t.Errorf("mount left in the host: %s (%s %s)", m.Point, m.FSType, m.Source)
+	for _, mnt := range watch.mounts(t) {
+		if mnt.Source == privateSource || under(mnt.Point, filepath.Join(hostDir, "node")) {
+			t.Errorf("mount left in the host: %s (%s %s)", mnt.Point, mnt.FSType, mnt.Source)
 		}
 	}
-	if dirs := cgroupDirs(t, cgroupRoot); len(dirs) > 0 {
-		t.Errorf("cgroups left: %v", dirs)
-	}
-	if dirs := cgroupDirs(t, "/nephele-kubenode-test"); len(dirs) > 0 {
-		t.Errorf("cgroups left: %v", dirs)
-	}
-	if links := host.run(t, "ip", "-o", "link", "show", "type", "veth"); strings.Count(links, "\n") != 1 {
+	if links := watch.run(t, "ip", "-o", "link", "show", "type", "veth"); strings.TrimSpace(links) != "" {
 		t.Errorf("pod veths left in the host (their network namespaces live on):\n%s", links)
 	}
-	if rules := host.run(t, "iptables-save"); strings.Contains(rules, "KUBE-") || strings.Contains(rules, "CNI-") {
+	if rules := watch.run(t, "iptables-save"); strings.Contains(rules, "KUBE-") || strings.Contains(rules, "CNI-") {
 		t.Errorf("node iptables chains left in the host:\n%s", rules)
+	}
+	if dirs := cgroupDirs(t, host.Cgroup); len(dirs) > 0 {
+		t.Errorf("cgroups left: %v", dirs)
 	}
 	if got := machineSysctls(t); got != sysctlsBefore {
 		t.Errorf("machine sysctls changed:\n%s\nbefore:\n%s", got, sysctlsBefore)
 	}
-	host.destroy(t)
+	watch.p.Kill()
 }
 
 // servingPod waits until pod is Ready and answers HTTP on its pod IP from the machine,
@@ -307,8 +322,9 @@ func requireNodePrivileges(t *testing.T) {
 	}
 }
 
-// requireNodeBinaries fails the test when a program a node runs is missing.
-func requireNodeBinaries(t *testing.T, binDir string) {
+// requireNodeBinaries fails the test when a program a node runs is missing, and
+// returns runc's path.
+func requireNodeBinaries(t *testing.T, binDir string) string {
 	t.Helper()
 	n := &Node{Binaries: Binaries{
 		Containerd: filepath.Join(binDir, "containerd"), Shim: filepath.Join(binDir, "containerd-shim-runc-v2"),
@@ -328,6 +344,7 @@ func requireNodeBinaries(t *testing.T, binDir string) {
 			t.Fatalf("%s is not installed: run hack/install-node-deps.sh: %v", tool, err)
 		}
 	}
+	return runc
 }
 
 // moduleRoot is the nephele module's root, for building the images.

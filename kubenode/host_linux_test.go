@@ -1,114 +1,140 @@
 package kubenode
 
 import (
-	"bytes"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
+	"context"
+	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/testr"
 
 	"github.com/nephele-dev/nephele/internal/cgroupfs"
 	"github.com/nephele-dev/nephele/internal/mountinfo"
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
-// testHost stands in for a local cloud host in this package's tests, until the local
-// cloud's own hosts are used: a process holding a network and a mount namespace of
-// their own (unshare), a veth pair to the machine with a /30 between them, and a default
-// route to the machine inside. Its cleanup kills everything left in its namespaces and
-// removes the veth and the routes added through it.
-type testHost struct {
-	pid    int
-	holder *exec.Cmd
-	veth   string // the machine's end
-	hostIP string // the machine's address on the veth
-	nodeIP string // the host's address
-	mntNS  string // the holder's namespace identities, e.g. "mnt:[4026532301]"
-	netNS  string
-	routes []string
+// The test's host machine: a bridge, an instance range and a pod range of its own,
+// outside every default of nephele's (hosts.DefaultRange, the default pod and Service
+// ranges) and every other test's, so that neither a running cluster nor another test
+// meets its routes. The pod range is the machine's guard: a route to a node's pods is
+// allowed only inside it, and nothing in it can leave the machine.
+const (
+	testBridge      = "nphkubenode"
+	testRange       = "10.247.0.0/24"
+	testClusterCIDR = "10.245.0.0/16"
+)
+
+// testNodeIP is the address of the test's host.
+var testNodeIP = netip.MustParseAddr("10.247.0.2")
+
+// openMachine opens the test's host machine in dir, as a local cloud does; it is
+// closed, cleaned up and checked to have left the machine as it was when the test ends.
+func openMachine(t *testing.T, dir string) *hosts.Machine {
+	t.Helper()
+	hoststest.RequireRoot(t)
+	markers := []string{testBridge, "10.247.0.", "10.245.", "nv0af700", "nd0af700", dir}
+	before := hoststest.Snapshot(t, markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	m, err := hosts.Open(t.Context(), hosts.Config{
+		Dir:    dir,
+		Bridge: testBridge,
+		Range:  netip.MustParsePrefix(testRange),
+		Guards: []netip.Prefix{netip.MustParsePrefix(testClusterCIDR)},
+		Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatalf("opening the host machine: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hosts.DefaultStopTimeout+time.Minute)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("closing the host machine: %v", err)
+		}
+		if err := hosts.Cleanup(ctx, dir, testr.New(t)); err != nil {
+			t.Errorf("cleaning up the host machine: %v", err)
+		}
+		if after := hoststest.Snapshot(t, markers...); after != before {
+			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		if got := hoststest.Sysctl(t, "net/ipv4/ip_forward"); got != forward {
+			t.Errorf("net.ipv4.ip_forward is %s, was %s", got, forward)
+		}
+	})
+	return m
 }
 
-// newTestHost makes a host whose /30 is hostIP (the machine's side) and nodeIP.
-func newTestHost(t *testing.T, hostIP, nodeIP string) *testHost {
+// observer is a process holding a host's network and mount namespaces from outside its
+// cgroup, so that they outlive the host's stop and the test can look at what the node
+// left in them.
+type observer struct {
+	p *proctest.Process
+	// net and mnt are the namespaces' identities, e.g. "net:[4026532301]".
+	net, mnt string
+}
+
+// observe starts an observer of the host whose status is st.
+func observe(t *testing.T, st hosts.Status) *observer {
 	t.Helper()
-	suffix := make([]byte, 4)
-	if _, err := rand.Read(suffix); err != nil {
+	p := proctest.Exec(t, "observer", "nsenter", "--net="+st.NetNS, "--mount="+st.MountNS, "--", "sleep", "infinity")
+	o := &observer{p: p}
+	proc := "/proc/" + strconv.Itoa(p.Pid()) + "/ns/"
+	poll.Eventually(t, "the observer to enter the host's namespaces", func() error {
+		for _, ns := range []struct{ file, host string }{{"net", st.NetNS}, {"mnt", st.MountNS}} {
+			if !sameFile(proc+ns.file, ns.host) {
+				return fmt.Errorf("process %d is not in %s yet", p.Pid(), ns.host)
+			}
+		}
+		return nil
+	})
+	var err error
+	if o.net, err = os.Readlink(proc + "net"); err == nil {
+		o.mnt, err = os.Readlink(proc + "mnt")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	h := &testHost{veth: "kn" + hex.EncodeToString(suffix), hostIP: hostIP, nodeIP: nodeIP}
-	h.holder = exec.Command("unshare", "--net", "--mount", "--propagation", "slave", "--", "sleep", "infinity")
-	h.holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := h.holder.Start(); err != nil {
-		t.Fatalf("start the host's namespace holder: %v", err)
-	}
-	h.pid = h.holder.Process.Pid
-	t.Cleanup(func() { h.destroy(t) })
-	self, _ := os.Readlink("/proc/self/ns/net")
-	poll.Eventually(t, "the host's namespaces", func() error {
-		ns, err := os.Readlink("/proc/" + strconv.Itoa(h.pid) + "/ns/net")
-		if err != nil || ns == self {
-			return errors.New("unshare has not created them yet")
-		}
-		h.netNS = ns
-		h.mntNS, err = os.Readlink("/proc/" + strconv.Itoa(h.pid) + "/ns/mnt")
-		return err
-	})
-	pid := strconv.Itoa(h.pid)
-	run(t, "ip", "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", pid)
-	run(t, "ip", "addr", "add", hostIP+"/30", "dev", h.veth)
-	run(t, "ip", "link", "set", h.veth, "up")
-	h.run(t, "ip", "link", "set", "lo", "up")
-	h.run(t, "ip", "addr", "add", nodeIP+"/30", "dev", "eth0")
-	h.run(t, "ip", "link", "set", "eth0", "up")
-	h.run(t, "ip", "route", "add", "default", "via", hostIP)
-	return h
+	return o
 }
 
-// run runs a command on the machine and fails the test if it fails.
-func run(t *testing.T, name string, args ...string) string {
+// sameFile reports whether two paths are the same inode: a process's namespace and a
+// namespace file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// run runs a command in the observed network namespace.
+func (o *observer) run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
+	args = append([]string{"--target", strconv.Itoa(o.p.Pid()), "--net", "--", name}, args...)
+	out, err := exec.Command("nsenter", args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		t.Fatalf("nsenter %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
 
-// run runs a command in the host's network namespace.
-func (h *testHost) run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	return run(t, "nsenter", append([]string{"--target", strconv.Itoa(h.pid), "--net", "--", name}, args...)...)
-}
-
-// enter returns the nsenter arguments that run a program in the host's network and
-// mount namespaces, as a local cloud host runs its boot command.
-func (h *testHost) enter(program ...string) []string {
-	return append([]string{"--target", strconv.Itoa(h.pid), "--net", "--mount", "--"}, program...)
-}
-
-// addRoute routes dst through the host, as the local cloud's route table will.
-func (h *testHost) addRoute(t *testing.T, dst string) {
-	t.Helper()
-	run(t, "ip", "route", "add", dst, "via", h.nodeIP, "dev", h.veth)
-	h.routes = append(h.routes, dst)
-}
-
-// processes returns the processes in the host's namespaces, other than its holder.
-func (h *testHost) processes() []int {
+// processes returns the processes in the observed namespaces, other than the observer.
+func (o *observer) processes() []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == h.pid {
+		if err != nil || pid == o.p.Pid() {
 			continue
 		}
-		for _, ns := range []struct{ file, want string }{{"net", h.netNS}, {"mnt", h.mntNS}} {
+		for _, ns := range []struct{ file, want string }{{"net", o.net}, {"mnt", o.mnt}} {
 			if got, _ := os.Readlink("/proc/" + e.Name() + "/ns/" + ns.file); got == ns.want {
 				pids = append(pids, pid)
 				break
@@ -118,45 +144,14 @@ func (h *testHost) processes() []int {
 	return pids
 }
 
-// mounts returns the host's mount table.
-func (h *testHost) mounts(t *testing.T) []mountinfo.Mount {
+// mounts returns the observed mount table.
+func (o *observer) mounts(t *testing.T) []mountinfo.Mount {
 	t.Helper()
-	m, err := mountinfo.ReadFile("/proc/" + strconv.Itoa(h.pid) + "/mountinfo")
+	m, err := mountinfo.ReadFile("/proc/" + strconv.Itoa(o.p.Pid()) + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// destroy kills what is left in the host, then the holder, and removes the veth and
-// routes. It is the test's cleanup; a test may call it early to check the machine after.
-func (h *testHost) destroy(t *testing.T) {
-	if h.holder == nil {
-		return
-	}
-	for range 50 {
-		left := h.processes()
-		if len(left) == 0 {
-			break
-		}
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = h.holder.Process.Kill()
-	_ = h.holder.Wait()
-	h.holder = nil
-	for _, dst := range h.routes {
-		_ = exec.Command("ip", "route", "del", dst, "via", h.nodeIP).Run()
-	}
-	if err := exec.Command("ip", "link", "del", h.veth).Run(); err != nil {
-		// Gone with the network namespace, as it should be.
-		_ = err
-	}
-	if out, _ := exec.Command("ip", "link", "show", h.veth).CombinedOutput(); !bytes.Contains(out, []byte("does not exist")) {
-		t.Errorf("veth %s still exists after the host was destroyed: %s", h.veth, out)
-	}
 }
 
 // cgroupDirs returns the directories of cgroup path root that exist in any hierarchy.
@@ -173,4 +168,25 @@ func cgroupDirs(t *testing.T, root string) []string {
 		}
 	}
 	return out
+}
+
+// bootLog returns host id's boot log from its last line starting with from on ("" for
+// all of it).
+func bootLog(m *hosts.Machine, id, from string) string {
+	raw, _ := os.ReadFile(m.LogPath(id))
+	log := string(raw)
+	if i := strings.LastIndex(log, from); from != "" && i >= 0 {
+		return log[i:]
+	}
+	return log
+}
+
+// selfPath is the test binary's absolute path: a host's boot command runs elsewhere.
+func selfPath(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

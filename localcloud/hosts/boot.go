@@ -258,8 +258,10 @@ func (m *Machine) watch(h *host, gen uint64, p *bootProc) {
 		m.mu.Unlock()
 		// The boot process is the host's init: what it leaves behind goes with it, so
 		// the next boot does not find a second copy of everything.
-		if _, err := m.cg.kill(cgroup, killTimeout); err != nil {
+		if n, err := m.cg.kill(cgroup, killTimeout); err != nil {
 			m.log.Error(err, "killing what a host's boot process left", "id", h.id)
+		} else if n > 0 {
+			m.note(h.id, "boot process ended: killed %d processes it left", n)
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()

@@ -307,8 +307,10 @@ func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
 	}
 	m.mu.Unlock()
 	var errs []error
-	if _, err := m.cg.kill(up.Cgroup, killTimeout); err != nil {
+	if n, err := m.cg.kill(up.Cgroup, killTimeout); err != nil {
 		errs = append(errs, err)
+	} else if n > 0 {
+		m.note(rec.ID, "host going down: killed %d processes left in it", n)
 	}
 	for _, f := range []string{up.MountNS, up.UTSNS} {
 		if err := unmount(f); err != nil {

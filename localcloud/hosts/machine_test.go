@@ -212,4 +212,7 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 			t.Errorf("process %d outlived stop: %+v", pid, s)
 		}
 	}
+	if log := readLog(m, spec.ID); !strings.Contains(log, "killed 3 processes left in it") {
+		t.Errorf("the boot log does not say what the stop killed:\n%s", log)
+	}
 }
