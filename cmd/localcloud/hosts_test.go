@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
@@ -157,13 +158,8 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 
 // alive reports whether pid runs (a zombie does not).
 func alive(pid int) bool {
-	raw, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	s, err := procstat.Read(pid)
+	return err == nil && s.Alive()
 }
 
 // countProcs counts living processes whose command line is cmdline and that are pid or
