@@ -7,7 +7,9 @@
 //
 // `demo-http get URL` is its client, the one other program in the image: it GETs URL
 // (within 3 seconds), prints the body and exits 0 on a 200 answer, else prints why and
-// exits 1. Run with `kubectl exec`, it is how a test reaches one pod from another.
+// exits 1. Run with `kubectl exec`, it is how a test reaches one pod from another. Any
+// other argument is a usage error (exit 2) naming it: the server takes none, so a
+// container's args meant for something else do not turn it into a client.
 package main
 
 import (
@@ -38,23 +40,40 @@ type Answer struct {
 // at all, and a test waiting on it should not hang.
 const getTimeout = 3 * time.Second
 
+// usage is the command line.
+const usage = "usage: demo-http (serve on :$PORT) | demo-http get URL"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if len(os.Args) > 1 {
-		if err := client(ctx, os.Stdout, os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "demo-http:", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "demo-http:", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context) error {
+// run runs the command line args and returns the exit code: 0, 1 when serving or the
+// GET failed, 2 for a usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var err error
+	switch {
+	case len(args) == 0:
+		err = serve(ctx)
+	case args[0] == "get" && len(args) == 2:
+		err = get(ctx, stdout, args[1])
+	case args[0] == "get":
+		fmt.Fprintf(stderr, "demo-http: get takes one URL, got %q\n%s\n", args[1:], usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "demo-http: unknown argument %q\n%s\n", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "demo-http:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context) error {
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -112,14 +131,11 @@ func handler(getenv func(string) string) http.Handler {
 	return mux
 }
 
-// client runs `demo-http get URL`: it writes the body of a 200 answer to w.
-func client(ctx context.Context, w io.Writer, args []string) error {
-	if len(args) != 2 || args[0] != "get" {
-		return fmt.Errorf("usage: demo-http [get URL]; got %q", args)
-	}
+// get runs `demo-http get URL`: it writes the body of a 200 answer to w.
+func get(ctx context.Context, w io.Writer, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, getTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[1], nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -132,10 +148,10 @@ func client(ctx context.Context, w io.Writer, args []string) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", args[1], err)
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", args[1], resp.Status, body)
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	_, err = w.Write(body)
 	return err

@@ -54,35 +54,37 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-func TestClient(t *testing.T) {
+// TestCommandLine: no argument serves; `get URL` is the client (exit 0 on a 200, 1
+// otherwise); anything else is a usage error, exit 2, naming what was wrong.
+func TestCommandLine(t *testing.T) {
 	env := map[string]string{"POD_NAME": "web-2"}
 	srv := httptest.NewServer(handler(func(k string) string { return env[k] }))
 	defer srv.Close()
 
 	tests := []struct {
-		name    string
-		args    []string
-		want    string // in the output, or in the error
-		wantErr bool
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
 	}{
-		{name: "answer", args: []string{"get", srv.URL + "/"}, want: `"pod":"web-2"`},
-		{name: "not found", args: []string{"get", srv.URL + "/nothing"}, want: "404", wantErr: true},
-		{name: "refused", args: []string{"get", "http://127.0.0.1:1/"}, want: "refused", wantErr: true},
-		{name: "usage", args: []string{"fetch", srv.URL}, want: "usage", wantErr: true},
+		{name: "answer", args: []string{"get", srv.URL + "/"}, stdout: `"pod":"web-2"`},
+		{name: "not found", args: []string{"get", srv.URL + "/nothing"}, code: 1, stderr: "404"},
+		{name: "refused", args: []string{"get", "http://127.0.0.1:1/"}, code: 1, stderr: "refused"},
+		{name: "a flag", args: []string{"--port", "9090"}, code: 2, stderr: `unknown argument "--port"`},
+		{name: "another command", args: []string{"fetch", srv.URL}, code: 2, stderr: `unknown argument "fetch"`},
+		{name: "get without a URL", args: []string{"get"}, code: 2, stderr: "get takes one URL"},
+		{name: "get with two URLs", args: []string{"get", srv.URL, srv.URL}, code: 2, stderr: "get takes one URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out strings.Builder
-			err := client(t.Context(), &out, tt.args)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("client(%q) error %v, want error %v", tt.args, err, tt.wantErr)
+			var stdout, stderr strings.Builder
+			code := run(t.Context(), tt.args, &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 			}
-			got := out.String()
-			if err != nil {
-				got = err.Error()
-			}
-			if !strings.Contains(got, tt.want) {
-				t.Errorf("client(%q) = %q, want it to contain %q", tt.args, got, tt.want)
+			if tt.code == 2 && !strings.Contains(stderr.String(), "usage:") {
+				t.Errorf("run(%q): a usage error without the usage: %q", tt.args, stderr.String())
 			}
 		})
 	}
