@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/nephele-dev/nephele/internal/atomicfile"
 )
 
 // Annotations of the index entry that name the image. containerd's importer takes the
@@ -71,25 +71,10 @@ func WriteIndexArchive(path, ref string, idx v1.ImageIndex) error {
 	})
 }
 
-// writeFile writes path through write, under a temporary name renamed at the end.
+// writeFile writes path through write, whole and durably (atomicfile).
 func writeFile(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write image archive %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write image archive %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write image archive %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write image archive %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write image archive %s: %w", path, err)
+	if err := atomicfile.WriteFunc(path, 0o644, write); err != nil {
+		return fmt.Errorf("image archive: %w", err)
 	}
 	return nil
 }

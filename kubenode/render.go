@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/nephele-dev/nephele/internal/atomicfile"
 )
 
 // File is a file the node runtime writes.
@@ -78,29 +80,12 @@ func RenderCNI(n *Node, podCIDR string) (File, error) {
 	return File{Path: n.Paths.CNIConflist, Data: data, Mode: 0o644}, nil
 }
 
-// write writes f atomically: readers (containerd watches the CNI directory) see the old
-// file or the new one, never half of one.
+// write writes f atomically and durably: readers (containerd watches the CNI directory)
+// see the old file or the new one, never half of one, and so does the next boot after a
+// crash.
 func (f File) write() error {
 	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), "."+filepath.Base(f.Path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", f.Path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(f.Data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), f.Mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), f.Path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", f.Path, err)
-	}
-	return nil
+	return atomicfile.Write(f.Path, f.Data, f.Mode)
 }

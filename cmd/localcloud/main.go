@@ -22,7 +22,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
+	"github.com/nephele-dev/nephele/internal/atomicfile"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/faults"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
@@ -272,7 +272,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.addressFile != "" {
-		if err := writeFileAtomic(o.addressFile, srv.Addr()+"\n"); err != nil {
+		if err := atomicfile.Write(o.addressFile, []byte(srv.Addr()+"\n"), 0o600); err != nil {
 			return srv.Release(context.Background(), fmt.Errorf("--address-file: %w", err))
 		}
 		defer func() { _ = os.Remove(o.addressFile) }()
@@ -301,26 +301,4 @@ func countSet(fs *pflag.FlagSet, names ...string) int {
 		}
 	}
 	return n
-}
-
-// writeFileAtomic writes content so that readers see the whole file or none of it.
-func writeFileAtomic(path, content string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.WriteString(content); err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }

@@ -27,12 +27,22 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 	first := running(t, m, spec.ID)
 	st, _ := m.Status(spec.ID)
 
-	// The journal's temporary file is a directory: every write of the journal fails.
-	block := filepath.Join(m.Dir(), "journal.json.tmp")
-	if err := os.Mkdir(block, 0o700); err != nil {
+	// The journal is a mount point (itself bound on itself): no file can be renamed
+	// over it, so every write of the journal fails.
+	journal := filepath.Join(m.Dir(), "journal.json")
+	if err := syscall.Mount(journal, journal, "", syscall.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(block)
+	bound := true
+	unbind := func() {
+		if bound {
+			if err := syscall.Unmount(journal, 0); err != nil {
+				t.Fatal(err)
+			}
+			bound = false
+		}
+	}
+	defer unbind()
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +60,7 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 	if procs := cgroupProcs(t, st.Cgroup); len(procs) != 1 || procs[0] != now.BootPID {
 		t.Errorf("the host's cgroup holds %v, want only the supervised boot process %d", procs, now.BootPID)
 	}
-	if err := os.Remove(block); err != nil {
-		t.Fatal(err)
-	}
+	unbind()
 	if err := m.Stop(ctx, spec.ID); err != nil {
 		t.Fatal(err)
 	}

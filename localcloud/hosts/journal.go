@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/nephele-dev/nephele/internal/atomicfile"
 )
 
 // journalVersion is written into new journals; a newer one is refused rather than misread.
@@ -126,29 +128,8 @@ func (j *journal) save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encoding the host journal: %w", err)
 	}
-	path := filepath.Join(dir, journalName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, journalName), append(raw, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing the host journal: %w", err)
-	}
-	_, err = f.Write(append(raw, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing the host journal %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }
