@@ -279,6 +279,22 @@ func (c *cluster) kubeadmControlPlane(version string, apiserverFlags, kcmFlags [
 
 var specs = controllers.Default()
 
+// plan makes the runbook of move for s and returns its text.
+func plan(t *testing.T, s *handover.Snapshot, move handover.Move, target handover.Target, why string) []byte {
+	t.Helper()
+	target.Specs = specs
+	rb, err := handover.NewRunbook(s, move, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb.Why = why
+	var out bytes.Buffer
+	if err := rb.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 func TestPlanFromKubeControllerManager(t *testing.T) {
 	c := newCluster(t)
 	c.node("cp1", "gce://proj/europe-west1-b/cp1", false)
@@ -296,16 +312,7 @@ func TestPlanFromKubeControllerManager(t *testing.T) {
 	if err != nil || from != handover.FromKubeControllerManager {
 		t.Fatalf("DetectSource = %q, %q, %v; want kube-controller-manager", from, why, err)
 	}
-	rb, err := handover.NewRunbook(s, handover.Move{From: from}, handover.Target{Provider: "gce", Specs: specs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb.Why = why
-	var out bytes.Buffer
-	if err := rb.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "plan-kube-controller-manager.txt", out.Bytes())
+	golden(t, "plan-kube-controller-manager.txt", plan(t, s, handover.Move{From: from}, handover.Target{Provider: "gce"}, why))
 
 }
 
@@ -327,16 +334,8 @@ func TestPlanRollbackToKubeControllerManager(t *testing.T) {
 	if _, _, err := handover.DetectSource(s, ""); !errors.Is(err, handover.ErrNothingToMove) {
 		t.Fatalf("DetectSource after the move = %v, want ErrNothingToMove", err)
 	}
-	rb, err := handover.NewRunbook(s, handover.Move{From: handover.FromKubeControllerManager, Rollback: true},
-		handover.Target{Provider: "gce", InTreeProvider: "gce", Specs: specs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := rb.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "plan-kube-controller-manager-rollback.txt", out.Bytes())
+	golden(t, "plan-kube-controller-manager-rollback.txt", plan(t, s, handover.Move{From: handover.FromKubeControllerManager, Rollback: true},
+		handover.Target{Provider: "gce", InTreeProvider: "gce"}, ""))
 }
 
 func TestPlanFromKubeControllerManagerBeforeV128(t *testing.T) {
@@ -399,26 +398,8 @@ func TestPlanFromCloudControllerManager(t *testing.T) {
 	if err != nil || from != handover.FromCloudControllerManager {
 		t.Fatalf("DetectSource = %q, %q, %v; want cloud-controller-manager", from, why, err)
 	}
-	rb, err := handover.NewRunbook(s, handover.Move{From: from}, handover.Target{Provider: "local", Specs: specs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb.Why = why
-	var out bytes.Buffer
-	if err := rb.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "plan-cloud-controller-manager.txt", out.Bytes())
-
-	rb, err = handover.NewRunbook(s, handover.Move{From: from, Rollback: true}, handover.Target{Provider: "local", Specs: specs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := rb.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "plan-cloud-controller-manager-rollback.txt", out.Bytes())
+	golden(t, "plan-cloud-controller-manager.txt", plan(t, s, handover.Move{From: from}, handover.Target{Provider: "local"}, why))
+	golden(t, "plan-cloud-controller-manager-rollback.txt", plan(t, s, handover.Move{From: from, Rollback: true}, handover.Target{Provider: "local"}, ""))
 }
 
 func TestPlanSeesOnlyWhatItMayRead(t *testing.T) {
@@ -473,13 +454,10 @@ func TestPlanSeesOnlyWhatItMayRead(t *testing.T) {
 	if err != nil || from != handover.FromCloudControllerManager || !strings.Contains(why, "lease kube-system/cloud-controller-manager is held") {
 		t.Fatalf("DetectSource = %q, %q, %v; want cloud-controller-manager from its lease", from, why, err)
 	}
-	rb, err := handover.NewRunbook(s, handover.Move{From: from}, handover.Target{Specs: specs})
-	c.check(err, "making the runbook")
-	var out bytes.Buffer
-	c.check(rb.WriteText(&out), "writing the runbook")
+	out := string(plan(t, s, handover.Move{From: from}, handover.Target{}, why))
 	for _, want := range []string{"not readable: Deployments in kube-system (Forbidden)", "cloud-controller-manager (every instance; none is visible in the API)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the runbook does not say %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("the runbook does not say %q:\n%s", want, out)
 		}
 	}
 }

@@ -310,16 +310,7 @@ func (b *builder) backToKCM(kcmFile, nephFile File) []Step {
 	kcm, ml, nl := b.old.where(), b.lease(b.t.MigrationLease), b.lease(b.t.Lease)
 	kcmLease := b.lease(b.old.lease)
 	return []Step{
-		{
-			Title:   "Run nephele with leader migration",
-			Why:     fmt.Sprintf("nephele runs %s only while it holds %s, which it takes at once: nobody else campaigns for it.", b.migratedNames(nephName), ml),
-			Changes: []Change{{Component: b.nephele(), Add: migrationFlags(nephFile), Do: []string{"mount " + nephFile.Path + " from a ConfigMap"}}},
-			Files:   []File{nephFile},
-			Check: Expectation{
-				Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s (nephele)", ml, nl)},
-				Commands: []string{b.statusCommand()},
-			},
-		},
+		b.nepheleWithMigration(nephFile),
 		{
 			Title:   "Switch the kubelets back to the in-tree cloud provider",
 			Why:     "One node at a time. nephele's cloud-node-controller goes on running until the last step; a kubelet with the in-tree provider sets its own addresses.",
@@ -344,16 +335,7 @@ func (b *builder) backToKCM(kcmFile, nephFile File) []Step {
 				Commands: []string{b.statusCommand()},
 			},
 		},
-		{
-			Title: "Stop nephele",
-			Why: fmt.Sprintf("nephele releases %s when it stops, so kube-controller-manager takes it over within about 2.2 retry periods and starts %s.",
-				ml, b.migratedNames(oldName)),
-			Changes: []Change{{Component: b.nephele(), Do: []string{"scale it to zero replicas, or delete it"}}},
-			Check: Expectation{
-				Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s (kube-controller-manager); lease %s is released or stale", ml, kcmLease, nl)},
-				Commands: []string{b.statusCommand()},
-			},
-		},
+		b.stopNephele(kcmLease),
 		{
 			Title:   "Run kube-controller-manager without leader migration",
 			Why:     "One control-plane node at a time; its instances hand over through their main lease, as on any rollout.",
@@ -427,16 +409,7 @@ func (b *builder) fromCCM(ccmFile, nephFile File) []Step {
 func (b *builder) backToCCM(ccmFile, nephFile File) []Step {
 	ccm, ml, nl, ol := b.old.where(), b.lease(b.t.MigrationLease), b.lease(b.t.Lease), b.lease(b.old.lease)
 	return []Step{
-		{
-			Title:   "Run nephele with leader migration",
-			Why:     fmt.Sprintf("nephele runs %s only while it holds %s, which it takes at once: nobody else campaigns for it.", b.migratedNames(nephName), ml),
-			Changes: []Change{{Component: b.nephele(), Add: migrationFlags(nephFile), Do: []string{"mount " + nephFile.Path + " from a ConfigMap"}}},
-			Files:   []File{nephFile},
-			Check: Expectation{
-				Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s (nephele)", ml, nl)},
-				Commands: []string{b.statusCommand()},
-			},
-		},
+		b.nepheleWithMigration(nephFile),
 		{
 			Title:   "Start the old cloud-controller-manager with leader migration",
 			Why:     fmt.Sprintf("It leads on %s and waits for %s, which nephele holds.", ol, ml),
@@ -447,16 +420,7 @@ func (b *builder) backToCCM(ccmFile, nephFile File) []Step {
 				Commands: []string{b.statusCommand()},
 			},
 		},
-		{
-			Title: "Stop nephele",
-			Why: fmt.Sprintf("nephele releases %s when it stops, so the old cloud-controller-manager takes it over within about 2.2 retry periods and starts %s.",
-				ml, b.migratedNames(oldName)),
-			Changes: []Change{{Component: b.nephele(), Do: []string{"scale it to zero replicas, or delete it"}}},
-			Check: Expectation{
-				Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s; lease %s is released or stale", ml, ol, nl)},
-				Commands: []string{b.statusCommand()},
-			},
-		},
+		b.stopNephele(ol),
 		{
 			Title:   "Run the old cloud-controller-manager without leader migration",
 			Why:     "Its replicas hand over through their main lease, as on any rollout.",
@@ -467,4 +431,44 @@ func (b *builder) backToCCM(ccmFile, nephFile File) []Step {
 			},
 		},
 	}
+}
+
+// nepheleWithMigration is the first step back: nephele guards the moving controllers
+// with the migration lease again, which nobody else holds.
+func (b *builder) nepheleWithMigration(nephFile File) Step {
+	ml, nl := b.lease(b.t.MigrationLease), b.lease(b.t.Lease)
+	return Step{
+		Title:   "Run nephele with leader migration",
+		Why:     fmt.Sprintf("nephele runs %s only while it holds %s, which it takes at once: nobody else campaigns for it.", b.migratedNames(nephName), ml),
+		Changes: []Change{{Component: b.nephele(), Add: migrationFlags(nephFile), Do: []string{"mount " + nephFile.Path + " from a ConfigMap"}}},
+		Files:   []File{nephFile},
+		Check: Expectation{
+			Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s (nephele)", ml, nl)},
+			Commands: []string{b.statusCommand()},
+		},
+	}
+}
+
+// stopNephele hands the migration lease back to the old component, whose main lease is
+// oldLease.
+func (b *builder) stopNephele(oldLease string) Step {
+	ml, nl := b.lease(b.t.MigrationLease), b.lease(b.t.Lease)
+	return Step{
+		Title: "Stop nephele",
+		Why: fmt.Sprintf("nephele releases %s when it stops, so %s takes it over at its next try (within 2.2 retry periods) and starts %s.",
+			ml, b.oldComponent(), b.migratedNames(oldName)),
+		Changes: []Change{{Component: b.nephele(), Do: []string{"scale it to zero replicas, or delete it"}}},
+		Check: Expectation{
+			Expect:   []string{fmt.Sprintf("lease %s is held by the holder of %s (%s); lease %s is released or stale", ml, oldLease, b.oldComponent(), nl)},
+			Commands: []string{b.statusCommand()},
+		},
+	}
+}
+
+// oldComponent names the component the controllers move from in prose.
+func (b *builder) oldComponent() string {
+	if b.old.kind == CloudControllerManager {
+		return "the old cloud-controller-manager"
+	}
+	return string(b.old.kind)
 }

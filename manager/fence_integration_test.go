@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -97,20 +95,7 @@ func TestPausedLeaderMakesNoCloudCalls(t *testing.T) {
 	b := startCCM(t, e, append(timing, "--cloud-config="+w.cloudConfig(t, "b"))...)
 	name := map[int]string{a.Pid(): "a", b.Pid(): "b"}
 
-	var leader, follower *proctest.Process
-	poll.Within(t, 60*time.Second, "one replica to run every controller", func() error {
-		r := runners(t, e.Client, 2*time.Second)
-		errA, errB := runsOnly(r, a.Pid(), allControllers...), runsOnly(r, b.Pid(), allControllers...)
-		switch {
-		case errA == nil:
-			leader, follower = a, b
-		case errB == nil:
-			leader, follower = b, a
-		default:
-			return errors.Join(errA, errB)
-		}
-		return nil
-	})
+	leader, follower := leaderOf(t, e, a, b)
 	poll.Eventually(t, "the leader's cloud calls to reach the cloud", func() error {
 		if n := w.callsBetween(name[leader.Pid()], time.Time{}, time.Now()); n < 5 {
 			return fmt.Errorf("%d calls so far", n)

@@ -199,20 +199,9 @@ func runsOnly(r map[string][]int, pid int, want ...string) error {
 	return nil
 }
 
-var allControllers = []string{manager.CloudNodeController, manager.CloudNodeLifecycleController,
-	manager.ServiceLBController, manager.NodeRouteController}
-
-func TestLeaderElectionFailover(t *testing.T) {
-	e := env(t)
-	clearHeartbeats(t, e.Client)
-	const lease = "failover-ccm"
-	// Short, upstream-proportioned timings keep the test quick.
-	timing := []string{"--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=6s",
-		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
-	a := startCCM(t, e, timing...)
-	b := startCCM(t, e, timing...)
-
-	var leader, follower *proctest.Process
+// leaderOf waits until one of a and b runs every controller and returns it first.
+func leaderOf(t *testing.T, e *controlplane.Env, a, b *proctest.Process) (leader, follower *proctest.Process) {
+	t.Helper()
 	poll.Within(t, 60*time.Second, "one replica to run every controller", func() error {
 		r := runners(t, e.Client, 2*time.Second)
 		errA, errB := runsOnly(r, a.Pid(), allControllers...), runsOnly(r, b.Pid(), allControllers...)
@@ -226,6 +215,23 @@ func TestLeaderElectionFailover(t *testing.T) {
 		}
 		return nil
 	})
+	return leader, follower
+}
+
+var allControllers = []string{manager.CloudNodeController, manager.CloudNodeLifecycleController,
+	manager.ServiceLBController, manager.NodeRouteController}
+
+func TestLeaderElectionFailover(t *testing.T) {
+	e := env(t)
+	clearHeartbeats(t, e.Client)
+	const lease = "failover-ccm"
+	// Short, upstream-proportioned timings keep the test quick.
+	timing := []string{"--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=6s",
+		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	a := startCCM(t, e, timing...)
+	b := startCCM(t, e, timing...)
+
+	leader, follower := leaderOf(t, e, a, b)
 	// Exactly one leader: over several renewals the follower never runs anything.
 	for i := 0; i < 10; i++ {
 		time.Sleep(300 * time.Millisecond)
