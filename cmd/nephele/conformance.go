@@ -15,6 +15,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/internal/atomicfile"
 	"github.com/nephele-dev/nephele/providers/local"
 	"github.com/nephele-dev/nephele/providers/local/localtest"
 )
@@ -190,20 +191,8 @@ func checkReportDir(dir string) error {
 	return nil
 }
 
-// writeReport writes path through a temporary file, so that a CI job never reads a
+// writeReport writes path whole (atomicfile), so that a CI job never reads a
 // half-written report.
 func writeReport(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFunc(path, 0o644, write)
 }
