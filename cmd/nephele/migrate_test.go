@@ -309,3 +309,20 @@ func TestMigrateFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestMigrateStatusWatchRidesOutErrorsUntilStopped(t *testing.T) {
+	// No cluster at all: each refresh says so on stderr, and the watch goes on until
+	// it is interrupted, then exits cleanly.
+	p := proctest.Start(t, "nephele migrate", "migrate", "status", "--watch", "--interval", "100ms",
+		"--kubeconfig", filepath.Join(t.TempDir(), "none"))
+	poll.Eventually(t, "three refreshes", func() error {
+		if n := strings.Count(p.Output(), "(every 100ms)"); n < 3 {
+			return fmt.Errorf("%d refreshes so far:\n%s", n, p.Output())
+		}
+		return nil
+	})
+	if !strings.Contains(p.Output(), "migrate status: --kubeconfig:") {
+		t.Errorf("the watch does not say why it cannot read the cluster:\n%s", p.Output())
+	}
+	p.Stop(t, time.Minute)
+}
