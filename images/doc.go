@@ -14,7 +14,9 @@
 // /etc/passwd and /etc/group naming root and the nonroot user (NonRootUser) the
 // in-cluster programs run as. Nothing else: no shell, no libc, no package manager.
 //
-// Images are linux/amd64 unless BuildOptions.Platforms says otherwise; with several
+// Images are linux/amd64 unless BuildOptions.Platforms says otherwise (HostPlatform is
+// this machine's, which images for its own nodes need, refused by name on an
+// architecture nephele builds nothing for); with several
 // platforms (linux/amd64 and linux/arm64 cross-compile cleanly, cgo off) an archive holds
 // an OCI image index of one image per platform. Each image config names its platform
 // (without which containerd's import does not match it) and carries the OCI labels

@@ -2,6 +2,8 @@ package images
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -27,6 +29,19 @@ var (
 // supportedPlatforms are the platforms a static, cgo-free nephele binary is known to
 // cross-compile for cleanly (`GOARCH=arm64 CGO_ENABLED=0 go build` of every command).
 var supportedPlatforms = []Platform{LinuxAMD64, LinuxARM64}
+
+// HostPlatform is this machine's platform, linux and runtime.GOARCH: that of the nodes
+// nephele runs here, whose images must match it. On an architecture nephele builds no
+// images for it fails, naming GOARCH.
+func HostPlatform() (Platform, error) { return hostPlatform(runtime.GOARCH) }
+
+func hostPlatform(goarch string) (Platform, error) {
+	p := Platform{OS: "linux", Architecture: goarch}
+	if !slices.Contains(supportedPlatforms, p) {
+		return Platform{}, fmt.Errorf("this machine's architecture, GOARCH=%s, is not one nephele builds images for (%s)", goarch, platformList(supportedPlatforms))
+	}
+	return p, nil
+}
 
 // String is os/architecture.
 func (p Platform) String() string { return p.OS + "/" + p.Architecture }

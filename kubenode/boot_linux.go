@@ -54,7 +54,7 @@ func newRunner(n *Node, log logr.Logger) *runner {
 	return &runner{
 		n:   n,
 		log: log,
-		ctr: ctr{path: n.Binaries.Ctr, address: n.Paths.ContainerdSocket},
+		ctr: ctr{path: n.Binaries.Ctr, address: n.Paths.ContainerdSocket, platform: nodePlatform()},
 		status: Status{
 			Node:     n.Config.NodeName,
 			Started:  time.Now(),

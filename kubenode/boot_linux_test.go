@@ -59,8 +59,12 @@ func TestBootRealNode(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 
+	platform, err := images.HostPlatform()
+	if err != nil {
+		t.Fatal(err)
+	}
 	built, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleRoot(t), OutDir: filepath.Join(dir, "images"),
-		Source: images.Source{Version: "test"}}, images.Pause, images.DemoHTTP)
+		Source: images.Source{Version: "test"}, Platforms: []images.Platform{platform}}, images.Pause, images.DemoHTTP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,13 @@ const criNamespace = "k8s.io"
 type ctr struct {
 	path    string
 	address string
+	// platform is the platform of the images to import: this node's, linux and
+	// runtime.GOARCH.
+	platform string
 }
+
+// nodePlatform is the platform of this node's images: the machine's.
+func nodePlatform() string { return "linux/" + runtime.GOARCH }
 
 // run runs ctr with args and returns its standard output.
 func (c ctr) run(ctx context.Context, args ...string) (string, error) {
@@ -41,10 +48,14 @@ func (c ctr) ready(ctx context.Context) error {
 	return err
 }
 
-// importImage imports an OCI archive into the CRI namespace, unpacked for kubelet.
+// importImage imports an OCI archive into the CRI namespace, unpacked for kubelet: the
+// image of the node's platform, which the archive must hold (nephele node images builds
+// it for the machine it runs on).
 func (c ctr) importImage(ctx context.Context, archive string) error {
-	_, err := c.run(ctx, "--namespace", criNamespace, "images", "import", "--platform", "linux/amd64", archive)
-	return err
+	if _, err := c.run(ctx, "--namespace", criNamespace, "images", "import", "--platform", c.platform, archive); err != nil {
+		return fmt.Errorf("importing the %s image (this node's GOARCH is %s): %w", c.platform, runtime.GOARCH, err)
+	}
+	return nil
 }
 
 // images lists the image references of the CRI namespace.

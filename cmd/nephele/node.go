@@ -77,7 +77,8 @@ func newNodeImagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "images --out DIR",
 		Short: "Build the pause and demo-http images as OCI archives",
-		Long: `images compiles cmd/pause and cmd/demo-http as static linux/amd64 binaries and packs each
+		Long: `images compiles cmd/pause and cmd/demo-http as static binaries for this machine's
+platform (linux and its architecture: amd64 or arm64; the nodes run here) and packs each
 into a reproducible OCI image (no docker, no registry), written to DIR/<name>.tar for a
 node's images list. It prints each image's reference and digest. It needs the nephele
 source tree (--source-dir) and the go command.`,
@@ -101,7 +102,12 @@ func runNodeImages(ctx context.Context, stdout io.Writer, sourceDir, out string,
 	if err != nil {
 		return err
 	}
-	built, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: out, Source: src}, images.Pause, images.DemoHTTP)
+	platform, err := images.HostPlatform()
+	if err != nil {
+		return fmt.Errorf("node images: %w", err)
+	}
+	built, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: out, Source: src,
+		Platforms: []images.Platform{platform}}, images.Pause, images.DemoHTTP)
 	if err != nil {
 		return err
 	}
