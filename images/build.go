@@ -57,11 +57,15 @@ type Program struct {
 }
 
 // Ref is the image reference of p at version, e.g. nephele.local/pause:dev.
-func (p Program) Ref(version string) string {
+func (p Program) Ref(version string) string { return p.RefIn(Registry, version) }
+
+// RefIn is the image reference of p at version under repository prefix registry, e.g.
+// registry.example.com/team/cloud-provider-example:v0.1.0.
+func (p Program) RefIn(registry, version string) string {
 	if version == "" {
 		version = DefaultVersion
 	}
-	return Registry + "/" + p.Name + ":" + tag(version)
+	return registry + "/" + p.Name + ":" + tag(version)
 }
 
 // Spec is p's image spec: the base (BaseFiles) and binary at /Name, for platform.
@@ -108,6 +112,8 @@ type BuildOptions struct {
 	Platforms []Platform
 	// Source gives the labels; Source.Version (DefaultVersion when empty) is the tag.
 	Source Source
+	// Registry is the repository prefix of the references, Registry when empty.
+	Registry string
 	// Go is the go command; "go" when empty.
 	Go string
 }
@@ -152,7 +158,11 @@ func Build(ctx context.Context, opts BuildOptions, programs ...Program) ([]Built
 	}
 	built := make([]Built, 0, len(programs))
 	for _, p := range programs {
-		b := Built{Program: p, Ref: p.Ref(opts.Source.Version), Archive: filepath.Join(opts.OutDir, p.Name+".tar")}
+		registry := opts.Registry
+		if registry == "" {
+			registry = Registry
+		}
+		b := Built{Program: p, Ref: p.RefIn(registry, opts.Source.Version), Archive: filepath.Join(opts.OutDir, p.Name+".tar")}
 		var imgs []v1.Image
 		for _, platform := range platforms {
 			img, err := buildImage(ctx, opts, p, platform)
