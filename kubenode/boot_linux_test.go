@@ -161,6 +161,12 @@ func TestBootRealNode(t *testing.T) {
 	})
 	ready := time.Since(began)
 	podCIDR := node.Spec.PodCIDR
+	poll.Eventually(t, "the runtime to say in the host's boot log that the node is up", func() error {
+		if log := bootLog(m, spec.ID, ""); !strings.Contains(log, "Node is up") {
+			return fmt.Errorf("it holds:\n%s", log)
+		}
+		return nil
+	})
 	conflist, err := os.ReadFile(filepath.Join(hostDir, "node", "cni", "net.d", "10-nephele.conflist"))
 	if err != nil || !strings.Contains(string(conflist), `"subnet": "`+podCIDR+`"`) {
 		t.Errorf("CNI configuration for %s: %v\n%s", podCIDR, err, conflist)
