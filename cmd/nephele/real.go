@@ -170,7 +170,7 @@ Use it with kubectl:
   %s create deployment hello --image=%s --replicas=%d --port=8080
   %s expose deployment hello --type=LoadBalancer --port=8080
   %s get service hello          # EXTERNAL-IP: a VIP of the local cloud's load balancer
-  curl http://<EXTERNAL-IP>:8080/   # a pod answers, naming itself and its node
+  curl http://<EXTERNAL-IP>:8080/   # a pod answers with its name
   %s logs deploy/hello
   %s exec deploy/hello -- /demo-http get http://<another pod's IP>:8080/
 
