@@ -73,7 +73,7 @@ func stripNote(s string) string {
 // TestKeep trims a log that grows while it runs, until its context ends.
 func TestKeep(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.log")
-	if err := os.WriteFile(path, []byte(strings.Repeat("x", 100)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", 1000)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -81,7 +81,7 @@ func TestKeep(t *testing.T) {
 	var mu sync.Mutex
 	var reported []string
 	wg.Go(func() {
-		logcap.Keep(ctx, 10*time.Millisecond, 50, func() []string { return []string{path, filepath.Join(path, "not-a-dir")} },
+		logcap.Keep(ctx, 10*time.Millisecond, 500, func() []string { return []string{path, filepath.Join(path, "not-a-dir")} },
 			func(p string, err error) {
 				mu.Lock()
 				reported = append(reported, fmt.Sprint(p, err))
@@ -89,8 +89,13 @@ func TestKeep(t *testing.T) {
 			})
 	})
 	poll.Eventually(t, "the log to be trimmed", func() error {
-		if fi, err := os.Stat(path); err != nil || fi.Size() > 100 || fi.Size() == 100 {
-			return fmt.Errorf("log: %v, %v", fi, err)
+		log, err := os.ReadFile(path)
+		if err != nil || !strings.HasPrefix(string(log), "--- ") {
+			return fmt.Errorf("log: %q, %v", log, err)
+		}
+		old, err := os.ReadFile(path + ".1")
+		if err != nil || len(old) != 1000 {
+			return fmt.Errorf("old log: %d bytes, %v", len(old), err)
 		}
 		return nil
 	})
