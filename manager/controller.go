@@ -92,6 +92,20 @@ type ControllerContext struct {
 	Logger logr.Logger
 }
 
+// Instances returns the provider's per-node instance capability, or an error wrapping
+// ErrControllerDisabled that names the provider when it has none: what every node
+// controller needs before it can run.
+func (cc *ControllerContext) Instances() (cloud.Instances, error) {
+	if cc.Cloud == nil {
+		return nil, Disabled("no cloud provider")
+	}
+	instances, ok := cc.Cloud.Instances()
+	if !ok || instances == nil {
+		return nil, Disabled("provider %s has no Instances capability", cc.Cloud.ProviderName())
+	}
+	return instances, nil
+}
+
 // Inventory is the shared view of every instance in the cloud, kept when the provider
 // implements batch listing. The cloud is listed only on demand: controllers ask for a
 // listing no older than they need, and concurrent askers share one cloud call, so a

@@ -13,9 +13,9 @@ func Spec() manager.ControllerSpec {
 		Aliases:    []string{"cloud-node-lifecycle"},
 		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
-			instances, ok := cc.Cloud.Instances()
-			if !ok || instances == nil {
-				return nil, manager.Disabled("provider %s has no Instances capability", cc.Cloud.ProviderName())
+			instances, err := cc.Instances()
+			if err != nil {
+				return nil, err
 			}
 			return New(Config{
 				Client:              cc.Client,
