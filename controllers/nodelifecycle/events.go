@@ -2,7 +2,7 @@ package nodelifecycle
 
 // Event reasons.
 const (
-	EventDeletingNode       = "DeletingNode"
-	EventDeletingNodeFailed = "DeletingNodeFailed"
-	EventNodeDeletionSafeMode           = "NodeDeletionSafeMode"
+	EventDeletingNode         = "DeletingNode"
+	EventDeletingNodeFailed   = "DeletingNodeFailed"
+	EventNodeDeletionSafeMode = "NodeDeletionSafeMode"
 )
