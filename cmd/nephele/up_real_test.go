@@ -88,17 +88,21 @@ func TestUpRealNodes(t *testing.T) {
 
 	// Ranges and a bridge of the test's own, so that it meets neither a `nephele up` of
 	// the developer's nor the other packages' host tests.
+	// The pod and Service ranges are the test's own too: two runs at once (a developer's
+	// and CI's) would otherwise guard each other's routes.
 	bridge := fmt.Sprintf("nphup%06x", rand.IntN(1<<24))
 	n := rand.IntN(200)
 	instanceRange := fmt.Sprintf("10.86.%d.0/24", n)
+	pods := 160 + 2*rand.IntN(40) // 10.160-10.238, even: the Service range is the odd one after it
+	clusterCIDR, serviceCIDR := fmt.Sprintf("10.%d.0.0/16", pods), fmt.Sprintf("10.%d.0.0/16", pods+1)
 	vipPool, _ := loopbackRanges()
-	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), "10.232.", "10.233.", dir}
+	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), dir}
 	before := hoststest.Snapshot(t, markers...)
 	sysctls := readSysctls(t)
 
 	args := []string{"up", "--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
-		"--bridge", bridge, "--instance-cidr", instanceRange, "--cluster-cidr", "10.232.0.0/16",
-		"--service-cidr", "10.233.0.0/16", "--vip-pool", vipPool, "--timeout", realUpTimeout.String()}
+		"--bridge", bridge, "--instance-cidr", instanceRange, "--cluster-cidr", clusterCIDR,
+		"--service-cidr", serviceCIDR, "--vip-pool", vipPool, "--timeout", realUpTimeout.String()}
 	nephele := filepath.Join(bin, "nephele")
 
 	t.Run("a killed run leaves its hosts behind", func(t *testing.T) {
@@ -133,7 +137,7 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS kubectl logs shows a pod's log",
 			"PASS kubectl exec runs a command in a pod",
 			"PASS scaled to one replica, only its node is healthy and answers",
-			"PASS the instance gone, the lifecycle controller deletes its Node",
+			"PASS the lifecycle controller deletes the terminated instance's Node",
 			"PASS the pod comes back on another node",
 			"smoke: PASSED (20 checks)",
 			"remove the hosts, keeping the nodes' logs",

@@ -18,7 +18,7 @@ type instances struct{ p *Provider }
 // InstanceMetadata implements cloud.Instances: by the node's provider ID when set,
 // otherwise by node name (GET /v1/instances/by-name/{name}). A provider ID of another
 // provider is an invalid request, never "not found": the node belongs to another cloud
-// and must not look deleted.
+// and must not look deleted. A terminated instance is NotFound.
 func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloud.Instance, error) {
 	if node == nil {
 		return nil, cloud.Invalidf("instance metadata: node is nil")
@@ -45,6 +45,12 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 			return nil, wrapf(err, "getting the instance named %s", node.Name)
 		}
 	}
+	if inst.State == api.InstanceTerminated {
+		// A terminated instance can never run again: like the big clouds' providers,
+		// report it gone, so the lifecycle controller deletes its Node (after its grace
+		// period). The local cloud keeps listing it until it is deleted.
+		return nil, cloud.NotFoundf("instance %s of node %s is terminated", inst.ID, node.Name)
+	}
 	out, err := toInstance(inst)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node.Name, err)
@@ -53,7 +59,8 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 }
 
 // ListInstances implements cloud.InstanceLister. It follows every page; any failed page
-// fails the whole listing, so a short list never makes instances look gone.
+// fails the whole listing, so a short list never makes instances look gone. Terminated
+// instances are left out: they are gone.
 func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error) {
 	items, err := in.p.client.ListAllInstances(ctx, in.p.pageSize)
 	if err != nil {
@@ -61,6 +68,9 @@ func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error)
 	}
 	out := make([]cloud.Instance, 0, len(items))
 	for i := range items {
+		if items[i].State == api.InstanceTerminated {
+			continue // gone, as InstanceMetadata answers
+		}
 		inst, err := toInstance(&items[i])
 		if err != nil {
 			return nil, fmt.Errorf("listing instances: %w", err)

@@ -95,8 +95,16 @@ func TestIntegrationInstances(t *testing.T) {
 	if _, err := c.admin.TerminateInstance(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(); s != cloud.InstanceTerminated {
-		t.Errorf("terminated instance has state %s", s)
+	// A terminated instance is gone, by provider ID and by name, and from listings,
+	// though the local cloud still lists it until it is deleted.
+	if _, err := in.InstanceMetadata(ctx, nodeNamed("node-b", "local://"+b.ID)); !cloud.IsNotFound(err) {
+		t.Errorf("terminated instance by provider ID: %v, want NotFound", err)
+	}
+	if _, err := in.InstanceMetadata(ctx, nodeNamed("node-b", "")); !cloud.IsNotFound(err) {
+		t.Errorf("terminated instance by name: %v, want NotFound", err)
+	}
+	if listed, err := c.lister(t).ListInstances(ctx); err != nil || slices.ContainsFunc(listed, func(i cloud.Instance) bool { return i.ProviderID == "local://"+b.ID }) {
+		t.Errorf("listing after terminating %s: %v, %v; want it left out", b.ID, listed, err)
 	}
 
 	// A deleted instance is positively not found, by ID and by name.
