@@ -2,15 +2,11 @@ package localcluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,28 +55,7 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 	}
 	c.CCM = p
 	c.CCMURL = "https://127.0.0.1:" + strconv.Itoa(port)
-	// The CCM serves with a self-signed certificate made in memory: nothing to verify
-	// it against, and /healthz carries nothing secret.
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
-		DisableKeepAlives: true,
-	}}
-	err = p.WaitFor(ctx, "the cloud-controller-manager's /healthz", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.CCMURL+"/healthz", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET /healthz: %s", resp.Status)
-		}
-		return nil
-	})
+	err = WaitForCCM(ctx, p, c.CCMURL)
 	return c.CCMURL, err
 }
 

@@ -4,18 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
 
@@ -58,23 +55,7 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c.cloudProc = p
-	var addr string
-	err = p.WaitFor(ctx, "the local cloud's address file", func(context.Context) error {
-		raw, err := os.ReadFile(addrFile)
-		addr = strings.TrimSpace(string(raw))
-		if err == nil && addr == "" {
-			err = errors.New("empty")
-		}
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	c.CloudURL = "http://" + addr
-	if c.Cloud, err = client.New(c.CloudURL, token, client.WithUserAgent("nephele-localcluster")); err != nil {
-		return "", err
-	}
-	if err := p.WaitFor(ctx, "the local cloud's /healthz", c.Cloud.Healthy); err != nil {
+	if c.CloudURL, c.Cloud, err = WaitForCloud(ctx, p, addrFile, token, "nephele-localcluster"); err != nil {
 		return "", err
 	}
 	c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)

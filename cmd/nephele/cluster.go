@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -252,23 +251,7 @@ func (c *cluster) startCloud(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c.cloudProc = p
-	var addr string
-	err = p.WaitFor(ctx, "the local cloud's address file", func(context.Context) error {
-		raw, err := os.ReadFile(addrFile)
-		addr = strings.TrimSpace(string(raw))
-		if err == nil && addr == "" {
-			err = errors.New("empty")
-		}
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	c.cloudURL = "http://" + addr
-	if c.cloud, err = client.New(c.cloudURL, token, client.WithUserAgent("nephele-up")); err != nil {
-		return "", err
-	}
-	if err := p.WaitFor(ctx, "the local cloud's /healthz", c.cloud.Healthy); err != nil {
+	if c.cloudURL, c.cloud, err = localcluster.WaitForCloud(ctx, p, addrFile, token, "nephele-up"); err != nil {
 		return "", err
 	}
 
@@ -391,15 +374,7 @@ func (c *cluster) startCCM(ctx context.Context) (string, error) {
 	}
 	c.ccmProc = p
 	c.ccmURL = "https://127.0.0.1:" + strconv.Itoa(port)
-	// The CCM serves with a self-signed certificate made in memory: nothing to verify
-	// it against, and /healthz carries nothing secret.
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
-		DisableKeepAlives: true,
-	}}
-	err = p.WaitFor(ctx, "the cloud-controller-manager's /healthz", func(ctx context.Context) error {
-		return getOK(ctx, hc, c.ccmURL+"/healthz")
-	})
+	err = localcluster.WaitForCCM(ctx, p, c.ccmURL)
 	return c.ccmURL, err
 }
 
