@@ -16,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -271,18 +273,28 @@ func (s *smoke) udpEcho(ctx context.Context) (string, error) {
 }
 
 func (s *smoke) deleteService(ctx context.Context) (string, error) {
-	services := s.c.env.Client.CoreV1().Services(smokeNamespace)
+	return deleteSmokeService(ctx, s.c.env.Client, s.c.cloud, s.lbName)
+}
+
+func (s *smoke) listenerClosed(ctx context.Context) (string, error) {
+	return listenerClosed(ctx, net.JoinHostPort(s.vip, strconv.Itoa(smokeTCPPort)))
+}
+
+// deleteSmokeService deletes the smoke Service and waits until the cloud's load
+// balancer lbName is gone and the Service with it: both smoke runs end this way.
+func deleteSmokeService(ctx context.Context, kube kubernetes.Interface, lbs *client.Client, lbName string) (string, error) {
+	services := kube.CoreV1().Services(smokeNamespace)
 	if err := services.Delete(ctx, smokeName, metav1.DeleteOptions{}); err != nil {
 		return "", fmt.Errorf("delete Service: %w", err)
 	}
 	err := eventually(ctx, func(ctx context.Context) error {
-		_, err := s.c.cloud.GetLoadBalancer(ctx, s.lbName)
+		_, err := lbs.GetLoadBalancer(ctx, lbName)
 		switch {
 		case errors.Is(err, cloud.ErrNotFound):
 		case err != nil:
 			return err
 		default:
-			return fmt.Errorf("load balancer %s still exists", s.lbName)
+			return fmt.Errorf("load balancer %s still exists", lbName)
 		}
 		// The finalizer goes once the load balancer is gone, and with it the Service.
 		if _, err := services.Get(ctx, smokeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -290,11 +302,11 @@ func (s *smoke) deleteService(ctx context.Context) (string, error) {
 		}
 		return nil
 	})
-	return "load balancer " + s.lbName + " is gone, and the Service with it", err
+	return "load balancer " + lbName + " is gone, and the Service with it", err
 }
 
-func (s *smoke) listenerClosed(ctx context.Context) (string, error) {
-	addr := net.JoinHostPort(s.vip, strconv.Itoa(smokeTCPPort))
+// listenerClosed waits until nothing accepts TCP connections at addr (a VIP's port).
+func listenerClosed(ctx context.Context, addr string) (string, error) {
 	var dialErr error
 	err := eventually(ctx, func(ctx context.Context) error {
 		d := net.Dialer{Timeout: 2 * time.Second}

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcluster"
 )
@@ -900,44 +899,11 @@ func (s *realSmoke) podBack(ctx context.Context) (string, error) {
 }
 
 func (s *realSmoke) deleteService(ctx context.Context) (string, error) {
-	services := s.c.Env.Client.CoreV1().Services(smokeNamespace)
-	if err := services.Delete(ctx, smokeName, metav1.DeleteOptions{}); err != nil {
-		return "", fmt.Errorf("delete Service: %w", err)
-	}
-	err := eventually(ctx, func(ctx context.Context) error {
-		_, err := s.c.Cloud.GetLoadBalancer(ctx, s.lbName)
-		switch {
-		case errors.Is(err, cloud.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			return fmt.Errorf("load balancer %s still exists", s.lbName)
-		}
-		if _, err := services.Get(ctx, smokeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Service is still there (get: %v)", err)
-		}
-		return nil
-	})
-	return "load balancer " + s.lbName + " is gone, and the Service with it", err
+	return deleteSmokeService(ctx, s.c.Env.Client, s.c.Cloud, s.lbName)
 }
 
 func (s *realSmoke) listenerClosed(ctx context.Context) (string, error) {
-	addr := net.JoinHostPort(s.vip, strconv.Itoa(demoPort))
-	var dialErr error
-	err := eventually(ctx, func(ctx context.Context) error {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			dialErr = err
-			return nil
-		}
-		conn.Close()
-		return fmt.Errorf("%s still accepts connections", addr)
-	})
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("connect %s: %v", addr, errors.Unwrap(dialErr)), nil
+	return listenerClosed(ctx, net.JoinHostPort(s.vip, strconv.Itoa(demoPort)))
 }
 
 // reportResources prints what each remaining node's components use.
