@@ -3,9 +3,13 @@ package images
 import (
 	"archive/tar"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -193,4 +197,84 @@ func writeArchive(w io.Writer, ref string, root v1.Descriptor, blobs map[v1.Hash
 		return err
 	}
 	return tw.Close()
+}
+
+// ExtractArchive unpacks an archive that WriteArchive or WriteIndexArchive wrote into
+// dir, which becomes an OCI image layout that go-containerregistry's layout package
+// reads, and returns the reference the archive names its image with and the image's (or
+// image index's) descriptor. Only the layout's own files are taken: an entry outside
+// blobs/sha256/, index.json and oci-layout, or a link, is refused.
+func ExtractArchive(archive, dir string) (ref string, root v1.Descriptor, err error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", v1.Descriptor{}, fmt.Errorf("image archive: %w", err)
+	}
+	defer f.Close()
+	var index []byte
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: %w", archive, err)
+		}
+		name := path.Clean(hdr.Name)
+		switch {
+		case hdr.Typeflag == tar.TypeDir && (name == "blobs" || name == "blobs/sha256"):
+			continue
+		case hdr.Typeflag != tar.TypeReg:
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: entry %q is not a regular file", archive, hdr.Name)
+		case name != "index.json" && name != "oci-layout" && !isBlobPath(name):
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: entry %q is not part of an OCI image layout", archive, hdr.Name)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: entry %s: %w", archive, name, err)
+		}
+		if name == "index.json" {
+			index = data
+		}
+		out := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: %w", archive, err)
+		}
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			return "", v1.Descriptor{}, fmt.Errorf("image archive %s: %w", archive, err)
+		}
+	}
+	if index == nil {
+		return "", v1.Descriptor{}, fmt.Errorf("image archive %s: no index.json", archive)
+	}
+	var im v1.IndexManifest
+	if err := json.Unmarshal(index, &im); err != nil {
+		return "", v1.Descriptor{}, fmt.Errorf("image archive %s: index.json: %w", archive, err)
+	}
+	if len(im.Manifests) != 1 {
+		return "", v1.Descriptor{}, fmt.Errorf("image archive %s: index.json names %d images, want 1", archive, len(im.Manifests))
+	}
+	root = im.Manifests[0]
+	ref = root.Annotations[annotationRefName]
+	if ref == "" {
+		ref = root.Annotations[annotationContainerdName]
+	}
+	if ref == "" {
+		return "", v1.Descriptor{}, fmt.Errorf("image archive %s: index.json does not name the image (annotation %s)", archive, annotationRefName)
+	}
+	return ref, root, nil
+}
+
+// isBlobPath reports whether name is blobs/sha256/<64 hex digits>.
+func isBlobPath(name string) bool {
+	hex, ok := strings.CutPrefix(name, "blobs/sha256/")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }
