@@ -263,7 +263,8 @@ func (r *runner) startContainerd(ctx context.Context) error {
 	}
 }
 
-// importImages imports every image archive and checks that the sandbox image is there.
+// importImages imports every image archive and checks that the sandbox image is there,
+// unless a registry serves it (containerd pulls it for the first pod).
 func (r *runner) importImages(ctx context.Context) error {
 	for _, img := range r.n.Config.Images {
 		began := time.Now()
@@ -271,6 +272,9 @@ func (r *runner) importImages(ctx context.Context) error {
 			return fmt.Errorf("import image %s: %w", img, err)
 		}
 		r.log.V(1).Info("Image imported", "archive", img, "took", time.Since(began).Round(time.Millisecond))
+	}
+	if r.n.Config.registryFor(r.n.Config.SandboxImage) != nil {
+		return nil
 	}
 	refs, err := r.ctr.images(ctx)
 	if err != nil {

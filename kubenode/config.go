@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,9 +77,13 @@ type Config struct {
 	ClusterDomain string `json:"clusterDomain,omitempty"`
 
 	// Images are OCI image archives imported into the node's containerd before kubelet
-	// starts (the node has no registry to pull from).
+	// starts, for images no registry the node reaches serves.
 	Images []string `json:"images,omitempty"`
-	// SandboxImage is the pod sandbox (pause) image reference; it must be in Images.
+	// Registries say where containerd pulls the images of a registry host from: each
+	// becomes a hosts.toml in containerd's registry configuration directory.
+	Registries []Registry `json:"registries,omitempty"`
+	// SandboxImage is the pod sandbox (pause) image reference; it must be in Images,
+	// or be served by one of Registries (containerd pulls it at the first pod).
 	SandboxImage string `json:"sandboxImage"`
 	// StaticPodDir is kubelet's staticPodPath; default HostDir/node/manifests.
 	StaticPodDir string `json:"staticPodDir,omitempty"`
@@ -111,6 +116,19 @@ type Credentials struct {
 	ClientKeyFile  string `json:"clientKeyFile,omitempty"`
 	// TokenFile holds a bearer token.
 	TokenFile string `json:"tokenFile,omitempty"`
+}
+
+// Registry is where containerd pulls a registry host's images from.
+type Registry struct {
+	// Host is the registry host named by image references, such as nephele.local or
+	// registry.example.com:5000.
+	Host string `json:"host"`
+	// Endpoint is the URL containerd pulls from instead, http:// or https://, such as
+	// http://10.200.0.1:5000: a registry on the machine that serves Host's images.
+	Endpoint string `json:"endpoint"`
+	// CAFile, for an https Endpoint, is the CA bundle that verifies its certificate;
+	// empty trusts the machine's CAs.
+	CAFile string `json:"caFile,omitempty"`
 }
 
 // LoadConfig reads a node configuration file. It does not check it: Complete does.
@@ -242,8 +260,26 @@ func (c Config) Complete(getenv func(string) string, lookPath func(string) (stri
 	for i := range c.Images {
 		absPath(&c.Images[i], fmt.Sprintf("images[%d]", i), true)
 	}
+	hostsSeen := map[string]bool{}
+	for i := range c.Registries {
+		r := &c.Registries[i]
+		field := fmt.Sprintf("registries[%d]", i)
+		if !validRegistryHost(r.Host) {
+			bad(field+".host", "%q is not a registry host (a DNS name or IP address, optionally with :port)", r.Host)
+		} else if hostsSeen[r.Host] {
+			bad(field+".host", "%q is given twice", r.Host)
+		}
+		hostsSeen[r.Host] = true
+		u, err := url.Parse(r.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad(field+".endpoint", "%q must be an http:// or https:// URL with no path, such as http://10.200.0.1:5000", r.Endpoint)
+		} else if r.CAFile != "" && u.Scheme != "https" {
+			bad(field+".caFile", "is only for an https endpoint, not %s", r.Endpoint)
+		}
+		absPath(&r.CAFile, field+".caFile", false)
+	}
 	if c.SandboxImage == "" {
-		bad("sandboxImage", "required: the pause image reference, imported from images")
+		bad("sandboxImage", "required: the pause image reference, imported from images or pulled from registries")
 	}
 	for k, v := range c.NodeLabels {
 		for _, msg := range validation.IsQualifiedName(k) {
@@ -350,6 +386,32 @@ func (n *Node) CheckBinaries() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("node binaries missing (run make tools, and hack/install-node-deps.sh for runc): %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// validRegistryHost reports whether host is a DNS name or an IP address, optionally with
+// a port: the first element of an image reference.
+func validRegistryHost(host string) bool {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		h, port = host, ""
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return false
+	}
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	return h != "" && len(validation.IsDNS1123Subdomain(h)) == 0
+}
+
+// registryFor returns the registry of ref's host, nil when none is configured.
+func (c *Config) registryFor(ref string) *Registry {
+	host, _, _ := strings.Cut(ref, "/")
+	for i := range c.Registries {
+		if c.Registries[i].Host == host {
+			return &c.Registries[i]
+		}
 	}
 	return nil
 }

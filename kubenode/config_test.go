@@ -72,6 +72,23 @@ func TestCompleteRejects(t *testing.T) {
 		{"cluster DNS", func(c *Config) { c.ClusterDNS = []string{"dns"} }, hostEnv, "clusterDNS:"},
 		{"image", func(c *Config) { c.Images = []string{"pause.tar"} }, hostEnv, "images[0]:"},
 		{"sandbox", func(c *Config) { c.SandboxImage = "" }, hostEnv, "sandboxImage: required"},
+		{"registry host", func(c *Config) { c.Registries = []Registry{{Host: "Bad_Host", Endpoint: "http://10.0.0.1:5000"}} }, hostEnv, "registries[0].host:"},
+		{"registry port", func(c *Config) {
+			c.Registries = []Registry{{Host: "r.example:99999", Endpoint: "http://10.0.0.1:5000"}}
+		}, hostEnv, "registries[0].host:"},
+		{"registry twice", func(c *Config) {
+			c.Registries = []Registry{{Host: "nephele.local", Endpoint: "http://10.0.0.1:5000"}, {Host: "nephele.local", Endpoint: "http://10.0.0.2:5000"}}
+		}, hostEnv, "registries[1].host: \"nephele.local\" is given twice"},
+		{"registry endpoint", func(c *Config) { c.Registries = []Registry{{Host: "nephele.local", Endpoint: "10.0.0.1:5000"}} }, hostEnv, "registries[0].endpoint:"},
+		{"registry endpoint path", func(c *Config) {
+			c.Registries = []Registry{{Host: "nephele.local", Endpoint: "http://10.0.0.1:5000/v2"}}
+		}, hostEnv, "registries[0].endpoint:"},
+		{"registry CA on http", func(c *Config) {
+			c.Registries = []Registry{{Host: "nephele.local", Endpoint: "http://10.0.0.1:5000", CAFile: "/ca.crt"}}
+		}, hostEnv, "registries[0].caFile: is only for an https endpoint"},
+		{"registry CA relative", func(c *Config) {
+			c.Registries = []Registry{{Host: "nephele.local", Endpoint: "https://10.0.0.1:5000", CAFile: "ca.crt"}}
+		}, hostEnv, "registries[0].caFile:"},
 		{"label", func(c *Config) { c.NodeLabels = map[string]string{"a b": "c"} }, hostEnv, "nodeLabels:"},
 		{"verbosity", func(c *Config) { c.Verbosity = 11 }, hostEnv, "verbosity:"},
 		{"socket", func(c *Config) { c.HostDir = "/" + strings.Repeat("d", 80) }, hostEnv, "too long"},

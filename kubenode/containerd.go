@@ -43,7 +43,8 @@ disabled_plugins = ['io.containerd.nri.v1.nri']
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
 
-    # The sandbox image is imported, never pulled: the node has no registry.
+    # The sandbox image: imported, or pulled from a registry the node is given, and never
+    # garbage-collected.
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = {{toml .SandboxImage}}
 

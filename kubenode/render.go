@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/nephele-dev/nephele/internal/atomicfile"
 )
@@ -58,6 +59,9 @@ func Render(n *Node) ([]File, error) {
 			files = append(files, File{Path: k.path, Data: data, Mode: 0o600})
 		}
 	}
+	for _, r := range n.Config.Registries {
+		files = append(files, File{Path: filepath.Join(n.Paths.RegistryHosts, r.Host, "hosts.toml"), Data: renderRegistryHosts(n, r), Mode: 0o644})
+	}
 	slices.SortFunc(files, func(a, b File) int {
 		switch {
 		case a.Path < b.Path:
@@ -68,6 +72,19 @@ func Render(n *Node) ([]File, error) {
 		return 0
 	})
 	return files, nil
+}
+
+// renderRegistryHosts renders a registry host's hosts.toml: containerd pulls its images
+// from r.Endpoint alone, never from the host the references name.
+func renderRegistryHosts(n *Node, r Registry) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Where containerd of node %s pulls images named %s/... from, written by nephele's\n# node runtime at every boot: edits are lost.\n", n.Config.NodeName, r.Host)
+	fmt.Fprintf(&b, "server = %s\n", tomlString(strings.TrimSuffix(r.Endpoint, "/")))
+	fmt.Fprintf(&b, "capabilities = %s\n", tomlList("pull", "resolve"))
+	if r.CAFile != "" {
+		fmt.Fprintf(&b, "ca = %s\n", tomlString(r.CAFile))
+	}
+	return []byte(b.String())
 }
 
 // RenderCNI renders the node's CNI network configuration for the pod CIDR its Node was

@@ -23,7 +23,11 @@ func testConfig() Config {
 		ClusterCIDR:  "10.244.0.0/16",
 		Images:       []string{"/var/lib/nephele/images/pause.tar", "/var/lib/nephele/images/demo-http.tar"},
 		SandboxImage: "nephele.local/pause:dev",
-		NodeLabels:   map[string]string{"nephele.dev/pool": "default", "a.example/b": "c"},
+		Registries: []Registry{
+			{Host: "nephele.local", Endpoint: "http://10.88.0.1:5000"},
+			{Host: "registry.example:5443", Endpoint: "https://10.88.0.1:5443", CAFile: "/etc/nephele/registry-ca.crt"},
+		},
+		NodeLabels: map[string]string{"nephele.dev/pool": "default", "a.example/b": "c"},
 	}
 }
 
@@ -83,6 +87,8 @@ func TestRenderGolden(t *testing.T) {
 		n.Paths.ResolvConf:        "resolv.conf",
 		n.Paths.KubeletKubeconfig: "kubelet.kubeconfig",
 		n.Paths.ProxyKubeconfig:   "kube-proxy.kubeconfig",
+		filepath.Join(n.Paths.RegistryHosts, "nephele.local", "hosts.toml"):         "hosts-nephele.local.toml",
+		filepath.Join(n.Paths.RegistryHosts, "registry.example:5443", "hosts.toml"): "hosts-registry.example.toml",
 	}
 	if len(files) != len(names) {
 		t.Errorf("rendered %d files, want %d", len(files), len(names))
