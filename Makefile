@@ -90,6 +90,28 @@ $(BIN)/kwok-stages/.stamp: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 
 STATICCHECK_VERSION := v0.8.2
 
+# controller-gen generates the operator's CRD and deepcopy code from operator/api; it is
+# pinned in a module of its own (hack/tools/controller-gen) like the other tools.
+CONTROLLER_GEN_DIR := hack/tools/controller-gen
+CONTROLLER_GEN := $(BIN)/controller-gen
+CRD_DIR := deploy/operator/crd
+$(CONTROLLER_GEN): $(CONTROLLER_GEN_DIR)/go.mod $(CONTROLLER_GEN_DIR)/go.sum
+	cd $(CONTROLLER_GEN_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## regenerate the operator's CRD (deploy/operator/crd) and deepcopy code from operator/api
+	$(CONTROLLER_GEN) object paths=./operator/api/...
+	$(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:artifacts:config=$(CRD_DIR)
+
+# Fails when the committed CRD or deepcopy code differ from what controller-gen makes now.
+.PHONY: generate-check
+generate-check: $(CONTROLLER_GEN)
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	  $(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:artifacts:config=$$tmp/crd; \
+	  $(CONTROLLER_GEN) object paths=./operator/api/... output:object:dir=$$tmp/obj; \
+	  diff -r $$tmp/crd $(CRD_DIR) && diff $$tmp/obj/zz_generated.deepcopy.go operator/api/v1alpha1/zz_generated.deepcopy.go \
+	  || { echo "the operator's generated files are stale: run make generate" >&2; exit 1; }
+
 .PHONY: build
 build: ## build nephele's binaries into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -149,7 +171,7 @@ lint: fmt-check vet ## gofmt check, go vet and staticcheck
 
 # Integration tests run against the real control plane from bin/, so tools come first;
 # as root (CI), the Debian packages the real-node tests need too.
-TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet
+TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet generate-check
 
 .PHONY: test
 test: $(TEST_DEPS) ## build tools (as root also install the node packages), then gofmt check, go vet, all tests with -race (integration included), each benchmark once, the bench harness and the example provider
