@@ -1,8 +1,19 @@
 // Package instrumented is the one path every cloud call of the manager goes through.
 // It wraps a cloud.Provider so that each call, per controller and per operation, is
-// counted and timed, bounded by a timeout, paced by a client-side rate limit shared by
+// counted and timed, bounded by a timeout, paced by a client-side budget shared by
 // all controllers, and held back while the cloud has asked (with Retry-After) not to be
-// called. The cloud's quota is one, so the limit and the Retry-After are shared.
+// called. The cloud's quota is one, so the budget and the Retry-After are shared.
+//
+// # The budget
+//
+// The budget is a token bucket whose rate adapts, as the AWS SDKs' adaptive retry mode
+// does: it rises along a CUBIC-like curve while the cloud answers, is cut to CubicBeta
+// of the rate on a throttled answer (once per episode: answers to calls sent before
+// the cut do not cut again), and stays between a floor and a ceiling (Options.MinQPS,
+// MaxQPS). With MinQPS == MaxQPS it is a fixed rate. Calls waiting for a token are
+// served by Class: a waiting ClassCritical call goes first, and ClassRefine calls get
+// at least one token in RefineEvery while both wait, so neither starves. A controller
+// tags a call with WithClass; untagged calls take their operation's DefaultClass.
 //
 // A call may also be fenced (Cloud.ForFenced): refused, with an error wrapping
 // ErrFenced, while a Fence is closed, and cut off when it closes. The manager fences
@@ -28,6 +39,14 @@
 //	    a Retry-After the cloud asked for, "rate_limit" for the client-side limit.
 //	nephele_cloud_fenced_total{controller,operation}
 //	    Calls refused by the fence; they never reached the provider.
+//	nephele_cloud_class_requests_total{class,result}
+//	    Calls that reached the provider, by priority class; result as above.
+//	nephele_cloud_budget_wait_seconds{class}
+//	    Time each call waited for its budget token, by priority class.
+//	nephele_cloud_budget_rate
+//	    The budget's rate now, in calls per second.
+//	nephele_cloud_budget_cuts_total
+//	    Times a throttled answer cut the rate.
 //
 // A call whose context ends while it waits never reaches the provider and is not
 // counted in requests_total; its wait is counted in throttle_wait_seconds_total.

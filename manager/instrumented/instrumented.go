@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
@@ -24,10 +23,16 @@ type Options struct {
 	// Timeout bounds each provider call; 0 means no bound beyond the caller's context.
 	// Waits for Retry-After and the rate limit come before and are not bounded by it.
 	Timeout time.Duration
-	// QPS is the client-side limit on calls per second, shared by all controllers;
-	// QPS <= 0 means no limit.
+	// QPS is the rate, in calls per second, at which the client-side budget shared by
+	// all controllers starts; QPS <= 0 means no limit (and MinQPS, MaxQPS are ignored).
 	QPS float64
-	// Burst is how many calls may go at once above QPS; <= 0 means max(1, ceil(QPS)).
+	// MinQPS and MaxQPS bound the adaptive rate: it rises while calls succeed and is
+	// cut on throttled answers, never below MinQPS nor above MaxQPS. 0 means QPS, so
+	// that leaving both 0 keeps the rate fixed at QPS. They must satisfy
+	// MinQPS <= QPS <= MaxQPS.
+	MinQPS, MaxQPS float64
+	// Burst caps how many calls may go at once; <= 0 means max(1, ceil(MaxQPS)). While
+	// the rate adapts, the bucket also holds at most one second of the current rate.
 	Burst int
 	// MaxRetryAfter caps the Retry-After the cloud may ask for, so that one absurd
 	// answer cannot stop every controller for hours; 0 means DefaultMaxRetryAfter.
@@ -35,6 +40,9 @@ type Options struct {
 	// Registerer gets the metrics. Collectors already registered there (by another
 	// Cloud) are shared. Nil keeps the metrics unregistered.
 	Registerer prometheus.Registerer
+
+	// clock replaces the real clock in tests.
+	clock clock
 }
 
 // Cloud instruments a provider. Create it with New and hand each controller the
@@ -43,7 +51,7 @@ type Cloud struct {
 	inner         cloud.Provider
 	timeout       time.Duration
 	maxRetryAfter time.Duration
-	limiter       *rate.Limiter // nil when unlimited
+	budget        *budget // nil when unlimited
 	metrics       *metrics
 
 	mu sync.Mutex
@@ -63,8 +71,13 @@ func New(p cloud.Provider, opts Options) (*Cloud, error) {
 	if opts.MaxRetryAfter < 0 {
 		return nil, fmt.Errorf("instrumenting cloud provider %q: maximum Retry-After %s is negative", p.ProviderName(), opts.MaxRetryAfter)
 	}
-	if math.IsNaN(opts.QPS) || math.IsInf(opts.QPS, 0) {
-		return nil, fmt.Errorf("instrumenting cloud provider %q: QPS %v is not a number", p.ProviderName(), opts.QPS)
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{"QPS", opts.QPS}, {"minimum QPS", opts.MinQPS}, {"maximum QPS", opts.MaxQPS}} {
+		if math.IsNaN(q.v) || math.IsInf(q.v, 0) {
+			return nil, fmt.Errorf("instrumenting cloud provider %q: %s %v is not a number", p.ProviderName(), q.name, q.v)
+		}
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -75,13 +88,36 @@ func New(p cloud.Provider, opts Options) (*Cloud, error) {
 		c.maxRetryAfter = DefaultMaxRetryAfter
 	}
 	if opts.QPS > 0 {
+		lo, hi := opts.MinQPS, opts.MaxQPS
+		if lo == 0 {
+			lo = opts.QPS
+		}
+		if hi == 0 {
+			hi = opts.QPS
+		}
+		if lo < 0 || lo > opts.QPS || hi < opts.QPS {
+			return nil, fmt.Errorf("instrumenting cloud provider %q: QPS %v must lie between the minimum %v and the maximum %v", p.ProviderName(), opts.QPS, lo, hi)
+		}
 		burst := opts.Burst
 		if burst <= 0 {
-			burst = max(1, int(math.Ceil(opts.QPS)))
+			burst = max(1, int(math.Ceil(hi)))
 		}
-		c.limiter = rate.NewLimiter(rate.Limit(opts.QPS), burst)
+		clk := opts.clock
+		if clk == nil {
+			clk = realClock{}
+		}
+		c.budget = newBudget(clk, opts.QPS, lo, hi, burst, m.rate.Set)
 	}
 	return c, nil
+}
+
+// Rate returns the budget's rate now, in calls per second, and false when there is no
+// client-side limit.
+func (c *Cloud) Rate() (float64, bool) {
+	if c.budget == nil {
+		return 0, false
+	}
+	return c.budget.Rate(), true
 }
 
 // For returns the provider controller uses. It has the capabilities the wrapped
@@ -151,26 +187,39 @@ func (c *Cloud) waitRetryAfter(ctx context.Context, controller string) error {
 	}
 }
 
-// waitRateLimit takes a token from the shared limiter, giving it back when ctx ends
-// first. It does not use Limiter.Wait, which fails at once, with an error matching
-// neither context error, when ctx's deadline comes before the token.
-func (c *Cloud) waitRateLimit(ctx context.Context, controller string) error {
-	if c.limiter == nil {
-		return nil
-	}
-	r := c.limiter.Reserve()
-	d := r.Delay()
-	if d <= 0 {
-		return nil
+// waitBudget takes a token from the shared budget in class, and returns when it was
+// given (the zero time without a budget). A call whose ctx ends first leaves the queue.
+func (c *Cloud) waitBudget(ctx context.Context, controller string, class Class) (time.Time, error) {
+	if c.budget == nil {
+		return time.Time{}, nil
 	}
 	start := time.Now()
-	err := sleep(ctx, d)
-	c.metrics.wait.WithLabelValues(controller, WaitRateLimit).Add(time.Since(start).Seconds())
+	granted, err := c.budget.acquire(ctx, class)
+	waited := time.Since(start).Seconds()
+	c.metrics.wait.WithLabelValues(controller, WaitRateLimit).Add(waited)
+	c.metrics.classWait.WithLabelValues(string(class)).Observe(waited)
 	if err != nil {
-		r.Cancel()
-		return fmt.Errorf("waiting %s for the client-side rate limit: %w", d.Round(time.Millisecond), err)
+		return time.Time{}, fmt.Errorf("waiting %s for the client-side cloud budget: %w", time.Duration(waited*float64(time.Second)).Round(time.Millisecond), err)
 	}
-	return nil
+	return granted, nil
+}
+
+// observe feeds a call's answer to the adaptive budget. Only the cloud's answers
+// count: a call that timed out or was canceled says nothing about the quota.
+func (c *Cloud) observe(granted time.Time, result cloud.Result) {
+	if c.budget == nil || granted.IsZero() {
+		return
+	}
+	switch result {
+	case cloud.ResultTimeout, cloud.ResultCanceled:
+		return
+	case cloud.ResultThrottled:
+		if c.budget.observe(granted, true) {
+			c.metrics.cuts.Inc()
+		}
+	default:
+		c.budget.observe(granted, false)
+	}
 }
 
 // sleep waits for d or until ctx ends, returning ctx.Err() in that case.
@@ -199,7 +248,9 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 	if err := c.waitRetryAfter(ctx, p.controller); err != nil {
 		return zero, wrap(op, subject, err)
 	}
-	if err := c.waitRateLimit(ctx, p.controller); err != nil {
+	class := ClassOf(ctx, operation)
+	granted, err := c.waitBudget(ctx, p.controller, class)
+	if err != nil {
 		return zero, wrap(op, subject, err)
 	}
 	// A Retry-After may have come in while this call waited for its token.
@@ -234,7 +285,10 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 	if err != nil && cloud.Classify(err) == cloud.ResultError && callCtx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", err, callCtx.Err())
 	}
-	c.metrics.requests.WithLabelValues(p.controller, op, string(cloud.Classify(err))).Inc()
+	result := cloud.Classify(err)
+	c.metrics.requests.WithLabelValues(p.controller, op, string(result)).Inc()
+	c.metrics.classRequests.WithLabelValues(string(class), string(result)).Inc()
+	c.observe(granted, result)
 	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
 	if err != nil && !closesAt.IsZero() && ctx.Err() == nil && !time.Now().Before(closesAt) {
 		// Cut off by the fence, not failed by the cloud: the caller must stop, not retry.

@@ -74,6 +74,9 @@ func TestNewValidatesOptions(t *testing.T) {
 		{name: "negative max retry-after", p: fake, opts: Options{MaxRetryAfter: -time.Second}},
 		{name: "NaN QPS", p: fake, opts: Options{QPS: math.NaN()}},
 		{name: "infinite QPS", p: fake, opts: Options{QPS: math.Inf(1)}},
+		{name: "NaN maximum", p: fake, opts: Options{QPS: 1, MaxQPS: math.NaN()}},
+		{name: "maximum below QPS", p: fake, opts: Options{QPS: 10, MaxQPS: 5}},
+		{name: "minimum above QPS", p: fake, opts: Options{QPS: 10, MinQPS: 20, MaxQPS: 30}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,20 +356,21 @@ func TestDefaultBurst(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		qps   float64
+		max   float64
 		burst int
 		want  int
-	}{{qps: 0.5, want: 1}, {qps: 2.5, want: 3}, {qps: 10, burst: 4, want: 4}} {
-		c, err := New(fake, Options{QPS: tt.qps, Burst: tt.burst})
+	}{{qps: 0.5, want: 1}, {qps: 2.5, want: 3}, {qps: 10, burst: 4, want: 4}, {qps: 10, max: 25, want: 25}} {
+		c, err := New(fake, Options{QPS: tt.qps, MaxQPS: tt.max, Burst: tt.burst})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.limiter.Burst(); got != tt.want {
-			t.Errorf("QPS %v, Burst %d: burst = %d, want %d", tt.qps, tt.burst, got, tt.want)
+		if got := c.budget.burst; got != tt.want {
+			t.Errorf("QPS %v, max %v, Burst %d: burst = %d, want %d", tt.qps, tt.max, tt.burst, got, tt.want)
 		}
 	}
 	c, _ := New(fake, Options{})
-	if c.limiter != nil {
-		t.Error("QPS 0 made a limiter, want none")
+	if c.budget != nil {
+		t.Error("QPS 0 made a budget, want none")
 	}
 }
 

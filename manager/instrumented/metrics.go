@@ -21,7 +21,15 @@ type metrics struct {
 	inFlight *prometheus.GaugeVec
 	wait     *prometheus.CounterVec
 	fenced   *prometheus.CounterVec
+
+	classRequests *prometheus.CounterVec
+	classWait     *prometheus.HistogramVec
+	rate          prometheus.Gauge
+	cuts          prometheus.Counter
 }
+
+// waitBuckets span a free token to minutes behind a long queue.
+var waitBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -46,6 +54,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "nephele", Subsystem: "cloud", Name: "fenced_total",
 			Help: "Cloud calls refused before reaching the provider because the leader lease guarding them may have expired.",
 		}, []string{"controller", "operation"}),
+		classRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nephele", Subsystem: "cloud", Name: "class_requests_total",
+			Help: "Cloud provider calls by priority class (critical, refine) and result; result throttled counts the cloud's throttled answers.",
+		}, []string{"class", "result"}),
+		classWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nephele", Subsystem: "cloud", Name: "budget_wait_seconds",
+			Help:    "Time cloud calls waited for a token of the client-side budget, by priority class.",
+			Buckets: waitBuckets,
+		}, []string{"class"}),
+		rate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "nephele", Subsystem: "cloud", Name: "budget_rate",
+			Help: "The client-side cloud budget's rate now, in calls per second.",
+		}),
+		cuts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "nephele", Subsystem: "cloud", Name: "budget_cuts_total",
+			Help: "Times the adaptive budget cut its rate after a throttled answer.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -64,6 +89,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.fenced, err = promreg.Register(reg, m.fenced); err != nil {
+		return nil, err
+	}
+	if m.classRequests, err = promreg.Register(reg, m.classRequests); err != nil {
+		return nil, err
+	}
+	if m.classWait, err = promreg.Register(reg, m.classWait); err != nil {
+		return nil, err
+	}
+	if m.rate, err = promreg.Register(reg, m.rate); err != nil {
+		return nil, err
+	}
+	if m.cuts, err = promreg.Register(reg, m.cuts); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -1,0 +1,305 @@
+package instrumented
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// The adaptive rate follows the curve of the AWS SDKs' adaptive retry mode, itself
+// TCP CUBIC's (RFC 9438) applied to a request rate: after a throttled answer at rate W
+// the rate drops to Beta·W, grows back along a concave cubic that flattens as it nears
+// W (where the quota was found last), stays near W for a while, then probes above it
+// ever faster until the next throttled answer.
+//
+//	rate(t) = Scale·(t − K)³ + W,   K = ∛(W·(1 − Beta) / Scale)
+//
+// t is the time since the last cut; rate(0) = Beta·W.
+const (
+	// CubicBeta is the share of the rate kept after a throttled answer.
+	CubicBeta = 0.7
+	// CubicScale is the cubic's scale, in calls/s per s³: how fast the rate comes back.
+	CubicScale = 0.4
+	// RefineEvery is the share of tokens refine calls are sure of: while calls of both
+	// classes wait, one token in RefineEvery goes to the oldest refine call.
+	RefineEvery = 5
+
+	// measureInterval and measureSmoothing make the measured send rate: calls sent
+	// per interval, smoothed exponentially. The rate never grows above twice the
+	// measured rate, so a quiet client does not climb to its ceiling unseen.
+	measureInterval  = 500 * time.Millisecond
+	measureSmoothing = 0.8
+)
+
+// clock is time as the budget sees it; tests use a fake one.
+type clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) stopper
+}
+
+type stopper interface{ Stop() bool }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) stopper {
+	return time.AfterFunc(d, f)
+}
+
+// adaptiveRate is the CUBIC-like fill rate of the budget's token bucket. It is not
+// safe for concurrent use; the budget's mutex guards it.
+type adaptiveRate struct {
+	min, max float64
+	rate     float64
+	// lastMax is W, the rate at the last cut (or start/Beta at the start, so that the
+	// curve begins at the start rate), epoch the time of that cut and k the seconds
+	// after it at which the curve is back at lastMax.
+	lastMax float64
+	epoch   time.Time
+	k       float64
+
+	measured     float64
+	measureStart time.Time
+	measureCount int
+}
+
+func newAdaptiveRate(start, lo, hi float64, now time.Time) *adaptiveRate {
+	r := &adaptiveRate{min: lo, max: hi, measureStart: now}
+	r.rate = r.clamp(start)
+	r.restart(r.rate/CubicBeta, now)
+	return r
+}
+
+func (r *adaptiveRate) clamp(v float64) float64 { return min(r.max, max(r.min, v)) }
+
+func (r *adaptiveRate) restart(lastMax float64, now time.Time) {
+	r.lastMax = lastMax
+	r.epoch = now
+	r.k = math.Cbrt(lastMax * (1 - CubicBeta) / CubicScale)
+}
+
+// curve is the cubic at now.
+func (r *adaptiveRate) curve(now time.Time) float64 {
+	t := now.Sub(r.epoch).Seconds() - r.k
+	return CubicScale*t*t*t + r.lastMax
+}
+
+// sent notes one call sent at now, for the measured rate.
+func (r *adaptiveRate) sent(now time.Time) {
+	r.measureCount++
+	d := now.Sub(r.measureStart)
+	if d < measureInterval {
+		return
+	}
+	cur := float64(r.measureCount) / d.Seconds()
+	r.measured = measureSmoothing*cur + (1-measureSmoothing)*r.measured
+	r.measureCount = 0
+	r.measureStart = now
+}
+
+// succeeded moves the rate along the curve after an answer that was not throttled,
+// never above twice the measured rate unless it is already there.
+func (r *adaptiveRate) succeeded(now time.Time) {
+	r.rate = r.clamp(min(r.curve(now), max(r.rate, 2*r.measured)))
+}
+
+// throttled cuts the rate after a throttled answer to a call sent at sentAt, and
+// reports whether it did. A call sent before the last cut was sent at the old rate: its
+// throttled answer is the same congestion the cut answered, so it does not cut again
+// (as TCP cuts once per window), or a burst of throttled answers would take the rate
+// to its floor.
+func (r *adaptiveRate) throttled(sentAt, now time.Time) bool {
+	if sentAt.Before(r.epoch) {
+		return false
+	}
+	use := r.rate
+	if r.measured > 0 && r.measured < use {
+		use = r.measured
+	}
+	r.restart(use, now)
+	r.rate = r.clamp(use * CubicBeta)
+	return true
+}
+
+// budget is the token bucket every cloud call takes a token from, filled at the
+// adaptive rate, with waiting calls served by class.
+type budget struct {
+	clock clock
+	// burst caps the bucket; while the rate adapts, the bucket holds at most one
+	// second of the current rate, so that a cut takes effect at once.
+	burst    int
+	adaptive bool
+	onRate   func(float64)
+
+	mu     sync.Mutex
+	rate   *adaptiveRate
+	tokens float64
+	last   time.Time
+	queues map[Class][]*waiter
+	// skipped counts critical grants in a row while refine calls waited.
+	skipped int
+	timer   stopper
+}
+
+type waiter struct {
+	class   Class
+	ready   chan struct{}
+	granted time.Time // zero until a token is given
+}
+
+// newBudget returns a budget starting at start calls/s, adapting between lo and hi
+// (a fixed rate when lo == hi), with a bucket of burst tokens, full at the start.
+func newBudget(c clock, start, lo, hi float64, burst int, onRate func(float64)) *budget {
+	now := c.Now()
+	b := &budget{
+		clock:    c,
+		burst:    burst,
+		adaptive: lo < hi,
+		onRate:   onRate,
+		rate:     newAdaptiveRate(start, lo, hi, now),
+		last:     now,
+		queues:   make(map[Class][]*waiter, 2),
+	}
+	b.tokens = b.capacity()
+	if onRate != nil {
+		onRate(b.rate.rate)
+	}
+	return b
+}
+
+func (b *budget) capacity() float64 {
+	if !b.adaptive {
+		return float64(b.burst)
+	}
+	return min(float64(b.burst), max(1, math.Ceil(b.rate.rate)))
+}
+
+// Rate returns the current fill rate in calls/s.
+func (b *budget) Rate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rate.rate
+}
+
+// acquire waits for a token for a call of class, and returns when it got it. When
+// ctx ends first, the call leaves the queue (or gives back the token it was just
+// given) and acquire returns ctx's error.
+func (b *budget) acquire(ctx context.Context, class Class) (time.Time, error) {
+	w := &waiter{class: class, ready: make(chan struct{})}
+	b.mu.Lock()
+	b.queues[class] = append(b.queues[class], w)
+	b.dispatchLocked()
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return w.granted, nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !w.granted.IsZero() {
+		b.tokens = min(b.capacity(), b.tokens+1)
+	} else {
+		b.remove(w)
+	}
+	b.dispatchLocked()
+	return time.Time{}, ctx.Err()
+}
+
+func (b *budget) remove(w *waiter) {
+	q := b.queues[w.class]
+	for i, x := range q {
+		if x == w {
+			b.queues[w.class] = append(q[:i:i], q[i+1:]...)
+			return
+		}
+	}
+}
+
+// next takes the waiter to serve next: the oldest critical call, unless refine calls
+// have waited through RefineEvery-1 critical grants in a row.
+func (b *budget) next() *waiter {
+	crit, ref := b.queues[ClassCritical], b.queues[ClassRefine]
+	if len(ref) == 0 {
+		b.skipped = 0
+	}
+	switch {
+	case len(crit) > 0 && (len(ref) == 0 || b.skipped < RefineEvery-1):
+		if len(ref) > 0 {
+			b.skipped++
+		}
+		b.queues[ClassCritical] = crit[1:]
+		return crit[0]
+	case len(ref) > 0:
+		b.skipped = 0
+		b.queues[ClassRefine] = ref[1:]
+		return ref[0]
+	}
+	return nil
+}
+
+func (b *budget) waiting() bool {
+	return len(b.queues[ClassCritical]) > 0 || len(b.queues[ClassRefine]) > 0
+}
+
+func (b *budget) refill(now time.Time) {
+	if d := now.Sub(b.last).Seconds(); d > 0 {
+		b.tokens = min(b.capacity(), b.tokens+d*b.rate.rate)
+	}
+	b.last = now
+}
+
+// dispatchLocked gives the tokens there are to waiters, in class order, and arms a
+// timer for the next token while any wait.
+func (b *budget) dispatchLocked() {
+	now := b.clock.Now()
+	b.refill(now)
+	for b.tokens >= 1 && b.waiting() {
+		w := b.next()
+		b.tokens--
+		b.rate.sent(now)
+		w.granted = now
+		close(w.ready)
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	if !b.waiting() {
+		return
+	}
+	d := time.Duration((1 - b.tokens) / b.rate.rate * float64(time.Second))
+	b.timer = b.clock.AfterFunc(max(d, time.Microsecond), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.dispatchLocked()
+	})
+}
+
+// observe feeds the answer to a call granted at sentAt into the rate: throttled or
+// not. It reports whether the rate was cut.
+func (b *budget) observe(sentAt time.Time, throttled bool) bool {
+	if !b.adaptive {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	// Tokens earned so far are earned at the old rate.
+	b.refill(now)
+	cut := false
+	if throttled {
+		cut = b.rate.throttled(sentAt, now)
+		b.tokens = min(b.tokens, b.capacity())
+	} else {
+		b.rate.succeeded(now)
+	}
+	if b.onRate != nil {
+		b.onRate(b.rate.rate)
+	}
+	if b.waiting() {
+		b.dispatchLocked()
+	}
+	return cut
+}

@@ -1,0 +1,379 @@
+package instrumented
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock that moves only when Step is called; timers fire inside Step.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) stopper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// Step moves the clock by d, firing due timers in order (outside the clock's lock).
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	end := c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		sort.SliceStable(c.timers, func(i, j int) bool { return c.timers[i].at.Before(c.timers[j].at) })
+		var due *fakeTimer
+		for len(c.timers) > 0 {
+			t := c.timers[0]
+			if t.stopped {
+				c.timers = c.timers[1:]
+				continue
+			}
+			if !t.at.After(end) {
+				due = t
+				c.timers = c.timers[1:]
+				if t.at.After(c.now) {
+					c.now = t.at
+				}
+			}
+			break
+		}
+		if due == nil {
+			c.now = end
+			c.mu.Unlock()
+			return
+		}
+		due.stopped = true
+		c.mu.Unlock()
+		due.f()
+	}
+}
+
+// tryTake takes a token without waiting, as a call finding the bucket non-empty does.
+func tryTake(b *budget) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	b.refill(now)
+	if b.tokens < 1 {
+		return time.Time{}, false
+	}
+	b.tokens--
+	b.rate.sent(now)
+	return now, true
+}
+
+// quota is the cloud's account-wide token bucket, as providers/local's rate limit.
+type quota struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func (q *quota) allow(now time.Time) bool {
+	q.tokens = min(q.burst, q.tokens+now.Sub(q.last).Seconds()*q.rate)
+	q.last = now
+	if q.tokens < 1 {
+		return false
+	}
+	q.tokens--
+	return true
+}
+
+type simResult struct {
+	sent, throttled             int // nephele's calls in the measured window
+	neighbourSent, neighbourThr int
+	maxRate, minRate            float64 // over the whole run, after the first second
+}
+
+// simulate runs a client with endless work through a budget against a cloud quota
+// for d, with calls answered after latency, and a neighbour sending neighbourQPS
+// calls/s to the same quota. It counts calls in the last half of d.
+func simulate(start, lo, hi, quotaQPS float64, latency time.Duration, neighbourQPS float64, d time.Duration) simResult {
+	clk := newFakeClock()
+	b := newBudget(clk, start, lo, hi, int(max(1, hi)), nil)
+	t0 := clk.Now()
+	q := &quota{rate: quotaQPS, burst: quotaQPS, tokens: quotaQPS, last: t0}
+	type answer struct {
+		at, sent  time.Time
+		throttled bool
+	}
+	var pending []answer
+	res := simResult{minRate: hi}
+	step := time.Millisecond
+	var nextNeighbour time.Time
+	if neighbourQPS > 0 {
+		nextNeighbour = t0
+	}
+	for clk.Now().Sub(t0) < d {
+		now := clk.Now()
+		measured := now.Sub(t0) >= d/2
+		for len(pending) > 0 && !pending[0].at.After(now) {
+			b.observe(pending[0].sent, pending[0].throttled)
+			pending = pending[1:]
+		}
+		if !nextNeighbour.IsZero() && !nextNeighbour.After(now) {
+			ok := q.allow(now)
+			if measured {
+				res.neighbourSent++
+				if !ok {
+					res.neighbourThr++
+				}
+			}
+			nextNeighbour = nextNeighbour.Add(time.Duration(float64(time.Second) / neighbourQPS))
+		}
+		for {
+			sent, ok := tryTake(b)
+			if !ok {
+				break
+			}
+			allowed := q.allow(now)
+			pending = append(pending, answer{at: now.Add(latency), sent: sent, throttled: !allowed})
+			if measured {
+				res.sent++
+				if !allowed {
+					res.throttled++
+				}
+			}
+		}
+		if r := b.Rate(); now.Sub(t0) > time.Second {
+			res.maxRate = max(res.maxRate, r)
+			res.minRate = min(res.minRate, r)
+		}
+		clk.Step(step)
+	}
+	return res
+}
+
+func TestAdaptiveBudget(t *testing.T) {
+	const run = 4 * time.Minute
+	window := (run / 2).Seconds()
+	tests := []struct {
+		name                string
+		start, lo, hi       float64
+		quota               float64
+		latency             time.Duration
+		neighbour           float64
+		wantMinRate         float64 // nephele's accepted calls/s in the window, at least
+		wantMaxThrottled    float64 // share of nephele's calls throttled, at most
+		wantMaxNeighbourThr float64 // share of the neighbour's calls throttled, at most
+		ceiling, floor      float64 // the rate must stay within, when non-zero
+	}{
+		{name: "converges near a quota of 50/s", start: 20, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond,
+			wantMinRate: 0.8 * 50, wantMaxThrottled: 0.02},
+		{name: "converges near a quota of 25/s with 100ms calls", start: 20, lo: 1, hi: 1000, quota: 25, latency: 100 * time.Millisecond,
+			wantMinRate: 0.8 * 25, wantMaxThrottled: 0.02},
+		{name: "starts above the quota and backs off", start: 200, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond,
+			wantMinRate: 0.8 * 50, wantMaxThrottled: 0.02},
+		{name: "leaves a neighbour's 20/s usable", start: 20, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond, neighbour: 20,
+			wantMinRate: 0.75 * 30, wantMaxThrottled: 0.02, wantMaxNeighbourThr: 0.05},
+		{name: "never exceeds the ceiling", start: 10, lo: 1, hi: 30, quota: 100, latency: 50 * time.Millisecond,
+			wantMinRate: 0.95 * 30, ceiling: 30},
+		{name: "the floor holds under a tiny quota", start: 10, lo: 5, hi: 100, quota: 2, latency: 50 * time.Millisecond,
+			floor: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := simulate(tt.start, tt.lo, tt.hi, tt.quota, tt.latency, tt.neighbour, run)
+			accepted := float64(r.sent-r.throttled) / window
+			t.Logf("nephele: %.1f calls/s accepted, %d of %d throttled; neighbour: %d of %d throttled; rate %.1f to %.1f",
+				accepted, r.throttled, r.sent, r.neighbourThr, r.neighbourSent, r.minRate, r.maxRate)
+			if tt.wantMinRate > 0 && accepted < tt.wantMinRate {
+				t.Errorf("accepted %.1f calls/s, want at least %.1f", accepted, tt.wantMinRate)
+			}
+			if accepted > tt.quota*1.01 {
+				t.Errorf("accepted %.1f calls/s above the quota %v: the simulation is wrong", accepted, tt.quota)
+			}
+			if tt.wantMaxThrottled > 0 && float64(r.throttled) > tt.wantMaxThrottled*float64(r.sent) {
+				t.Errorf("%d of %d calls throttled, want at most %.0f%%", r.throttled, r.sent, 100*tt.wantMaxThrottled)
+			}
+			if tt.wantMaxNeighbourThr > 0 && float64(r.neighbourThr) > tt.wantMaxNeighbourThr*float64(r.neighbourSent) {
+				t.Errorf("neighbour: %d of %d calls throttled, want at most %.0f%%", r.neighbourThr, r.neighbourSent, 100*tt.wantMaxNeighbourThr)
+			}
+			if tt.ceiling > 0 && r.maxRate > tt.ceiling {
+				t.Errorf("rate reached %.2f, above the ceiling %v", r.maxRate, tt.ceiling)
+			}
+			if tt.floor > 0 && r.minRate < tt.floor {
+				t.Errorf("rate fell to %.2f, below the floor %v", r.minRate, tt.floor)
+			}
+		})
+	}
+}
+
+func TestBudgetCutsOncePerThrottlingEpisode(t *testing.T) {
+	clk := newFakeClock()
+	b := newBudget(clk, 40, 1, 100, 100, nil)
+	early := clk.Now()
+	clk.Step(time.Second)
+	b.observe(early, false)
+	before := b.Rate()
+	tests := []struct {
+		name    string
+		sent    time.Time
+		wantCut bool
+	}{
+		{name: "a throttled answer cuts the rate", sent: clk.Now(), wantCut: true},
+		{name: "a call sent before that cut does not cut again", sent: early, wantCut: false},
+	}
+	for _, tt := range tests {
+		if got := b.observe(tt.sent, true); got != tt.wantCut {
+			t.Errorf("%s: cut = %v, want %v", tt.name, got, tt.wantCut)
+		}
+	}
+	if got, want := b.Rate(), before*CubicBeta; got > want+1e-9 {
+		t.Errorf("rate after the cut = %.2f, want at most %.2f (%v of %.2f)", got, want, CubicBeta, before)
+	}
+	clk.Step(10 * time.Millisecond)
+	if !b.observe(clk.Now(), true) {
+		t.Error("a call sent after the cut, throttled, did not cut again")
+	}
+}
+
+func TestFixedBudgetDoesNotAdapt(t *testing.T) {
+	clk := newFakeClock()
+	b := newBudget(clk, 20, 20, 20, 40, nil)
+	b.observe(clk.Now(), true)
+	clk.Step(time.Minute)
+	b.observe(clk.Now(), false)
+	if got := b.Rate(); got != 20 {
+		t.Errorf("fixed budget's rate = %v, want 20", got)
+	}
+}
+
+// queued returns how many calls of class wait.
+func queued(b *budget, class Class) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queues[class])
+}
+
+// waitQueued polls until n calls of class wait, or fails the test.
+func waitQueued(t *testing.T, b *budget, class Class, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for queued(b, class) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s calls queued, want %d", queued(b, class), class, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestBudgetServesCriticalFirstWithoutStarvingRefine(t *testing.T) {
+	tests := []struct {
+		name         string
+		refine, crit int
+		want         string
+	}{
+		{name: "critical first, one refine in five", refine: 10, crit: 10, want: "CCCCRCCCCRCCRRRRRRRR"},
+		{name: "refine alone goes in order", refine: 3, want: "RRR"},
+		{name: "critical alone goes in order", crit: 3, want: "CCC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			b := newBudget(clk, 10, 10, 10, 1, nil)
+			if _, ok := tryTake(b); !ok {
+				t.Fatal("the full bucket gave no token")
+			}
+			var mu sync.Mutex
+			var order []byte
+			var wg sync.WaitGroup
+			enqueue := func(class Class, letter byte, n int) {
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := b.acquire(context.Background(), class); err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						order = append(order, letter)
+						mu.Unlock()
+					}()
+					waitQueued(t, b, class, i+1)
+				}
+			}
+			// Refine calls were waiting first: critical ones still go ahead of them.
+			enqueue(ClassRefine, 'R', tt.refine)
+			enqueue(ClassCritical, 'C', tt.crit)
+			for i := range tt.refine + tt.crit {
+				clk.Step(100 * time.Millisecond)
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					mu.Lock()
+					n := len(order)
+					mu.Unlock()
+					if n == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("grant %d did not come after %v", i+1, 100*time.Millisecond)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			wg.Wait()
+			if got := string(order); got != tt.want {
+				t.Errorf("grant order %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBudgetWaiterLeavesOnCancel(t *testing.T) {
+	clk := newFakeClock()
+	b := newBudget(clk, 1, 1, 1, 1, nil)
+	tryTake(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.acquire(ctx, ClassRefine)
+		done <- err
+	}()
+	waitQueued(t, b, ClassRefine, 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire after cancel: %v, want context.Canceled", err)
+	}
+	if n := queued(b, ClassRefine); n != 0 {
+		t.Errorf("%d calls still queued after cancel, want 0", n)
+	}
+	clk.Step(time.Second)
+	if _, ok := tryTake(b); !ok {
+		t.Error("the token the canceled call waited for was not left for others")
+	}
+}
