@@ -1,0 +1,162 @@
+package profiles
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// goldenInputs are the inputs every profile renders in TestGolden: what a typical
+// spec for the platform says.
+var goldenInputs = map[string]Input{
+	"local": {
+		Spec: v1alpha1.CloudControllerManagerSpec{
+			Platform:    "local",
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "default", Name: "local-cloud"},
+		},
+		Namespace: "kube-system", DefaultVersion: "dev", ConfigHash: "0123abcd",
+	},
+	"generic": {
+		Spec: v1alpha1.CloudControllerManagerSpec{
+			Platform: "generic", Provider: "openstack", Image: "registry.example/openstack-ccm:v1.36.0",
+			Replicas:     ptr.To(int32(3)),
+			ExtraArgs:    []string{"--v=2"},
+			FeatureGates: map[string]bool{"B": false, "A": true},
+			NodePlacement: &v1alpha1.NodePlacement{
+				NodeSelector: map[string]string{"node-role.kubernetes.io/control-plane": ""},
+				Tolerations:  []corev1.Toleration{{Key: "example.com/dedicated", Operator: corev1.TolerationOpExists}},
+			},
+		},
+		Namespace: "cloud-system", DefaultVersion: "dev", ConfigHash: "0123abcd",
+	},
+	"generic-node-manager": {
+		Spec: v1alpha1.CloudControllerManagerSpec{
+			Platform: "generic-node-manager", Provider: "azure", Image: "registry.example/azure-ccm:v1.36.0",
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "default", Name: "azure"},
+		},
+		Namespace: "kube-system", DefaultVersion: "dev", SingleNode: true, ConfigHash: "0123abcd",
+	},
+}
+
+// TestGolden renders every built-in profile to testdata/<platform>.yaml.
+func TestGolden(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			in, ok := goldenInputs[name]
+			if !ok {
+				t.Fatalf("profile %s has no golden input", name)
+			}
+			p, err := Load(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Render(p, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := render.YAML(r.Objects)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (go test ./operator/profiles -run TestGolden -update writes it)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s is stale; go test ./operator/profiles -run TestGolden -update rewrites it. Got:\n%s", file, got)
+			}
+		})
+	}
+}
+
+// TestRenderRefuses: every invalid spec gives one error that names the field and fix.
+func TestRenderRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		spec v1alpha1.CloudControllerManagerSpec
+		want string
+	}{
+		{"generic without image", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x"}, "spec.image: platform generic has no image of its own"},
+		{"generic without provider", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Image: "x/y:1"}, "spec.provider: platform generic runs any provider"},
+		{"feature gates on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", FeatureGates: map[string]bool{"A": true}}, "spec.featureGates: platform local's cloud-controller-manager has no --feature-gates"},
+		{"unknown flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--no-such-flag=1"}}, `invalid value for spec.extraArgs: "--no-such-flag=1": the cloud-controller-manager has no flag --no-such-flag`},
+		{"owned flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--cloud-provider=aws"}}, "--cloud-provider is set by the rendering"},
+		{"unknown controller on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}}, "invalid value for spec.controllers"},
+		{"routes without CIDR", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", ConfigureCloudRoutes: ptr.To(true)}, "invalid value for spec.clusterCIDR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Load(tt.spec.Platform)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Render(p, Input{Spec: tt.spec, Namespace: "kube-system", DefaultVersion: "dev"})
+			if err == nil {
+				t.Fatalf("rendered; want %q", tt.want)
+			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
+				t.Errorf("%d errors, want 1: %v", n, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadUnknownPlatform(t *testing.T) {
+	for _, name := range []string{"aws", "../data/local", "node-manager.yaml"} {
+		_, err := Load(name)
+		var u *UnknownPlatformError
+		if !errors.As(err, &u) {
+			t.Fatalf("Load(%q) = %v, want UnknownPlatformError", name, err)
+		}
+		if !strings.Contains(err.Error(), "generic, generic-node-manager, local") {
+			t.Errorf("error %q does not list the known platforms", err)
+		}
+	}
+}
+
+func TestTransformCloudConfig(t *testing.T) {
+	p, err := Load("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ in, want string }{
+		{"endpoint: http://127.0.0.1:1\n", "endpoint: http://127.0.0.1:1\nrequestTimeout: 10s\n"},
+		{"endpoint: x\nrequestTimeout: 3s\n", "endpoint: x\nrequestTimeout: 3s\n"},
+	}
+	for _, tt := range tests {
+		got, err := p.TransformCloudConfig([]byte(tt.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("transform(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if _, err := p.TransformCloudConfig([]byte("- a list\n")); err == nil {
+		t.Error("a list was accepted as the local cloud config")
+	}
+	g, _ := Load("generic")
+	if got, _ := g.TransformCloudConfig([]byte("[Global]\nx=1\n")); string(got) != "[Global]\nx=1\n" {
+		t.Errorf("generic changed an opaque config: %q", got)
+	}
+}
