@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
 		controllers:        cfg.controllers,
-		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
+		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: o.CloudQPSMin, maxQPS: o.CloudQPSMax, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,
 		useServiceAccounts: o.UseServiceAccountCredentials,

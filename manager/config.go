@@ -10,6 +10,20 @@ import (
 // DefaultCloudMaxRetryAfter is the default --cloud-max-retry-after: the call path's own.
 const DefaultCloudMaxRetryAfter = instrumented.DefaultMaxRetryAfter
 
+// The cloud budget's defaults (docs/manager.md says why).
+const (
+	// DefaultCloudQPS is the default --cloud-qps, the rate the budget starts at: the
+	// fixed rate nephele used before its budget adapted, safe under any quota we know
+	// of for a burst's first seconds.
+	DefaultCloudQPS = 20
+	// DefaultCloudQPSMin is the default --cloud-qps-min: however hard the cloud
+	// throttles, one call a second keeps every controller moving.
+	DefaultCloudQPSMin = 1
+	// DefaultCloudQPSMax is the default --cloud-qps-max. The budget finds the quota by
+	// itself; the ceiling bounds what one manager may take when nothing throttles it.
+	DefaultCloudQPSMax = 100
+)
+
 // DefaultControllerConfig returns the controllers' default settings: the flags'
 // defaults, and what a controller built outside a manager uses for a zero field. It is
 // the one place these defaults are defined.
@@ -24,7 +38,9 @@ func DefaultControllerConfig() ControllerConfig {
 		RouteReconciliationPeriod: 5 * time.Minute,
 		// Upstream's is 1, which lets one slow load balancer hold up every other.
 		ConcurrentServiceSyncs:        10,
-		ConcurrentNodeSyncs:           1,
+		// Upstream's is 1. One worker's writes bounded the initialization of a burst
+		// (about 130 nodes/s); ten make the apiserver the limit instead.
+		ConcurrentNodeSyncs:           10,
 		ConcurrentRouteSyncs:          10,
 		NodeDeletionGracePeriod:       40 * time.Second,
 		NodeDeletionSafeModeThreshold: 0.1,

@@ -96,8 +96,13 @@ type Options struct {
 
 	// CloudCallTimeout is --cloud-call-timeout.
 	CloudCallTimeout time.Duration
-	// CloudQPS is --cloud-qps; 0 means no client-side limit.
+	// CloudQPS is --cloud-qps, the rate the adaptive cloud budget starts at; 0 means
+	// no client-side limit.
 	CloudQPS float64
+	// CloudQPSMin is --cloud-qps-min, the floor of the adaptive cloud budget.
+	CloudQPSMin float64
+	// CloudQPSMax is --cloud-qps-max, the ceiling of the adaptive cloud budget.
+	CloudQPSMax float64
 	// CloudBurst is --cloud-burst, used when CloudQPS > 0.
 	CloudBurst int
 	// CloudMaxRetryAfter is --cloud-max-retry-after, the longest Retry-After honoured.
@@ -173,7 +178,9 @@ func NewOptions() *Options {
 		NodeBatchWindow:               d.NodeBatchWindow,
 		HealthzStallTimeout:           2 * time.Minute,
 		CloudCallTimeout:              30 * time.Second,
-		CloudQPS:                      20,
+		CloudQPS:                      DefaultCloudQPS,
+		CloudQPSMin:                   DefaultCloudQPSMin,
+		CloudQPSMax:                   DefaultCloudQPSMax,
 		CloudBurst:                    40,
 		CloudMaxRetryAfter:            DefaultCloudMaxRetryAfter,
 		LeaderElect:                   true,
@@ -201,11 +208,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout,
 		"The longest one call to the cloud may take before it is abandoned and retried. (nephele: not an upstream flag.)")
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS,
-		"Client-side limit on calls per second to the cloud, shared by all controllers; 0 means no limit. "+
-			"Throttling answers from the cloud (Retry-After) are honoured either way. (nephele: not an upstream flag.)")
+		"The rate, in calls per second, at which the client-side cloud budget shared by all controllers starts; "+
+			"it then adapts between --cloud-qps-min and --cloud-qps-max: up while the cloud answers, down on throttled answers. "+
+			"0 means no client-side limit. Throttling answers from the cloud (Retry-After) are honoured either way. "+
+			"It used to be a fixed rate: for one, set --cloud-qps-min and --cloud-qps-max to the same value. (nephele: not an upstream flag.)")
+	fs.Float64Var(&o.CloudQPSMin, "cloud-qps-min", o.CloudQPSMin,
+		"The floor of the adaptive cloud budget, in calls per second: however often the cloud throttles, "+
+			"calls go at least this fast (Retry-After still holds them). (nephele: not an upstream flag.)")
+	fs.Float64Var(&o.CloudQPSMax, "cloud-qps-max", o.CloudQPSMax,
+		"The ceiling of the adaptive cloud budget, in calls per second: the share of the account's quota this manager may take "+
+			"at most, for operators who must leave the rest to others. (nephele: not an upstream flag.)")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst,
-		"Calls to the cloud allowed in a burst above --cloud-qps; used only when --cloud-qps is above 0. "+
-			"(nephele: not an upstream flag.)")
+		"Calls to the cloud allowed at once; while the budget adapts, at most one second of its current rate. "+
+			"Used only when --cloud-qps is above 0. (nephele: not an upstream flag.)")
 	fs.DurationVar(&o.CloudMaxRetryAfter, "cloud-max-retry-after", o.CloudMaxRetryAfter,
 		"The longest Retry-After from the cloud that is honoured: a throttled answer holds every controller's cloud calls "+
 			"and retries for what the cloud asks, at most this long, so one absurd answer cannot stop the controllers for "+
@@ -257,7 +272,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The number of services that are allowed to sync concurrently. (nephele: default 10, upstream 1, "+
 			"so that one slow load balancer does not hold up the others.)")
 	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs,
-		"Number of workers concurrently synchronizing nodes.")
+		"Number of workers concurrently synchronizing nodes. (nephele: default 10, upstream 1, so that the apiserver, "+
+			"not one worker's writes, bounds how fast a burst of joining nodes is initialized; the instances still come "+
+			"from shared listings.)")
 	fs.IntVar(&o.ConcurrentRouteSyncs, "concurrent-route-syncs", o.ConcurrentRouteSyncs,
 		"Number of routes created or deleted concurrently. (nephele: not an upstream flag; upstream's concurrency is fixed.)")
 	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod,
@@ -398,6 +415,14 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 	}
 	if o.CloudQPS > 0 && o.CloudBurst < 1 {
 		v.add("cloud-burst", "%d: must be at least 1 when --cloud-qps is above 0", o.CloudBurst)
+	}
+	if o.CloudQPS > 0 {
+		if math.IsNaN(o.CloudQPSMin) || math.IsInf(o.CloudQPSMin, 0) || o.CloudQPSMin <= 0 || o.CloudQPSMin > o.CloudQPS {
+			v.add("cloud-qps-min", "%s: must be a positive number no larger than --cloud-qps (%s)", formatFloat(o.CloudQPSMin), formatFloat(o.CloudQPS))
+		}
+		if math.IsNaN(o.CloudQPSMax) || math.IsInf(o.CloudQPSMax, 0) || o.CloudQPSMax < o.CloudQPS {
+			v.add("cloud-qps-max", "%s: must be a number no smaller than --cloud-qps (%s)", formatFloat(o.CloudQPSMax), formatFloat(o.CloudQPS))
+		}
 	}
 	v.positive("cloud-max-retry-after", o.CloudMaxRetryAfter)
 

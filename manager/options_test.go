@@ -146,6 +146,12 @@ controllerLeaders: []
 			"invalid value for --cloud-qps: NaN: must be 0 (no limit) or a positive number"},
 		{"cloud-burst zero with qps", func(o *Options) { o.CloudBurst = 0 },
 			"invalid value for --cloud-burst: 0: must be at least 1 when --cloud-qps is above 0"},
+		{"cloud-qps-min zero", func(o *Options) { o.CloudQPSMin = 0 },
+			"invalid value for --cloud-qps-min: 0: must be a positive number no larger than --cloud-qps (20)"},
+		{"cloud-qps-min above cloud-qps", func(o *Options) { o.CloudQPSMin = 30 },
+			"invalid value for --cloud-qps-min: 30: must be a positive number no larger than --cloud-qps (20)"},
+		{"cloud-qps-max below cloud-qps", func(o *Options) { o.CloudQPSMax = 10 },
+			"invalid value for --cloud-qps-max: 10: must be a number no smaller than --cloud-qps (20)"},
 
 		// Apiserver connection.
 		{"kubeconfig missing", func(o *Options) { o.Kubeconfig = missing },
@@ -470,7 +476,7 @@ func TestAddFlagsParse(t *testing.T) {
 		ConfigureCloudRoutes:          false,
 		NodeMonitorPeriod:             7 * time.Second,
 		NodeStatusUpdateFrequency:     5 * time.Minute,
-		ConcurrentNodeSyncs:           1,
+		ConcurrentNodeSyncs:           10,
 		ConcurrentServiceSyncs:        3,
 		ConcurrentRouteSyncs:          10,
 		RouteReconciliationPeriod:     5 * time.Minute,
@@ -505,13 +511,15 @@ func TestFlagDefaults(t *testing.T) {
 		"node-status-update-frequency":      "5m0s",
 		"route-reconciliation-period":       "5m0s", // nephele
 		"concurrent-service-syncs":          "10",   // nephele
-		"concurrent-node-syncs":             "1",
+		"concurrent-node-syncs":             "10",   // nephele
 		"concurrent-route-syncs":            "10",
 		"node-deletion-grace-period":        "40s",
 		"node-deletion-safe-mode-threshold": "0.1",
 		"node-batch-window":                 "1s",
 		"cloud-call-timeout":                "30s",
 		"cloud-qps":                         "20",
+		"cloud-qps-min":                     "1",
+		"cloud-qps-max":                     "100",
 		"cloud-burst":                       "40",
 		"kube-api-qps":                      "-1",
 		"kube-api-burst":                    "30",
@@ -555,7 +563,8 @@ func TestFlagDefaults(t *testing.T) {
 	// Flags nephele adds or whose defaults it changes say so.
 	for _, name := range []string{"route-reconciliation-period", "concurrent-service-syncs", "concurrent-route-syncs",
 		"node-deletion-grace-period", "node-deletion-safe-mode-threshold", "node-batch-window", "load-balancer-class",
-		"cloud-call-timeout", "cloud-qps", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs", "kube-api-qps"} {
+		"cloud-call-timeout", "cloud-qps", "cloud-qps-min", "cloud-qps-max", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs", "kube-api-qps",
+		"concurrent-node-syncs"} {
 		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(nephele: ") {
 			t.Errorf("--%s help does not mark the nephele change: %q", name, u)
 		}

@@ -80,6 +80,8 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 	ic, err := instrumented.New(p.provider, instrumented.Options{
 		Timeout:       p.cloudCall.timeout,
 		QPS:           p.cloudCall.qps,
+		MinQPS:        p.cloudCall.minQPS,
+		MaxQPS:        p.cloudCall.maxQPS,
 		Burst:         p.cloudCall.burst,
 		MaxRetryAfter: p.cloudCall.maxRetryAfter,
 		Registerer:    p.registry,
@@ -363,6 +365,8 @@ func (r *runtime) inventoryOrNil() Inventory {
 type cloudCallConfig struct {
 	timeout       time.Duration
 	qps           float64
+	minQPS        float64
+	maxQPS        float64
 	burst         int
 	maxRetryAfter time.Duration
 }
