@@ -37,7 +37,7 @@ func DefaultControllerConfig() ControllerConfig {
 		// only a safety net against drift in the cloud.
 		RouteReconciliationPeriod: 5 * time.Minute,
 		// Upstream's is 1, which lets one slow load balancer hold up every other.
-		ConcurrentServiceSyncs:        10,
+		ConcurrentServiceSyncs: 10,
 		// Upstream's is 1. One worker's writes bounded the initialization of a burst
 		// (about 130 nodes/s); ten make the apiserver the limit instead.
 		ConcurrentNodeSyncs:           10,
