@@ -59,13 +59,20 @@ func meta(name, namespace string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels()}
 }
 
-// rbacObjects are the ServiceAccount and the Roles, ClusterRoles and their bindings.
+// rbacObjects are the ServiceAccounts, then the Roles, ClusterRoles and their bindings.
+// Every identity's ServiceAccount comes first, the manager's and, under
+// --use-service-account-credentials, each controller's: `kubectl apply` creates them
+// before the bindings that name them, `kubectl delete -f` removes them, and the manager
+// never has to create one (so its identity holds no create on serviceaccounts).
 func (r resolved) rbacObjects() []any {
 	ids := r.identities()
-	objs := []any{&corev1.ServiceAccount{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-		ObjectMeta: meta(ServiceAccountName, r.Namespace),
-	}}
+	var objs []any
+	for _, id := range ids {
+		objs = append(objs, &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: meta(id.ServiceAccount, id.Namespace),
+		})
+	}
 	var roles, bindings []any
 	for _, id := range ids {
 		subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: id.ServiceAccount, Namespace: id.Namespace}}

@@ -142,7 +142,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ExtraArgs, "extra-arg", o.ExtraArgs,
 		"a further flag of the manager, --name=value; repeat for several. Flags this command sets are refused: use its own flag")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
-		"the manager's --use-service-account-credentials: each controller uses its own service account's token")
+		"the manager's --use-service-account-credentials: each controller uses its own service account's token (the accounts are rendered, in kube-system)")
 	fs.BoolVar(&o.MetricsService, "metrics-service", o.MetricsService,
 		"render a Service for port 10258 and a ClusterRole allowed to read /metrics")
 	fs.BoolVar(&o.ServiceMonitor, "service-monitor", o.ServiceMonitor,

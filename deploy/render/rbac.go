@@ -19,7 +19,8 @@ const (
 	// LeaderLockingRole is the Role on the manager's Lease (seed 000's name).
 	LeaderLockingRole = "system::leader-locking-cloud-controller-manager"
 	// ControllerCredentialsRole lets the manager get its controllers' service accounts
-	// and request their tokens, under --use-service-account-credentials.
+	// and request their tokens, under --use-service-account-credentials. It grants no
+	// create on serviceaccounts: the rendering holds the accounts.
 	ControllerCredentialsRole = "system:cloud-controller-manager:controller-credentials"
 	// AuthDelegatorBinding binds the manager to the built-in system:auth-delegator.
 	AuthDelegatorBinding = "system:cloud-controller-manager:auth-delegator"
@@ -189,8 +190,6 @@ func (r resolved) identities() []Identity {
 		Rules: []Rule{
 			{Group: groupCore, Resource: "serviceaccounts", Verbs: []string{"get"}, ResourceNames: accounts,
 				Why: "--use-service-account-credentials: the manager checks each controller's service account exists (manager/clients.go)"},
-			{Group: groupCore, Resource: "serviceaccounts", Verbs: []string{"create"},
-				Why: "--use-service-account-credentials: the manager creates a missing controller service account; create cannot be limited to a name (manager/clients.go)"},
 			{Group: groupCore, Resource: "serviceaccounts/token", Verbs: []string{"create"}, ResourceNames: accounts,
 				Why: "--use-service-account-credentials: the manager requests each controller's token with the TokenRequest API (manager/clients.go)"},
 		},

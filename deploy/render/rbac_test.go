@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -218,7 +219,112 @@ func TestControllerAccounts(t *testing.T) {
 		t.Error("no controller-credentials Role")
 	}
 	got := kinds(objs)
-	if len(got["Deployment"]) != 1 || len(got["PodDisruptionBudget"]) != 1 || len(got["Service"]) != 1 || len(got["ServiceAccount"]) != 1 {
+	if len(got["Deployment"]) != 1 || len(got["PodDisruptionBudget"]) != 1 || len(got["Service"]) != 1 || len(got["ServiceAccount"]) != 1+len(want) {
 		t.Errorf("objects %v", got)
+	}
+}
+
+// TestControllerServiceAccountsRendered: the controllers' service accounts are rendered
+// exactly under --use-service-account-credentials, one per account a binding names, in
+// kube-system whatever the Deployment's namespace, labelled like every object, and each
+// before the first object that names it (the order `kubectl apply` creates them in).
+func TestControllerServiceAccountsRendered(t *testing.T) {
+	for name, o := range combinations(t) {
+		for _, ns := range []string{DefaultNamespace, "nephele-system"} {
+			o.Namespace = ns
+			objs, err := Render(o)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			// Every subject a binding names, with the position of its first binding.
+			firstUse := map[string]int{}
+			for i, obj := range objs {
+				if k := obj.GetKind(); k != "ClusterRoleBinding" && k != "RoleBinding" {
+					continue
+				}
+				_, subjects := rbac(t, objs[i:i+1])
+				for _, s := range subjects {
+					if _, seen := firstUse[s.Namespace+"/"+s.Name]; !seen {
+						firstUse[s.Namespace+"/"+s.Name] = i
+					}
+				}
+			}
+			rendered := map[string]int{}
+			for i, obj := range objs {
+				if obj.GetKind() != "ServiceAccount" {
+					continue
+				}
+				key := obj.GetNamespace() + "/" + obj.GetName()
+				if _, dup := rendered[key]; dup {
+					t.Errorf("%s ns=%s: ServiceAccount %s rendered twice", name, ns, key)
+				}
+				rendered[key] = i
+				if !maps.Equal(obj.GetLabels(), commonLabels) {
+					t.Errorf("%s ns=%s: ServiceAccount %s has labels %v, want %v", name, ns, key, obj.GetLabels(), commonLabels)
+				}
+			}
+			var want []string
+			want = append(want, ns+"/"+ServiceAccountName)
+			if o.UseServiceAccountCredentials {
+				for _, s := range controllers.Default() {
+					sa := ControllerServiceAccountNamespace + "/" + s.ClientName
+					if slices.Contains(o.Controllers, s.Name) && !slices.Contains(want, sa) {
+						want = append(want, sa)
+					}
+				}
+			}
+			got := slices.Sorted(maps.Keys(rendered))
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s ns=%s: ServiceAccounts %v, want %v", name, ns, got, want)
+			}
+			for sa, i := range firstUse {
+				at, ok := rendered[sa]
+				if !ok {
+					t.Errorf("%s ns=%s: a binding names ServiceAccount %s, which is not rendered", name, ns, sa)
+				} else if at > i {
+					t.Errorf("%s ns=%s: ServiceAccount %s comes after %s %s, which names it", name, ns, sa, objs[i].GetKind(), objs[i].GetName())
+				}
+			}
+		}
+	}
+}
+
+// TestNoServiceAccountCreate: no rendering grants create on serviceaccounts (a grant
+// that cannot be limited to a name); the manager may only get its controllers' accounts
+// and request their tokens.
+func TestNoServiceAccountCreate(t *testing.T) {
+	for name, o := range combinations(t) {
+		objs, err := Render(o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		roles, _ := rbac(t, objs)
+		for role, rules := range roles {
+			if allows(rules, "create", "serviceaccounts") {
+				t.Errorf("%s: %s may create serviceaccounts", name, role)
+			}
+			for _, r := range rules {
+				if slices.Contains(r.Resources, "serviceaccounts") && !slices.Equal(r.Verbs, []string{"get"}) {
+					t.Errorf("%s: %s has %v on serviceaccounts, want get only", name, role, r.Verbs)
+				}
+				if slices.Contains(r.Resources, "serviceaccounts/token") && len(r.ResourceNames) == 0 {
+					t.Errorf("%s: %s may request tokens of every service account", name, role)
+				}
+			}
+		}
+		ids, err := Identities(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			for _, nr := range id.Roles {
+				for _, r := range nr.Rules {
+					if r.Resource == "serviceaccounts" && slices.Contains(r.Verbs, "create") {
+						t.Errorf("%s: identity %s role %s: %+v", name, id.ServiceAccount, nr.Role, r)
+					}
+				}
+			}
+		}
 	}
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // Render validates o and returns the objects it describes, in the order `kubectl apply`
-// should create them: identities and RBAC, then the metrics Service, the
-// PodDisruptionBudget, the Deployment and the ServiceMonitor. The same options give the
-// same objects.
+// should create them: the ServiceAccounts, the RBAC that names them, then the metrics
+// Service, the PodDisruptionBudget, the Deployment and the ServiceMonitor. The same
+// options give the same objects.
 func Render(o Options) ([]*unstructured.Unstructured, error) {
 	r, err := o.resolve()
 	if err != nil {
