@@ -49,6 +49,9 @@ type Options struct {
 	// certificate names it, APIServerURL and the kubeconfig use it, and the kubernetes
 	// Service's endpoint is it (a loopback address cannot be an endpoint).
 	Address netip.Addr
+	// APIServerArgs are added to kube-apiserver's flags, e.g. --audit-log-path and
+	// --audit-policy-file.
+	APIServerArgs []string
 	// ServiceCIDR is the Service IP range (--service-cluster-ip-range); default
 	// DefaultServiceCIDR. Its first address is the kubernetes Service's, which the
 	// serving certificate names.
@@ -223,7 +226,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	if err := creds.writeKubeconfig(e.APIServerURL); err != nil {
 		return err
 	}
-	apiserver, err := e.run(apiserverBinary, []string{
+	apiserver, err := e.run(apiserverBinary, append([]string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", addr,
 		"--advertise-address", addr,
@@ -249,7 +252,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		"--service-cluster-ip-range", svc.String(),
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=" + reconciler,
-	}, nil)
+	}, opts.APIServerArgs...), nil)
 	if err != nil {
 		return err
 	}

@@ -11,15 +11,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/nephele-dev/nephele/internal/poll"
 )
 
-// StartCCM starts nephele's cloud-controller-manager with the local provider and waits
-// until it has initialized every node. Start calls it unless Config.DeferCCM is set.
+// StartCCM starts nephele's cloud-controller-manager with the local provider, where
+// Config.CCM says, and waits until it has initialized every node. Start calls it unless
+// Config.DeferCCM is set.
 func (c *Cluster) StartCCM(ctx context.Context) error {
-	if c.CCM != nil {
+	if c.ccmStarted {
 		return errors.New("localcluster: the cloud-controller-manager is already running")
 	}
-	if err := c.cfg.Progress.Step(ctx, "start cloud-controller-manager", c.startCCM); err != nil {
+	c.ccmStarted = true
+	name, start := "start cloud-controller-manager", c.startCCM
+	if c.cfg.CCM == CCMInCluster {
+		name, start = "install the cloud-controller-manager in the cluster (kubectl apply)", c.startInClusterCCM
+	}
+	if err := c.cfg.Progress.Step(ctx, name, start); err != nil {
 		return err
 	}
 	return c.cfg.Progress.Step(ctx, "wait for the CCM to initialize "+plural(len(c.Nodes), "node"), c.waitNodesInitialized)
@@ -45,7 +53,9 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 		// nodes reach each other.
 		"--configure-cloud-routes=true",
 		"--cluster-cidr=" + c.cfg.ClusterCIDR.String(),
-		"--leader-elect=false",
+		// As in production: the fence on cloud calls and `nephele migrate` rely on it,
+		// and a fresh control plane has no lease to wait for.
+		"--leader-elect=true",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 	}, c.cfg.CCMArgs...)
@@ -63,8 +73,9 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))
 	defer cancel()
-	err := c.CCM.WaitFor(ctx, "the nodes to be initialized", func(ctx context.Context) error {
-		var pending []string
+	var pending []string
+	initialized := func(ctx context.Context) error {
+		pending = pending[:0]
 		for _, n := range c.Nodes {
 			node, err := c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
@@ -78,7 +89,13 @@ func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 			return errors.New(strings.Join(pending, "; "))
 		}
 		return nil
-	})
+	}
+	var err error
+	if c.CCM != nil {
+		err = c.CCM.WaitFor(ctx, "the nodes to be initialized", initialized)
+	} else if err = poll.Until(ctx, startTimeout(ctx), initialized); err != nil {
+		err = errors.Join(fmt.Errorf("the nodes to be initialized: %w", err), c.ccmPodDiagnostics(context.WithoutCancel(ctx), c.CCMManifests().Namespace))
+	}
 	if err != nil {
 		return "", err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +35,13 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("write the local cloud's token: %w", err)
 	}
 	addrFile := filepath.Join(dir, "address")
+	// The cloud listens on the bridge's address (the cloud creates the bridge before it
+	// listens): the CCM reaches it there from the machine and from pods on the nodes.
+	c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)
 	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "localcloud"),
 		"--state", filepath.Join(dir, "state.db"),
 		"--token-file", c.CloudTokenFile,
-		"--listen", "127.0.0.1:0",
+		"--listen", net.JoinHostPort(c.Gateway.String(), "0"),
 		"--address-file", addrFile,
 		"--vip-pool", c.cfg.VIPPool.String(),
 		"--instance-cidr", c.cfg.InstanceCIDR.String(),
@@ -58,7 +62,6 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 	if c.CloudURL, c.Cloud, err = WaitForCloud(ctx, p, addrFile, token, "nephele-localcluster"); err != nil {
 		return "", err
 	}
-	c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)
 	return fmt.Sprintf("%s, bridge %s %s", c.CloudURL, c.cfg.Bridge, c.Gateway), nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/images/registry"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
@@ -35,14 +36,19 @@ type Cluster struct {
 	Gateway netip.Addr
 	// Nodes are the nodes, in name order.
 	Nodes []Node
-	// CCM is nephele's cloud-controller-manager, serving at CCMURL; nil until it runs.
+	// Registry serves the nodes' images (Images), on the bridge's address.
+	Registry *registry.Server
+	// CCM is nephele's cloud-controller-manager process, serving at CCMURL; nil until it
+	// runs, and in a cluster whose CCM runs in the cluster (CCMInCluster).
 	CCM    *controlplane.Process
 	CCMURL string
 	// Kubectl is the path of kubectl in BinDir.
 	Kubectl string
 
-	cfg       Config
-	cloudProc *controlplane.Process
+	cfg         Config
+	cloudProc   *controlplane.Process
+	registryLog *os.File
+	ccmStarted  bool
 
 	stopOnce sync.Once
 	stopErr  error
@@ -95,6 +101,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}{
 		{"clean up after the previous run", c.cleanPrevious},
 		{"start the local cloud (hosts on " + c.cfg.Bridge + ")", c.startCloud},
+		{"start the image registry and push " + plural(len(Images), "image"), c.startRegistry},
 		{"start etcd and kube-apiserver", c.startControlPlane},
 		{"start kube-controller-manager", func(ctx context.Context) (string, error) {
 			args := append([]string{
@@ -102,6 +109,7 @@ func (c *Cluster) start(ctx context.Context) error {
 				"--cluster-cidr=" + c.cfg.ClusterCIDR.String(),
 				"--node-cidr-mask-size=" + strconv.Itoa(nodeCIDRMaskSize),
 				"--service-cluster-ip-range=" + c.cfg.ServiceCIDR.String(),
+				"--use-service-account-credentials=true",
 			}, c.cfg.ControllerManagerArgs...)
 			_, err := c.Env.StartControllerManager(ctx, args...)
 			return "", err
@@ -134,12 +142,12 @@ func (c *Cluster) cleanPrevious(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, d := range []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.nodesDir()} {
+	for _, d := range []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.nodesDir(), c.cfg.registryDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			return "", fmt.Errorf("remove the previous run's %s: %w", d, err)
 		}
 	}
-	for _, d := range []string{c.cfg.cloudDir(), c.cfg.nodesDir()} {
+	for _, d := range []string{c.cfg.cloudDir(), c.cfg.nodesDir(), c.cfg.registryDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return "", err
 		}
@@ -153,10 +161,11 @@ func (c *Cluster) cleanPrevious(ctx context.Context) (string, error) {
 // startControlPlane starts etcd and kube-apiserver on the bridge's address.
 func (c *Cluster) startControlPlane(ctx context.Context) (string, error) {
 	env, err := controlplane.Start(ctx, controlplane.Options{
-		Dir:         c.cfg.runDir(),
-		BinDir:      c.cfg.BinDir,
-		Address:     c.Gateway,
-		ServiceCIDR: c.cfg.ServiceCIDR,
+		Dir:           c.cfg.runDir(),
+		BinDir:        c.cfg.BinDir,
+		Address:       c.Gateway,
+		ServiceCIDR:   c.cfg.ServiceCIDR,
+		APIServerArgs: c.cfg.APIServerArgs,
 	})
 	if err != nil {
 		return "", err
@@ -197,7 +206,7 @@ func (c *Cluster) Wait(ctx context.Context) error {
 // cloud-controller-manager's, the local cloud's, and the nodes' (while they run, in
 // their hosts' directories; after Stop, in Dir/nodes).
 func (c *Cluster) LogDirs() []string {
-	return []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.hostDir(), c.cfg.nodesDir()}
+	return []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.hostDir(), c.cfg.nodesDir(), c.cfg.registryDir()}
 }
 
 // plural says "1 node", "2 nodes".

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -57,6 +58,8 @@ type Config struct {
 	// ClusterName is the cloud-controller-manager's --cluster-name, under which the cloud
 	// files load balancers and routes; default DefaultClusterName.
 	ClusterName string
+	// APIServerArgs are added to kube-apiserver's flags, e.g. an audit policy.
+	APIServerArgs []string
 	// ControllerManagerArgs are added to kube-controller-manager's flags (a flag given
 	// here overrides the default of the same name), e.g. a short
 	// --node-monitor-grace-period.
@@ -64,12 +67,34 @@ type Config struct {
 	// CCMArgs are added to the cloud-controller-manager's flags, e.g. a short
 	// --route-reconciliation-period.
 	CCMArgs []string
+	// CCM says where nephele's cloud-controller-manager runs; default CCMProcess.
+	CCM CCMMode
+	// CCMReplicas is the in-cluster Deployment's replicas (CCMInCluster only); default
+	// render.DefaultReplicas.
+	CCMReplicas int
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
 	// but uninitialized and nothing routes pod traffic between them, until StartCCM.
 	DeferCCM bool
 	// Progress receives every step of Start and Stop; nil runs them silently.
 	Progress Progress
 }
+
+// CCMMode is where a cluster runs nephele's cloud-controller-manager.
+type CCMMode string
+
+const (
+	// CCMProcess runs it as a process on the machine, beside the control plane, with the
+	// admin's kubeconfig: the way a control plane node runs it as a static pod.
+	CCMProcess CCMMode = "process"
+	// CCMInCluster installs it the way docs/deploy.md tells users to: the manifests of
+	// `nephele manifests` (deploy/render), with the cloud config in a Secret, applied
+	// with kubectl; its pods pull the image from the cluster's registry and run on the
+	// nodes with their ServiceAccounts' credentials.
+	CCMInCluster CCMMode = "in-cluster"
+)
+
+// CCMModes are the values of Config.CCM, for flags.
+var CCMModes = []CCMMode{CCMProcess, CCMInCluster}
 
 // Progress runs the steps of Start and Stop: it calls fn, and may report name, how long
 // fn took and the detail it returned (cmd/nephele prints one line per step).
@@ -89,8 +114,9 @@ func (silent) Step(ctx context.Context, _ string, fn func(context.Context) (stri
 // `nephele node images --out BinDir/images` (make node-images) or images.Build.
 func ImageDir(binDir string) string { return filepath.Join(binDir, "images") }
 
-// Images are the images every node imports: the pod sandbox first.
-var Images = []images.Program{images.Pause, images.DemoHTTP}
+// Images are the images a cluster's registry serves to its nodes: the pod sandbox, the
+// demo HTTP server, and the cloud-controller-manager.
+var Images = images.InCluster
 
 // DemoImage is the reference of the demo HTTP server's image on every node.
 var DemoImage = images.DemoHTTP.Ref(images.DefaultVersion)
@@ -150,6 +176,21 @@ func (c *Config) complete() error {
 	if c.ClusterName == "" {
 		c.ClusterName = DefaultClusterName
 	}
+	switch c.CCM {
+	case "":
+		c.CCM = CCMProcess
+	case CCMProcess, CCMInCluster:
+	default:
+		errs = append(errs, fmt.Errorf("ccm %q: want %s or %s", c.CCM, CCMProcess, CCMInCluster))
+	}
+	if c.CCMReplicas == 0 {
+		c.CCMReplicas = render.DefaultReplicas
+	}
+	if c.CCMReplicas < 1 {
+		errs = append(errs, fmt.Errorf("ccm replicas %d: want at least 1", c.CCMReplicas))
+	} else if c.CCM != CCMInCluster && c.CCMReplicas != render.DefaultReplicas {
+		errs = append(errs, fmt.Errorf("ccm replicas %d: only an in-cluster CCM (ccm %s) has replicas", c.CCMReplicas, CCMInCluster))
+	}
 	if c.Progress == nil {
 		c.Progress = silent{}
 	}
@@ -167,7 +208,8 @@ func (c *Config) complete() error {
 }
 
 // Directories of a cluster in Config.Dir.
-func (c *Config) runDir() string   { return filepath.Join(c.Dir, "run") }
-func (c *Config) cloudDir() string { return filepath.Join(c.Dir, "cloud") }
-func (c *Config) hostDir() string  { return filepath.Join(c.Dir, "hosts") }
-func (c *Config) nodesDir() string { return filepath.Join(c.Dir, "nodes") }
+func (c *Config) runDir() string      { return filepath.Join(c.Dir, "run") }
+func (c *Config) cloudDir() string    { return filepath.Join(c.Dir, "cloud") }
+func (c *Config) hostDir() string     { return filepath.Join(c.Dir, "hosts") }
+func (c *Config) nodesDir() string    { return filepath.Join(c.Dir, "nodes") }
+func (c *Config) registryDir() string { return filepath.Join(c.Dir, "registry") }

@@ -29,10 +29,6 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var imgs []string
-	for _, img := range Images {
-		imgs = append(imgs, filepath.Join(ImageDir(c.cfg.BinDir), img.Name+".tar"))
-	}
 	var created []string
 	for i := range c.cfg.Nodes {
 		name := NodeName(i)
@@ -50,10 +46,11 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 				URL:    c.Env.APIServerURL,
 				CAFile: c.Env.CAFile(),
 			},
-			Kubelet:      kubenode.Credentials{ClientCertFile: cert, ClientKeyFile: key},
-			KubeProxy:    kubenode.Credentials{ClientCertFile: proxyCert, ClientKeyFile: proxyKey},
-			ClusterCIDR:  c.cfg.ClusterCIDR.String(),
-			Images:       imgs,
+			Kubelet:     kubenode.Credentials{ClientCertFile: cert, ClientKeyFile: key},
+			KubeProxy:   kubenode.Credentials{ClientCertFile: proxyCert, ClientKeyFile: proxyKey},
+			ClusterCIDR: c.cfg.ClusterCIDR.String(),
+			// Every image, the sandbox's too, is pulled from the cluster's registry.
+			Registries:   c.nodeRegistries(),
 			SandboxImage: images.Pause.Ref(images.DefaultVersion),
 		}
 		data, err := yaml.Marshal(cfg)

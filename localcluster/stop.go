@@ -74,6 +74,14 @@ func (c *Cluster) stop(ctx context.Context) error {
 			return "", c.Env.StopKeepingLogs()
 		})
 	}
+	if c.Registry != nil {
+		step("stop the image registry", func(ctx context.Context) (string, error) {
+			return "", c.Registry.Close(ctx)
+		})
+	}
+	if c.registryLog != nil {
+		errs = append(errs, c.registryLog.Close())
+	}
 	if c.cloudProc != nil {
 		step("stop the local cloud", stopProcs(c.cloudProc))
 	}

@@ -48,6 +48,7 @@ func TestCompleteChecksFlags(t *testing.T) {
 		{"bad cluster CIDR", func(o *upOptions) { o.clusterCIDR = "10.244.0.0" }, "--cluster-cidr"},
 		{"bridge with --kwok", func(o *upOptions) { o.bridge = "br0" }, "--bridge and --service-cidr are for real nodes"},
 		{"service CIDR with --kwok", func(o *upOptions) { o.serviceCIDR = "10.97.0.0/16" }, "--bridge and --service-cidr are for real nodes"},
+		{"in-cluster CCM with --kwok", func(o *upOptions) { o.ccm = "in-cluster" }, "--ccm in-cluster is for real nodes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +77,8 @@ func TestCompleteChecksRealFlags(t *testing.T) {
 		{"instance range too small", func(o *upOptions) { o.instanceCIDR = "10.88.0.0/31" }, "at most a /30"},
 		{"bad bridge", func(o *upOptions) { o.bridge = "a-bridge-name-too-long" }, "--bridge"},
 		{"bad service CIDR", func(o *upOptions) { o.serviceCIDR = "ten" }, "--service-cidr"},
+		{"in-cluster CCM", func(o *upOptions) { o.ccm = "in-cluster" }, ""},
+		{"unknown CCM mode", func(o *upOptions) { o.ccm = "sidecar" }, `--ccm "sidecar": want process or in-cluster`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,7 +129,7 @@ func TestUpFlags(t *testing.T) {
 	for flag, def := range map[string]string{
 		"dir": filepath.Join(".nephele", "up"), "nodes": "3", "smoke": "false", "fresh": "false",
 		"build": "true", "bin-dir": "", "vip-pool": "127.100.0.0/16", "instance-cidr": "", "timeout": "3m0s",
-		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "",
+		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "", "ccm": "process",
 	} {
 		f := up.Flags().Lookup(flag)
 		if f == nil {

@@ -75,6 +75,7 @@ func runReal(ctx context.Context, o upOptions, out io.Writer) error {
 		ServiceCIDR:  netip.MustParsePrefix(o.serviceCIDR),
 		VIPPool:      netip.MustParsePrefix(o.vipPool),
 		ClusterName:  clusterName,
+		CCM:          localcluster.CCMMode(o.ccm),
 		Progress:     p,
 	}
 	if o.smoke {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,7 @@ type upOptions struct {
 	clusterCIDR  string
 	serviceCIDR  string
 	bridge       string
+	ccm          string
 	timeout      time.Duration
 }
 
@@ -109,6 +111,8 @@ the node images there unless --build=false. See docs/up.md.`,
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", o.clusterCIDR, "the pod range: each node gets a /24 of it, routed by the cloud-controller-manager")
 	fs.StringVar(&o.serviceCIDR, "service-cidr", "", "the Service range (real nodes only; default "+controlplane.DefaultServiceCIDR.String()+")")
 	fs.StringVar(&o.bridge, "bridge", "", "the local cloud's bridge for the hosts (real nodes only; default "+hosts.DefaultBridge+")")
+	fs.StringVar(&o.ccm, "ccm", string(localcluster.CCMProcess), "where the cloud-controller-manager runs (real nodes only): "+string(localcluster.CCMProcess)+
+		", a process on this machine; or "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on starting, and on each smoke check")
 	return cmd
 }
@@ -128,6 +132,9 @@ func (o *upOptions) complete() error {
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if o.ccm == "" {
+		o.ccm = string(localcluster.CCMProcess)
 	}
 	if o.instanceCIDR == "" {
 		o.instanceCIDR = realInstanceCIDR
@@ -162,6 +169,9 @@ func (o *upOptions) complete() error {
 		if o.bridge != "" || o.serviceCIDR != "" {
 			errs = append(errs, errors.New("--bridge and --service-cidr are for real nodes: --kwok has no bridge, and the control plane's own Service range"))
 		}
+		if o.ccm != string(localcluster.CCMProcess) {
+			errs = append(errs, fmt.Errorf("--ccm %s is for real nodes: with --kwok the CCM runs as a process", o.ccm))
+		}
 	} else {
 		if o.bridge == "" {
 			o.bridge = hosts.DefaultBridge
@@ -177,6 +187,9 @@ func (o *upOptions) complete() error {
 		}
 		if err := hosts.ValidateBridgeName(o.bridge); err != nil {
 			errs = append(errs, fmt.Errorf("--bridge: %w", err))
+		}
+		if !slices.Contains(localcluster.CCMModes, localcluster.CCMMode(o.ccm)) {
+			errs = append(errs, fmt.Errorf("--ccm %q: want %s or %s", o.ccm, localcluster.CCMProcess, localcluster.CCMInCluster))
 		}
 	}
 	if len(errs) > 0 {

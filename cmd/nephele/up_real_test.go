@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
-	"github.com/nephele-dev/nephele/localcluster"
 )
 
 // Bounds of the real-node test. A smoke run on two nodes takes about two and a half
@@ -34,43 +30,6 @@ var machineSysctls = []string{
 	"kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
 
-// testRealBinDir returns a bin directory for real nodes: the tools of the real one (make
-// tools) and nephele's commands and images freshly built, so the test never writes to
-// the shared bin/.
-func testRealBinDir(t *testing.T) string {
-	t.Helper()
-	realBin, err := controlplane.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-		"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr", "cni"} {
-		if _, err := os.Stat(filepath.Join(realBin, name)); err != nil {
-			t.Fatalf("%v: run make tools", err)
-		}
-		if err := os.Symlink(filepath.Join(realBin, name), filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
-	defer cancel()
-	if err := buildBinaries(ctx, bin, localcluster.BuiltBinaries...); err != nil {
-		t.Fatal(err)
-	}
-	moduleDir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: localcluster.ImageDir(bin)}, localcluster.Images...); err != nil {
-		t.Fatal(err)
-	}
-	if err := localcluster.Preflight(bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // TestUpRealNodes runs `nephele up` on real nodes twice in one state directory: a run
 // killed with SIGKILL, which leaves its hosts running on the machine, then a smoke run
 // that must clean up after it and pass every check (pods on every node; pod-to-pod
@@ -83,7 +42,7 @@ func testRealBinDir(t *testing.T) string {
 // processes.
 func TestUpRealNodes(t *testing.T) {
 	hoststest.RequireRoot(t)
-	bin := testRealBinDir(t)
+	bin := clustertest.BinDir(t)
 	dir := filepath.Join(t.TempDir(), "up")
 
 	// Ranges and a bridge of the test's own, so that it meets neither a `nephele up` of
@@ -118,17 +77,16 @@ func TestUpRealNodes(t *testing.T) {
 		}
 	})
 
-	t.Run("smoke passes after cleaning up the killed run", func(t *testing.T) {
-		p := proctest.Exec(t, "nephele up", nephele, append(args, "--smoke")...)
+	smoke := func(t *testing.T, extra []string, want ...string) {
+		p := proctest.Exec(t, "nephele up", nephele, append(append(args, "--smoke"), extra...)...)
 		start := time.Now()
 		code := p.Wait(t, realSmokeTimeout)
-		t.Logf("nephele up --smoke took %s:\n%s", time.Since(start).Round(time.Second), p.Output())
+		t.Logf("nephele up --smoke %s took %s:\n%s", strings.Join(extra, " "), time.Since(start).Round(time.Second), p.Output())
 		if code != 0 {
 			t.Fatalf("nephele up --smoke exited %d, want 0", code)
 		}
 		out := p.Output()
-		for _, want := range []string{
-			"removed what a killed run left on the machine: 2 hosts",
+		for _, want := range append(want,
 			"PASS pod-to-pod across nodes fails: no route in the cloud yet",
 			"PASS pod-to-pod across nodes works through the routes",
 			"PASS a route deleted behind the controller's back breaks pod-to-pod",
@@ -141,7 +99,7 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS the pod comes back on another node",
 			"smoke: PASSED (20 checks)",
 			"remove the hosts, keeping the nodes' logs",
-		} {
+		) {
 			if !strings.Contains(out, want) {
 				t.Errorf("output does not contain %q", want)
 			}
@@ -149,6 +107,15 @@ func TestUpRealNodes(t *testing.T) {
 		if strings.Contains(out, "FAIL") {
 			t.Errorf("output reports a failure")
 		}
+	}
+	t.Run("smoke passes after cleaning up the killed run", func(t *testing.T) {
+		smoke(t, nil, "removed what a killed run left on the machine: 2 hosts", "start cloud-controller-manager")
+	})
+	// The CCM as users install it: `nephele manifests` applied with kubectl, two
+	// replicas pulling their image from the cluster's registry. Terminating a node may
+	// take the leader with it; the other replica takes over.
+	t.Run("smoke passes with the CCM in the cluster", func(t *testing.T) {
+		smoke(t, []string{"--ccm=in-cluster"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available")
 	})
 
 	assertNothingRuns(t, dir)

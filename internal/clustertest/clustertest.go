@@ -1,0 +1,116 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/localcluster"
+)
+
+// buildTimeout bounds building nephele's commands and images: a cold build cache on a
+// busy two-core machine takes minutes.
+const buildTimeout = 10 * time.Minute
+
+// ToolBinaries are the programs of make tools a real cluster runs from its bin
+// directory.
+var ToolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+	"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr", "cni"}
+
+// BinDir returns a bin directory for a real cluster: links to the tools in the shared
+// bin directory (controlplane.BinDir: make tools), and nephele's commands
+// (localcluster.BuiltBinaries) and images (localcluster.Images) built from this
+// source tree into the test's own directory, so a test never runs stale binaries nor
+// writes to the shared bin/. It fails the test, naming the fix, when the machine cannot
+// run real nodes (localcluster.Preflight).
+func BinDir(t testing.TB) string {
+	t.Helper()
+	shared, err := controlplane.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range ToolBinaries {
+		if _, err := os.Stat(filepath.Join(shared, name)); err != nil {
+			t.Fatalf("%v: run make tools", err)
+		}
+		if err := os.Symlink(filepath.Join(shared, name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
+	defer cancel()
+	root := ModuleDir(t)
+	args := []string{"build", "-o", bin + string(filepath.Separator)}
+	for _, name := range localcluster.BuiltBinaries {
+		args = append(args, "./cmd/"+name)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+	if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: root, OutDir: localcluster.ImageDir(bin)}, localcluster.Images...); err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.Preflight(bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// ModuleDir is the root of nephele's source tree.
+func ModuleDir(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("clustertest: cannot tell where the source tree is")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Ranges are a bridge and address ranges of one test's own.
+type Ranges struct {
+	Bridge       string
+	InstanceCIDR netip.Prefix
+	ClusterCIDR  netip.Prefix
+	ServiceCIDR  netip.Prefix
+	VIPPool      netip.Prefix
+	// Markers are strings that name what the cluster leaves on the machine (the bridge
+	// and the ranges' prefixes), for hoststest.Snapshot.
+	Markers []string
+}
+
+// NewRanges picks a bridge and ranges at random: the instance range in 10.86.0.0/16, a
+// pod /16 and the Service /16 after it in 10.160-10.239, and a loopback VIP pool.
+func NewRanges(prefix string) Ranges {
+	n := rand.IntN(200)
+	pods := 160 + 2*rand.IntN(40)
+	r := Ranges{
+		Bridge:       fmt.Sprintf("%s%06x", prefix, rand.IntN(1<<24)),
+		InstanceCIDR: netip.MustParsePrefix(fmt.Sprintf("10.86.%d.0/24", n)),
+		ClusterCIDR:  netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", pods)),
+		ServiceCIDR:  netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", pods+1)),
+		VIPPool:      testnet.LoopbackPrefix(byte(150 + rand.IntN(40))),
+	}
+	r.Markers = []string{r.Bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1)}
+	return r
+}
+
+// Config is a localcluster configuration on these ranges.
+func (r Ranges) Config(dir, binDir string, nodes int) localcluster.Config {
+	return localcluster.Config{
+		Dir: dir, BinDir: binDir, Nodes: nodes, Bridge: r.Bridge,
+		InstanceCIDR: r.InstanceCIDR, ClusterCIDR: r.ClusterCIDR, ServiceCIDR: r.ServiceCIDR, VIPPool: r.VIPPool,
+	}
+}
