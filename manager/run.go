@@ -112,7 +112,7 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 		plan:      p,
 		log:       log,
 		client:    client,
-		informers: informers.NewSharedInformerFactory(client, p.resync),
+		informers: informers.NewSharedInformerFactoryWithOptions(client, p.resync, informers.WithTransform(TrimForCache)),
 		events:    record.NewBroadcaster(record.WithContext(context.Background())),
 		cloud:     ic,
 		progress:  map[string]*Progress{},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // addressChange is one node whose status addresses the refresh rewrites.
@@ -83,9 +84,11 @@ func (c *Controller) addressChanges(nodes []*corev1.Node) []addressChange {
 // refreshPerNode refreshes nodes with one InstanceMetadata call each, Workers at a time.
 func (c *Controller) refreshPerNode(ctx context.Context, nodes []*corev1.Node) int {
 	var written atomic.Int64
+	// A refresh of initialized nodes refines; it waits behind initialization in the budget.
+	lookupCtx := instrumented.WithClass(ctx, instrumented.ClassRefine)
 	workqueue.ParallelizeUntil(ctx, c.workers, len(nodes), func(i int) {
 		n := nodes[i]
-		inst, err := c.instances.InstanceMetadata(ctx, n)
+		inst, err := c.instances.InstanceMetadata(lookupCtx, n)
 		switch {
 		case cloud.IsNotFound(err):
 			return // the lifecycle controller's job

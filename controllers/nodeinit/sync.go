@@ -119,12 +119,16 @@ func (c *Controller) warn(node *corev1.Node, reason, event, format string, args 
 // shared with the other nodes of a burst.
 func (c *Controller) instanceFor(ctx context.Context, node *corev1.Node) (*cloud.Instance, time.Duration, error) {
 	if c.inventory != nil {
+		// When the listing was made is read before looking in it: a listing that
+		// completes between the two would otherwise make a miss in the older one look
+		// like a miss in a listing new enough to hold the instance, and cost a lookup.
+		synced := c.inventory.LastSync()
 		if inst, ok := c.inventory.Lookup(node.Spec.ProviderID, node.Name); ok {
 			return &inst, 0, nil
 		}
 		now := c.now()
 		after := listedAfter(node, now)
-		if c.inventory.LastSync().Before(after) {
+		if synced.Before(after) {
 			if now.Before(after) {
 				// Nodes created within the same second wait for one listing together.
 				return nil, after.Sub(now), nil

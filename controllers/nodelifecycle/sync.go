@@ -17,6 +17,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // errNotLookedUp marks a lookup the round did not get to (it was cancelled).
@@ -122,9 +123,11 @@ func (c *Controller) lookup(ctx context.Context, nodes []*corev1.Node) ([]lookup
 			direct = append(direct, i)
 		}
 	}
+	// Checking nodes that run refines; it waits behind initialization in the budget.
+	lookupCtx := instrumented.WithClass(ctx, instrumented.ClassRefine)
 	workqueue.ParallelizeUntil(ctx, c.workers, len(direct), func(j int) {
 		res := &results[direct[j]]
-		inst, err := c.instances.InstanceMetadata(ctx, res.node)
+		inst, err := c.instances.InstanceMetadata(lookupCtx, res.node)
 		if err == nil && inst == nil {
 			err = fmt.Errorf("the provider returned no instance and no error for node %s", res.node.Name)
 		}

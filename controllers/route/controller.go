@@ -23,6 +23,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // Defaults for the zero values of Config that have no flag; the others are
@@ -225,9 +226,14 @@ func (c *Controller) Run(ctx context.Context) error {
 // retrying a failed check with backoff (bounded by the period).
 func (c *Controller) driftLoop(ctx context.Context) {
 	after, failures := c.now(), 0
+	// The first check finds the routes new nodes need; later ones only look for drift,
+	// so their listing is refine work in the cloud budget.
+	checkCtx := ctx
 	for {
 		next := c.period
-		if err := c.reconcileAll(ctx, after); err != nil {
+		err := c.reconcileAll(checkCtx, after)
+		checkCtx = instrumented.WithClass(ctx, instrumented.ClassRefine)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
