@@ -87,6 +87,14 @@ var scenarios = []struct {
 		},
 		namespace: "kube-system",
 	},
+	{
+		// The only controller named is off without cloud routes: no controller runs,
+		// so no controller service account and no rule naming none.
+		name:      "no controller",
+		args:      []string{"--controllers=route", "--configure-cloud-routes=false"},
+		values:    map[string]any{"controllers": []any{"route"}, "configureCloudRoutes": false},
+		namespace: "kube-system",
+	},
 }
 
 // TestChartEqualsManifests renders the chart with Helm's engine and compares its

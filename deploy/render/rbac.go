@@ -185,6 +185,11 @@ func (r resolved) identities() []Identity {
 		}
 		byAccount[sa] = append(byAccount[sa], controllerClientRules[s.Name]...)
 	}
+	if len(accounts) == 0 {
+		// No controller runs: no account to read, and a rule without names would
+		// grant every service account's tokens.
+		return []Identity{mgr}
+	}
 	mgr.Roles = append(mgr.Roles, RoleRules{
 		Role: ControllerCredentialsRole, Namespace: ControllerServiceAccountNamespace,
 		Rules: []Rule{

@@ -294,7 +294,13 @@ func TestControllerServiceAccountsRendered(t *testing.T) {
 // that cannot be limited to a name); the manager may only get its controllers' accounts
 // and request their tokens.
 func TestNoServiceAccountCreate(t *testing.T) {
-	for name, o := range combinations(t) {
+	cases := combinations(t)
+	// No controller at all (the route controller is off without cloud routes): no
+	// account, so no rule that would name none and so grant every account.
+	none := DefaultOptions()
+	none.Controllers, none.ConfigureCloudRoutes = []string{manager.NodeRouteController}, false
+	cases["none/sa=true"] = none
+	for name, o := range cases {
 		objs, err := Render(o)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -308,8 +314,8 @@ func TestNoServiceAccountCreate(t *testing.T) {
 				if slices.Contains(r.Resources, "serviceaccounts") && !slices.Equal(r.Verbs, []string{"get"}) {
 					t.Errorf("%s: %s has %v on serviceaccounts, want get only", name, role, r.Verbs)
 				}
-				if slices.Contains(r.Resources, "serviceaccounts/token") && len(r.ResourceNames) == 0 {
-					t.Errorf("%s: %s may request tokens of every service account", name, role)
+				if (slices.Contains(r.Resources, "serviceaccounts/token") || slices.Contains(r.Resources, "serviceaccounts")) && len(r.ResourceNames) == 0 {
+					t.Errorf("%s: %s may %v every service account", name, role, r.Verbs)
 				}
 			}
 		}
