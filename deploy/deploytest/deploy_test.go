@@ -175,8 +175,15 @@ func TestKustomizeEqualsPlainYAML(t *testing.T) {
 }
 
 // renderChart renders the chart for an install into namespace with values on top of
-// values.yaml, and decodes every object.
+// values.yaml, and decodes every object. Helm's lookup finds nothing, as in
+// `helm template`.
 func renderChart(values map[string]any, namespace string) (map[string]map[string]any, error) {
+	return renderChartIn(nil, values, namespace)
+}
+
+// renderChartIn is renderChart with lookup answered by clients (nil: lookup finds
+// nothing), as `helm install` against a cluster renders.
+func renderChartIn(clients engine.ClientProvider, values map[string]any, namespace string) (map[string]map[string]any, error) {
 	chart, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, err
@@ -189,7 +196,12 @@ func renderChart(values map[string]any, namespace string) (map[string]map[string
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Render(chart, vals)
+	var files map[string]string
+	if clients == nil {
+		files, err = engine.Render(chart, vals)
+	} else {
+		files, err = engine.RenderWithClientProvider(chart, vals, clients)
+	}
 	if err != nil {
 		return nil, err
 	}
