@@ -106,6 +106,9 @@ type lbState struct {
 	// this Service's load balancer (upstream's ImplementedElsewhere): the controller
 	// leaves its backends and status alone until the Service's spec changes.
 	elsewhere bool
+	// gone is true when the apiserver answered, after the load balancer was ensured,
+	// that its Service is gone or replaced: only its deletion is left to do.
+	gone bool
 }
 
 // New builds the controller and registers its informers and metrics.

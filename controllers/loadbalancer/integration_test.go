@@ -50,6 +50,7 @@ type realHarness struct {
 	cloud *fakecloud.Cloud
 	ns    string
 	class string
+	ctrl  *Controller
 }
 
 // newRealHarness starts a controller for one test. Each test gets its own namespace
@@ -58,6 +59,16 @@ type realHarness struct {
 func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarness {
 	t.Helper()
 	e := controlPlane(t)
+	ns := newTestNamespace(t, e)
+	// The controller sees only its test's Services (Nodes are cluster-wide), so a
+	// Service a test before it left behind is never its business.
+	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace(ns))
+	return startRealController(t, e, ns, class, factory, tweak)
+}
+
+// newTestNamespace creates a namespace for one test, named after it.
+func newTestNamespace(t *testing.T, e *controlplane.Env) string {
+	t.Helper()
 	ctx := t.Context()
 	// A random suffix keeps two runs of one test (-count=2) apart: the namespace of the
 	// first may still be terminating when the second starts.
@@ -69,6 +80,15 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", ns, err)
 	}
+	return ns
+}
+
+// startRealController runs a controller that writes to the shared control plane and
+// reads its caches from factory, with the fake cloud behind the manager's instrumented
+// call path.
+func startRealController(t *testing.T, e *controlplane.Env, ns, class string, factory informers.SharedInformerFactory, tweak func(*Config)) *realHarness {
+	t.Helper()
+	ctx := t.Context()
 	fc, err := fakecloud.New(fakecloud.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +104,6 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.Client.CoreV1().Events("")})
-	// The controller sees only its test's Services (Nodes are cluster-wide), so a
-	// Service a test before it left behind is never its business.
-	factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace(ns))
 	cfg := Config{
 		Client:            e.Client,
 		Informers:         factory,
@@ -124,7 +141,7 @@ func newRealHarness(t *testing.T, class string, tweak func(*Config)) *realHarnes
 			t.Fatalf("the %v cache did not sync", typ)
 		}
 	}
-	return &realHarness{t: t, env: e, cloud: fc, ns: ns, class: class}
+	return &realHarness{t: t, env: e, cloud: fc, ns: ns, class: class, ctrl: ctrl}
 }
 
 // service returns a LoadBalancer Service of the harness's class in its namespace.

@@ -20,12 +20,21 @@ const (
 	reasonKubernetesAPI = "kubernetes_api"
 )
 
+// Outcomes, the values of the stale cache counter's "outcome" label.
+const (
+	// staleSkipped: an ensure that might have created a load balancer was left out.
+	staleSkipped = "skipped"
+	// staleDeleted: a load balancer was deleted right after its ensure.
+	staleDeleted = "deleted"
+)
+
 // metrics are the controller's Prometheus collectors.
 type metrics struct {
 	syncDuration   *prometheus.HistogramVec
 	syncErrors     *prometheus.CounterVec
 	backendUpdates prometheus.Counter
 	managed        prometheus.Gauge
+	stale          *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -47,6 +56,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nephele_service_lb_load_balancers",
 			Help: "Load balancers this controller has ensured and still manages.",
 		}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nephele_service_lb_stale_cache_total",
+			Help: "Times the apiserver contradicted the cache about a Service whose load balancer was to be ensured, by outcome (skipped: not ensured; deleted: deleted right after the ensure).",
+		}, []string{"outcome"}),
 	}
 	var err error
 	if m.syncDuration, err = promreg.Register(reg, m.syncDuration); err != nil {
@@ -59,6 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.managed, err = promreg.Register(reg, m.managed); err != nil {
+		return nil, err
+	}
+	if m.stale, err = promreg.Register(reg, m.stale); err != nil {
 		return nil, err
 	}
 	return m, nil

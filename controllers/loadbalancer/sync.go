@@ -15,7 +15,6 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // sync brings the load balancer of the Service named by k in line with the Service. It
@@ -32,9 +31,10 @@ func (c *Controller) sync(ctx context.Context, k string) (string, error) {
 	if err != nil {
 		return opNone, &apiError{fmt.Errorf("reading Service %s from the cache: %w", k, err)}
 	}
-	if st, ok := c.state(k); ok && st.uid != string(svc.UID) {
+	if st, ok := c.state(k); ok && (st.uid != string(svc.UID) || st.gone) {
 		// The Service was replaced by one of the same name while its load balancer
-		// still existed (someone removed our finalizer): that one is an orphan now.
+		// still existed (someone removed our finalizer), or the apiserver said it is
+		// gone while the cache still shows it: that load balancer is an orphan now.
 		if op, err := c.deleteOrphan(ctx, k, st); err != nil {
 			return op, err
 		}
@@ -132,12 +132,23 @@ func (c *Controller) ensure(ctx context.Context, k string, svc *corev1.Service) 
 		c.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
 		return opNone, worker.Terminal(fmt.Errorf("service %s: %w", k, err))
 	}
-	// The finalizer goes on before anything exists in the cloud, so that nothing the
-	// controller creates can outlive the Service unnoticed.
-	if st, ok := c.state(k); !hasFinalizer(svc) && (!ok || st.uid != string(svc.UID)) {
-		if svc, err = c.addFinalizer(ctx, svc); err != nil {
+	if st, ok := c.state(k); !ok || st.uid != string(svc.UID) {
+		// This process has not ensured this Service's load balancer, so the ensure below
+		// may create it. The cache may be old (this process was frozen, or its watch
+		// lagged) and show a Service that is gone, replaced or being deleted, whose
+		// finalizer another leader has already handled: read the apiserver first. Once
+		// per Service and process, or none when adding the finalizer reads it anyway.
+		live, err := c.confirmLive(ctx, k, svc)
+		if err != nil || live == nil {
 			return opNone, err
 		}
+		if live.ResourceVersion != svc.ResourceVersion {
+			if spec, err = buildSpec(live, c.clusterName); err != nil {
+				c.recorder.Eventf(live, corev1.EventTypeWarning, EventSyncLoadBalancerFailed, "Error syncing load balancer: %v", err)
+				return opNone, worker.Terminal(fmt.Errorf("service %s: %w", k, err))
+			}
+		}
+		svc = live
 	}
 	snap := c.backends.current()
 	spec.Backends = slices.Clone(snap.backends)
@@ -198,10 +209,6 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 	if len(spec.Backends) == 0 {
 		c.recorder.Event(svc, corev1.EventTypeWarning, EventUnAvailableLoadBalancer, "There are no available nodes for LoadBalancer")
 	}
-	if len(svc.Status.LoadBalancer.Ingress) > 0 {
-		// The load balancer already serves: re-ensuring it refines (nephele: priority class).
-		ctx = instrumented.WithClass(ctx, instrumented.ClassRefine)
-	}
 	status, err := c.lbs.EnsureLoadBalancer(ctx, spec, svc)
 	if cloud.IsNotImplemented(err) {
 		// The provider says another controller implements this Service's load balancer
@@ -221,16 +228,95 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 	}
 	st := lbState{uid: string(svc.UID), specKey: sk, backends: backends, status: *status.DeepCopy(), svc: svc}
 	if !equality.Semantic.DeepEqual(svc.Status.LoadBalancer, st.status) {
-		if svc, err = c.patchStatus(ctx, svc, &st.status); err != nil {
+		patched, err := c.patchStatus(ctx, svc, &st.status)
+		if err != nil {
+			if c.replacedOrGone(ctx, svc, err) {
+				// The Service went away, or was replaced by one of the same name, while
+				// its load balancer was being ensured: nothing may outlive it.
+				return c.deleteCreated(ctx, k, st, err)
+			}
 			// Keep nothing: the next attempt ensures again and retries the patch.
 			return opEnsure, err
 		}
-		st.svc = svc
+		st.svc = patched
+		svc = patched
 	}
 	c.setState(k, st)
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuredLoadBalancer, "Ensured load balancer")
 	c.requeueIfNodesMoved(k, backends)
 	return opEnsure, nil
+}
+
+// confirmLive returns the Service as the apiserver has it, with the cleanup finalizer,
+// before an ensure that may create its load balancer; or nil when the cached copy is
+// out of date in a way that forbids creating: the Service is gone, was replaced by one
+// of the same name, is being deleted or no longer asks for a load balancer. The event
+// that brings the cache up to date queues the Service again.
+func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.Service) (*corev1.Service, error) {
+	var live *corev1.Service
+	var err error
+	if hasFinalizer(cached) {
+		live, err = c.client.CoreV1().Services(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			err = &apiError{fmt.Errorf("reading Service %s before ensuring its load balancer: %w", k, err)}
+		}
+	} else {
+		// The finalizer goes on before anything exists in the cloud, so that nothing
+		// the controller creates can outlive the Service unnoticed. The patch answers
+		// with the Service as stored, and fails on a UID other than the cache's.
+		live, err = c.addFinalizer(ctx, cached)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, c.skipStale(k, cached, "the apiserver has no such Service")
+	case err != nil && c.replacedOrGone(ctx, cached, err):
+		return nil, c.skipStale(k, cached, "the apiserver has another Service of that name")
+	case err != nil:
+		return nil, err
+	case live.UID != cached.UID:
+		return nil, c.skipStale(k, cached, "the apiserver has another Service of that name, UID "+string(live.UID))
+	case live.DeletionTimestamp != nil:
+		return nil, c.skipStale(k, cached, "the Service is being deleted")
+	case !wantsLoadBalancer(live, c.class):
+		return nil, c.skipStale(k, cached, "the Service no longer asks for a load balancer of this class")
+	case !hasFinalizer(live):
+		return c.addFinalizer(ctx, live)
+	}
+	return live, nil
+}
+
+// replacedOrGone tells whether a write to svc failed with err because the Service is
+// gone or was replaced by one of the same name. A write that carries the UID fails on
+// another Service with 422 Invalid (the UID is immutable), not 409 Conflict, so the
+// answer comes from reading the Service, which costs a GET on failed writes only.
+func (c *Controller) replacedOrGone(ctx context.Context, svc *corev1.Service, err error) bool {
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
+		return false
+	}
+	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && live.UID != svc.UID)
+}
+
+// skipStale counts and logs an ensure left out because the cache was out of date. It
+// returns nil: there is nothing to retry.
+func (c *Controller) skipStale(k string, cached *corev1.Service, why string) error {
+	c.metrics.stale.WithLabelValues(staleSkipped).Inc()
+	c.log.Info("Not ensuring a load balancer: the cached Service is out of date", "service", k, "uid", cached.UID, "reason", why)
+	return nil
+}
+
+// deleteCreated deletes the load balancer just ensured for a Service that the status
+// patch found gone or replaced (cause), and keeps it as an orphan to delete should
+// that fail, so that it does not depend on a cache that may still show the Service.
+func (c *Controller) deleteCreated(ctx context.Context, k string, st lbState, cause error) (string, error) {
+	c.metrics.stale.WithLabelValues(staleDeleted).Inc()
+	c.log.Info("Deleting the load balancer just ensured: its Service went away meanwhile", "service", k, "uid", st.uid, "cause", cause)
+	st.gone = true
+	c.setState(k, st)
+	return c.deleteOrphan(ctx, k, st)
 }
 
 // requeueIfNodesMoved queues k again when the backend set changed while its cloud call
