@@ -10,7 +10,8 @@
 // --controllers enables, and names no wildcard. Under --use-service-account-credentials
 // the manager's own identity keeps only what it does itself (the shared informers,
 // Events, the Lease, delegated authentication, and requesting the controllers' tokens),
-// and each controller's service account gets only its controller's writes.
+// and each controller's service account, rendered in kube-system so that the manager
+// never creates one, gets only its controller's writes.
 //
 // The Deployment is shaped to run before a CNI exists and to survive what bit other
 // providers' manifests: host networking, tolerations for every bootstrap taint
