@@ -1,0 +1,203 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/profiles"
+)
+
+// CloudConfigSync copies spec.cloudConfig's object, from any namespace, into the
+// Secret profiles.CloudConfigSecret in the CCM's namespace, its key transformed by the
+// profile and renamed profiles.CloudConfigKey; other keys (a token file, the cloud's
+// CA as ca-bundle.pem) are copied as they are. It sets CloudConfigSynced.
+type CloudConfigSync struct {
+	cfg       Config
+	reader    client.Reader
+	transient *transientWindow
+}
+
+// NewCloudConfigSync returns the cloud config sync's reconciler; reader reads the
+// source uncached (the operator does not watch Secrets outside its namespace).
+func NewCloudConfigSync(cfg Config, reader client.Reader) *CloudConfigSync {
+	return &CloudConfigSync{cfg: cfg, reader: reader, transient: newTransientWindow(cfg.DegradedAfter, cfg.Now)}
+}
+
+// syncResult is a sync controller's finding.
+type syncResult struct {
+	status          metav1.ConditionStatus
+	reason, message string
+	err             error
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (s *CloudConfigSync) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var ccm v1alpha1.CloudControllerManager
+	if err := s.cfg.Client.Get(ctx, singleton, &ccm); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ccm.DeletionTimestamp.IsZero() || ccm.Spec.ManagementState != v1alpha1.Managed {
+		return reconcile.Result{}, nil // the operand controller removes, or nothing changes
+	}
+	res := s.sync(ctx, &ccm)
+	res = settle(s.transient, res)
+	cond := newCondition(ccm.Status.Conditions, ccm.Generation, v1alpha1.ConditionCloudConfigSynced, res.status, res.reason, res.message)
+	if err := applyStatus(ctx, s.cfg.Client, FieldManagerCloudConfig, syncStatus{Conditions: []metav1.Condition{cond}}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if res.err != nil {
+		return reconcile.Result{}, res.err
+	}
+	return reconcile.Result{RequeueAfter: resync(s.cfg)}, nil
+}
+
+func resync(cfg Config) time.Duration {
+	if cfg.SourceResync > 0 {
+		return cfg.SourceResync
+	}
+	return time.Minute
+}
+
+// settle applies the transient window to a sync result: a transient error is reported
+// as still synced (with the error in the message) until it has lasted long enough.
+func settle(w *transientWindow, res syncResult) syncResult {
+	if res.err == nil {
+		if res.status == metav1.ConditionTrue {
+			w.ok()
+		}
+		return res
+	}
+	degraded, wait := w.fail()
+	if degraded {
+		res.status, res.reason = metav1.ConditionFalse, ReasonSyncFailed
+		res.message = fmt.Sprintf("failing for over %s: %v", w.after, res.err)
+	} else {
+		res.status, res.reason = metav1.ConditionTrue, ReasonSynced
+		res.message = fmt.Sprintf("last sync failed, not synced if it lasts %s more: %v", wait.Round(time.Second), res.err)
+	}
+	return res
+}
+
+func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControllerManager) syncResult {
+	src := ccm.Spec.CloudConfig
+	if src == nil {
+		if err := deleteSynced(ctx, s.cfg.Client, &corev1.Secret{}, s.cfg.Namespace, profiles.CloudConfigSecret); err != nil {
+			return syncResult{err: err}
+		}
+		return syncResult{status: metav1.ConditionTrue, reason: ReasonNoSource, message: "spec.cloudConfig is not set: the CCM runs without --cloud-config"}
+	}
+	p, err := profiles.Load(ccm.Spec.Platform)
+	if err != nil {
+		return syncResult{status: metav1.ConditionFalse, reason: ReasonUnknownPlatform, message: err.Error()}
+	}
+	data, err := readSource(ctx, s.reader, *src, defaultCloudConfig)
+	if err != nil {
+		return sourceError("spec.cloudConfig", *src, err)
+	}
+	key := keyOr(src.Key, defaultCloudConfig)
+	out := maps.Clone(data)
+	delete(out, key)
+	if out[profiles.CloudConfigKey], err = p.TransformCloudConfig(data[key]); err != nil {
+		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceInvalid,
+			message: fmt.Sprintf("%s %s/%s key %s: %v; fix the file", src.Kind, src.Namespace, src.Name, key, err)}
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: profiles.CloudConfigSecret, Namespace: s.cfg.Namespace},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       out,
+	}
+	if err := applySynced(ctx, s.cfg.Client, ccm, secret, FieldManagerCloudConfig); err != nil {
+		return syncResult{err: err}
+	}
+	return syncResult{status: metav1.ConditionTrue, reason: ReasonSynced,
+		message: fmt.Sprintf("%s %s/%s is copied to Secret %s/%s", src.Kind, src.Namespace, src.Name, s.cfg.Namespace, profiles.CloudConfigSecret)}
+}
+
+// errSourceKey says the source object lacks the key.
+var errSourceKey = errors.New("has no such key")
+
+// readSource reads every key of a ConfigMap or Secret and checks the wanted one is there.
+func readSource(ctx context.Context, r client.Reader, src v1alpha1.ConfigSource, defaultKey string) (map[string][]byte, error) {
+	key := client.ObjectKey{Namespace: src.Namespace, Name: src.Name}
+	data := map[string][]byte{}
+	switch src.Kind {
+	case v1alpha1.SourceSecret:
+		var sec corev1.Secret
+		if err := r.Get(ctx, key, &sec); err != nil {
+			return nil, err
+		}
+		maps.Copy(data, sec.Data)
+	default:
+		var cm corev1.ConfigMap
+		if err := r.Get(ctx, key, &cm); err != nil {
+			return nil, err
+		}
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+		maps.Copy(data, cm.BinaryData)
+	}
+	if _, ok := data[keyOr(src.Key, defaultKey)]; !ok {
+		return nil, errSourceKey
+	}
+	return data, nil
+}
+
+// sourceError turns a failure to read a source into a result naming it and the fix.
+func sourceError(field string, src v1alpha1.ConfigSource, err error) syncResult {
+	name := fmt.Sprintf("%s %s/%s", src.Kind, src.Namespace, src.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceNotFound,
+			message: fmt.Sprintf("%s named by %s does not exist: create it, or fix %s", name, field, field)}
+	case errors.Is(err, errSourceKey):
+		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceInvalid,
+			message: fmt.Sprintf("%s has no key %q: add it, or set %s.key", name, src.Key, field)}
+	}
+	return syncResult{err: fmt.Errorf("read %s: %w", name, err)}
+}
+
+func keyOr(k, def string) string {
+	if k == "" {
+		return def
+	}
+	return k
+}
+
+// applySynced server-side applies a sync controller's output, owned by ccm.
+func applySynced(ctx context.Context, c client.Client, ccm *v1alpha1.CloudControllerManager, obj client.Object, fieldManager string) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", obj.GetName(), err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	ownedBy(u, ccm, ComponentSync)
+	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
+
+// deleteSynced deletes a sync controller's output; already gone is fine.
+func deleteSynced(ctx context.Context, c client.Client, obj client.Object, namespace, name string) error {
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}

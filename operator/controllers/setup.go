@@ -1,0 +1,83 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/profiles"
+)
+
+// CacheOptions limits the manager's cache to what the operator needs: namespaced
+// objects in the CCM's namespace and kube-system (where a rendering puts one Role), and
+// of the kinds it writes only those labelled as its own, so it neither lists every
+// Secret of kube-system nor every ClusterRole of the cluster.
+func CacheOptions(namespace string) cache.Options {
+	mine := labels.SelectorFromSet(labels.Set{profiles.LabelManagedBy: profiles.ManagedByValue})
+	namespaces := map[string]cache.Config{}
+	for _, ns := range (Config{Namespace: namespace}).namespaces() {
+		namespaces[ns] = cache.Config{}
+	}
+	byObject := map[client.Object]cache.ByObject{}
+	for _, o := range ownedTypes() {
+		byObject[o] = cache.ByObject{Label: mine}
+	}
+	byObject[&corev1.Secret{}] = cache.ByObject{Label: mine}
+	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: mine}
+	return cache.Options{DefaultNamespaces: namespaces, ByObject: byObject}
+}
+
+// ownedTypes are the typed objects of operandKinds, for watches.
+func ownedTypes() []client.Object {
+	return []client.Object{
+		&corev1.ServiceAccount{}, &corev1.Service{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
+		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}, &appsv1.Deployment{}, &appsv1.DaemonSet{},
+	}
+}
+
+// toSingleton maps any event to the one CloudControllerManager.
+func toSingleton(context.Context, client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: singleton}}
+}
+
+// Setup registers the operand, cloud config sync and trusted CA sync controllers.
+func Setup(mgr ctrl.Manager, cfg Config) error {
+	cfg.Client = mgr.GetClient()
+	enqueue := handler.EnqueueRequestsFromMapFunc(toSingleton)
+
+	b := ctrl.NewControllerManagedBy(mgr).Named("operand").For(&v1alpha1.CloudControllerManager{})
+	for _, o := range ownedTypes() {
+		b = b.Owns(o)
+	}
+	// The synced config and CA bundle change the config hash.
+	b = b.Watches(&corev1.Secret{}, enqueue).Watches(&corev1.ConfigMap{}, enqueue)
+	if err := b.Complete(NewOperand(cfg)); err != nil {
+		return fmt.Errorf("set up the operand controller: %w", err)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).Named("cloud-config-sync").
+		For(&v1alpha1.CloudControllerManager{}).
+		Watches(&corev1.Secret{}, enqueue).
+		Complete(NewCloudConfigSync(cfg, mgr.GetAPIReader()))
+	if err != nil {
+		return fmt.Errorf("set up the cloud config sync: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("trusted-ca-sync").
+		For(&v1alpha1.CloudControllerManager{}).
+		Watches(&corev1.Secret{}, enqueue).Watches(&corev1.ConfigMap{}, enqueue).
+		Complete(NewTrustedCASync(cfg, mgr.GetAPIReader()))
+	if err != nil {
+		return fmt.Errorf("set up the trusted CA sync: %w", err)
+	}
+	return nil
+}
