@@ -33,7 +33,9 @@ var operandKinds = []schema.GroupVersionKind{
 }
 
 // OperandKinds returns the kinds a profile may render.
-func OperandKinds() []schema.GroupVersionKind { return append([]schema.GroupVersionKind(nil), operandKinds...) }
+func OperandKinds() []schema.GroupVersionKind {
+	return append([]schema.GroupVersionKind(nil), operandKinds...)
+}
 
 func isOperandKind(gvk schema.GroupVersionKind) bool {
 	for _, k := range operandKinds {
