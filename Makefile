@@ -140,7 +140,7 @@ manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's
 # demo HTTP server for this machine's platform, in bin/images where `make images` puts
 # them too (with the CCM's, for more platforms).
 .PHONY: node-images
-node-images: build ## build the images real nodes import (pause, demo-http) into bin/images
+node-images: build ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager) for this machine into bin/images
 	$(BIN)/nephele node images --out $(BIN)/images >/dev/null
 
 # The one command to see nephele run: a real cluster on the local cloud's hosts (control

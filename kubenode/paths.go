@@ -9,8 +9,11 @@ import (
 // (the local cloud) may keep files of its own beside it.
 const nodeSubdir = "node"
 
-// maxSocketPath is the longest unix socket path the kernel takes (sun_path less its NUL).
-const maxSocketPath = 107
+// maxSocketPath is the longest unix socket path containerd accepts: 104 bytes, the
+// portable limit (BSD's sun_path less its NUL) that containerd enforces on every platform,
+// below Linux's 107. A longer one makes containerd exit at once ("unix socket path too
+// long (> 104)").
+const maxSocketPath = 104
 
 // Paths are the files and directories of one node, all under HostDir/node. State that
 // does not outlive a boot (containerd's state, the CNI configuration and address
@@ -87,11 +90,16 @@ func newPaths(hostDir string) Paths {
 	}
 }
 
-// check refuses a host directory whose socket paths the kernel cannot take.
+// CheckHostDir says whether a node can run in hostDir: an error when its sockets' paths
+// would be longer than containerd accepts. A cluster checks its hosts' directories with
+// it before it creates any.
+func CheckHostDir(hostDir string) error { return newPaths(hostDir).check() }
+
+// check refuses a host directory whose socket paths containerd cannot take.
 func (p Paths) check() error {
 	// containerd also listens on <socket>.ttrpc.
 	if l := len(p.ContainerdSocket + ".ttrpc"); l > maxSocketPath {
-		return fmt.Errorf("hostDir: %s is too long: containerd's socket %s.ttrpc would be %d bytes, over the %d a unix socket path can have",
+		return fmt.Errorf("hostDir: %s is too long: containerd's socket %s.ttrpc would be %d bytes, over the %d containerd takes; use a shorter directory",
 			filepath.Dir(p.Dir), p.ContainerdSocket, l, maxSocketPath)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/kubenode"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
@@ -203,6 +204,10 @@ func (c *Config) complete() error {
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return fmt.Errorf("localcluster: bin dir: %w", err)
+	}
+	// Every host's directory has the same length: its instance ID's is fixed.
+	if err := kubenode.CheckHostDir(hosts.HostDir(c.hostDir(), "i-000000000000")); err != nil {
+		return fmt.Errorf("localcluster: dir %s: %w", c.Dir, err)
 	}
 	return nil
 }

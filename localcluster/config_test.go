@@ -22,6 +22,10 @@ func TestConfigComplete(t *testing.T) {
 		{"instance range too small", func(c *Config) { c.InstanceCIDR = netip.MustParsePrefix("10.88.0.0/30"); c.Nodes = 2 }, "room for 1 host,"},
 		{"cluster CIDR too small", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/24") }, "larger than a /24"},
 		{"cluster CIDR for too few nodes", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23"); c.Nodes = 3 }, "2 pod CIDRs"},
+		{"dir too long for containerd's sockets", func(c *Config) { c.Dir = "/tmp/" + strings.Repeat("d", 40) }, "containerd takes; use a shorter directory"},
+		{"in-cluster replicas", func(c *Config) { c.CCM = CCMInCluster; c.CCMReplicas = 3 }, ""},
+		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only an in-cluster CCM"},
+		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm "sidecar": want process or in-cluster`},
 		{"overlapping ranges", func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "cluster CIDR 10.244.0.0/16 overlaps service CIDR"},
 	}
 	for _, tt := range tests {

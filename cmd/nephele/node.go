@@ -16,6 +16,7 @@ import (
 
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/kubenode"
+	"github.com/nephele-dev/nephele/localcluster"
 )
 
 // newNodeCommand returns `nephele node`: what runs on, and for, a real node.
@@ -76,11 +77,12 @@ func newNodeImagesCommand() *cobra.Command {
 	src := images.Source{URL: "https://github.com/nephele-dev/nephele", Version: images.DefaultVersion}
 	cmd := &cobra.Command{
 		Use:   "images --out DIR",
-		Short: "Build the pause and demo-http images as OCI archives",
-		Long: `images compiles cmd/pause and cmd/demo-http as static binaries for this machine's
-platform (linux and its architecture: amd64 or arm64; the nodes run here) and packs each
-into a reproducible OCI image (no docker, no registry), written to DIR/<name>.tar for a
-node's images list. It prints each image's reference and digest. It needs the nephele
+		Short: "Build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager) as OCI archives",
+		Long: `images compiles cmd/pause, cmd/demo-http and cmd/cloud-controller-manager as static
+binaries for this machine's platform (linux and its architecture: amd64 or arm64; the
+nodes run here) and packs each into a reproducible OCI image (no docker), written to
+DIR/<name>.tar: nephele up pushes them into the cluster's registry, and a node's images
+list can import them. It prints each image's reference and digest. It needs the nephele
 source tree (--source-dir) and the go command.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,7 +109,7 @@ func runNodeImages(ctx context.Context, stdout io.Writer, sourceDir, out string,
 		return fmt.Errorf("node images: %w", err)
 	}
 	built, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: out, Source: src,
-		Platforms: []images.Platform{platform}}, images.Pause, images.DemoHTTP)
+		Platforms: []images.Platform{platform}}, localcluster.Images...)
 	if err != nil {
 		return err
 	}
