@@ -141,7 +141,7 @@ func (s *scenario) ccmArgs(name string, extra ...string) []string {
 }
 
 // identityRE finds the lease identity a replica logs while it waits for the lease.
-var identityRE = regexp.MustCompile(`"Waiting for lease".*"identity"="([^"]+)"`)
+var identityRE = regexp.MustCompile(`msg="Waiting for lease".* identity="?([^"\s]+)`)
 
 // identity waits until p has logged its lease identity and returns it.
 func identity(t *testing.T, p *proctest.Process) string {

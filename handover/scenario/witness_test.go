@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -91,6 +93,8 @@ func (w *witness) cloudConfig(t *testing.T, replica string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), replica+"-cloud.yaml")
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
+	// A caller killed mid-call is what the scenarios do; the proxy need not say so.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		c := call{replica: replica, arrived: time.Now()}
 		c.op, c.lb = classify(r)
