@@ -135,6 +135,7 @@ images: ## build the in-cluster images (pause, demo-http, cloud-controller-manag
 .PHONY: manifests
 manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files and docs/deploy.md's permission tables
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
+	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
 
 # The images every real node imports (there is no registry): the pod sandbox and the
 # demo HTTP server for this machine's platform, in bin/images where `make images` puts
@@ -188,9 +189,9 @@ test: $(TEST_DEPS) ## build tools (as root also install the node packages), then
 # their dependencies stay out of nephele's. See docs/benchmarks.md.
 SCALE ?= small
 .PHONY: bench
-bench: tools ## run the scale benchmarks against upstream's controllers: make bench SCALE=small|large
+bench: tools ## run the scale benchmarks against upstream's controllers: make bench SCALE=small|large [PROFILE=slow]
 	cd bench && $(GO) build -o $(BIN)/ ./cmd/...
-	cd bench && NEPHELE_BIN_DIR=$(BIN) $(BIN)/bench run -scale $(SCALE) -out results
+	cd bench && NEPHELE_BIN_DIR=$(BIN) $(BIN)/bench run -scale $(SCALE) $(if $(PROFILE),-profile $(PROFILE)) -out results
 
 .PHONY: clean
 clean: ## remove bin/

@@ -30,6 +30,15 @@ type Scale struct {
 	// CloudQPS and CloudBurst are the cloud's account-wide rate limit.
 	CloudQPS   float64
 	CloudBurst int
+	// Profile names the cloud profile that set CloudLatency, CloudQPS and CloudBurst;
+	// empty is the default profile.
+	Profile string
+	// NeighbourQPS is the steady rate of another client of the same cloud account
+	// during the noisy-neighbour scenario, in which NeighbourNodes join and
+	// NeighbourServices are created at once; 0 nodes and Services skip it.
+	NeighbourQPS      float64
+	NeighbourNodes    int
+	NeighbourServices int
 	// RequestTimeout bounds one cloud request in both providers (their cloud config's
 	// requestTimeout), and so how long a hanging call holds its caller.
 	RequestTimeout time.Duration
@@ -54,8 +63,12 @@ type Scale struct {
 
 // Scales returns the predefined scales by name.
 func Scales() map[string]Scale {
-	base := Scale{CloudLatency: 50 * time.Millisecond, CloudQPS: 50, CloudBurst: 50, RequestTimeout: 30 * time.Second}
+	base := Scale{CloudLatency: 50 * time.Millisecond, CloudQPS: 50, CloudBurst: 50, RequestTimeout: 30 * time.Second,
+		NeighbourQPS: 20}
 	tiny, small, large := base, base, base
+	tiny.NeighbourQPS, tiny.NeighbourNodes, tiny.NeighbourServices = 5, 2, 1
+	small.NeighbourNodes, small.NeighbourServices = 100, 25
+	large.NeighbourNodes, large.NeighbourServices = 1000, 200
 	// tiny checks that the harness works end to end, in well under a minute per row.
 	tiny.Name, tiny.Nodes, tiny.Services, tiny.FanOutNodes, tiny.HeadOfLine = "tiny", 3, 2, 2, 2
 	tiny.SteadyWindow, tiny.Settle, tiny.Timeout = 5*time.Second, time.Second, 2*time.Minute
@@ -67,6 +80,45 @@ func Scales() map[string]Scale {
 	large.SteadyWindow, large.Settle, large.Timeout = 10*time.Minute, 20*time.Second, 15*time.Minute
 	large.RouteWait = 3 * time.Minute
 	return map[string]Scale{"tiny": tiny, "small": small, "large": large}
+}
+
+// Profile is a cloud's speed and quota: the latency of every call and the account-wide
+// rate limit.
+type Profile struct {
+	Latency time.Duration
+	QPS     float64
+	Burst   int
+}
+
+// DefaultProfile is the profile a scale has unless another is asked for.
+const DefaultProfile = "default"
+
+// Profiles returns the cloud profiles by name: the default (50 ms calls, 50 calls/s)
+// and "slow" (100 ms calls, 25 calls/s), so that results do not hang on one tuned point.
+func Profiles() map[string]Profile {
+	return map[string]Profile{
+		DefaultProfile: {Latency: 50 * time.Millisecond, QPS: 50, Burst: 50},
+		"slow":         {Latency: 100 * time.Millisecond, QPS: 25, Burst: 25},
+	}
+}
+
+// WithProfile returns s with the cloud profile called name.
+func (s Scale) WithProfile(name string) (Scale, error) {
+	p, ok := Profiles()[name]
+	if !ok {
+		names := make([]string, 0, len(Profiles()))
+		for n := range Profiles() {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return Scale{}, fmt.Errorf("unknown cloud profile %q: want one of %s", name, strings.Join(names, ", "))
+	}
+	s.CloudLatency, s.CloudQPS, s.CloudBurst = p.Latency, p.QPS, p.Burst
+	s.Profile = ""
+	if name != DefaultProfile {
+		s.Profile = name
+	}
+	return s, nil
 }
 
 // ScaleNamed returns the predefined scale called name.

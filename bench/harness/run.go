@@ -86,6 +86,7 @@ type rowRun struct {
 	initStart, fanStart time.Time // when each burst began
 	nodes, fanNodes     []string
 	cidrs, fanCIDRs     []string
+	nbNodes, nbCIDRs    []string          // the noisy-neighbour scenario's nodes
 	services            []string          // Service keys of the S services
 	lbNames             map[string]string // Service key -> load balancer name
 	allNodes            int
@@ -107,6 +108,8 @@ func newRowRun(cfg Config, row Row, index int) *rowRun {
 			RequestTimeout: results.Duration{Duration: s.RequestTimeout},
 			RouteWait:      results.Duration{Duration: s.RouteWait},
 			SteadyWindow:   results.Duration{Duration: s.SteadyWindow}, OverlappedSteady: s.OverlapSteady,
+			Profile:      s.Profile,
+			NeighbourQPS: s.NeighbourQPS, NeighbourNodes: s.NeighbourNodes, NeighbourServices: s.NeighbourServices,
 		},
 		Machine: machine(),
 		Started: time.Now(),
@@ -119,6 +122,10 @@ func newRowRun(cfg Config, row Row, index int) *rowRun {
 	for i := range s.FanOutNodes {
 		r.fanNodes = append(r.fanNodes, fmt.Sprintf("fan-%05d", i))
 		r.fanCIDRs = append(r.fanCIDRs, podCIDR(1+s.Nodes+i))
+	}
+	for i := range s.NeighbourNodes {
+		r.nbNodes = append(r.nbNodes, fmt.Sprintf("nb-%05d", i))
+		r.nbCIDRs = append(r.nbCIDRs, podCIDR(1+s.Nodes+s.FanOutNodes+i))
 	}
 	return r
 }
@@ -221,6 +228,7 @@ func (r *rowRun) timed(ctx context.Context) {
 		{"services", r.scenarioServices},
 		{"fan-out", r.scenarioFanOut},
 		{"head-of-line", r.scenarioHeadOfLine},
+		{"noisy neighbour", r.scenarioNeighbour},
 	}
 	for _, st := range steps {
 		if ctx.Err() != nil {

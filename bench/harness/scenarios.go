@@ -247,7 +247,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	// Routes a controller creates late (a long reconciliation period, throttled
 	// creates retried a period later) are the bursts' work, not steady state: give
 	// them a while, then count what is still missing.
-	cidrs := append(append([]string{podCIDR(0)}, r.cidrs...), r.fanCIDRs...)
+	cidrs := append(append(append([]string{podCIDR(0)}, r.cidrs...), r.fanCIDRs...), r.nbCIDRs...)
 	missing := func() int {
 		routes := r.w.tap.Routes()
 		n := 0

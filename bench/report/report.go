@@ -140,6 +140,12 @@ func (r *report) markdown(notes []byte) (string, map[string]*chart.Chart) {
 	p("Each configuration (row) ran the scenarios on a fresh control plane, local cloud and controller process; ")
 	p("see [docs/benchmarks.md](../../../docs/benchmarks.md) for the method.\n\n")
 	prm := r.params
+	if prm.Profile != "" {
+		p("**Cloud profile:** %s.\n\n", prm.Profile)
+	}
+	p("The **limit** column is the shortest time the cloud's quota allows for the calls a line's work needs at least " +
+		"(for example one route per node, one ensure per load balancer): the quota's burst at once, the rest at its rate, plus one call's latency; " +
+		"\"nephele ÷ limit\" is how far from it nephele was.\n\n")
 	p("**Parameters:** N=%d nodes join at once, S=%d LoadBalancer Services, M=%d nodes in the fan-out burst, "+
 		"K=%d Services behind the hanging one; the cloud adds %s to every call and allows %g calls/s (burst %d) "+
 		"for the whole account; steady-state window %s.\n\n",
@@ -173,6 +179,7 @@ func (r *report) markdown(notes []byte) (string, map[string]*chart.Chart) {
 	r.steadySection(p)
 	r.fanOutSection(p, charts)
 	r.headOfLineSection(p, charts)
+	r.neighbourSection(p)
 	r.memorySection(p, charts)
 	r.routesSection(p)
 	r.servicesSection(p)
@@ -204,15 +211,34 @@ func (r *report) header(p func(string, ...any)) {
 	for _, i := range r.upstream {
 		p(" %s ÷ nephele |", r.runs[i].Row)
 	}
+	p(" limit | nephele ÷ limit |")
 	p("\n|---|")
-	for range len(r.runs) + len(r.upstream) {
+	for range len(r.runs) + len(r.upstream) + 2 {
 		p("---|")
 	}
 	p("\n")
 }
 
-// tableLine writes one table line: a cell per row, then a ratio cell per upstream row.
-func (r *report) tableLine(p func(string, ...any), label string, cells, ratios []string) {
+// limitCells are the limit column's cells of a line: the best time the cloud's quota
+// allows, and nephele's time over it. A zero limit, or no nephele row, leaves them empty.
+func (r *report) limitCells(limit float64, sc scenario, neph func(*results.Run) (float64, bool)) [2]string {
+	if limit <= 0 {
+		return [2]string{}
+	}
+	cells := [2]string{dec1(limit), ""}
+	if r.neph < 0 || !sc.ran(r.runs[r.neph]) {
+		return cells
+	}
+	v, ok := neph(r.runs[r.neph])
+	if ok {
+		cells[1] = fmt.Sprintf("%.2fx", v/limit)
+	}
+	return cells
+}
+
+// tableLine writes one table line: a cell per row, a ratio cell per upstream row, then
+// the limit and nephele's ratio to it (lim, empty when the line has no limit).
+func (r *report) tableLine(p func(string, ...any), label string, cells, ratios []string, lim ...[2]string) {
 	p("| %s |", label)
 	for _, c := range cells {
 		p(" %s |", c)
@@ -224,7 +250,11 @@ func (r *report) tableLine(p func(string, ...any), label string, cells, ratios [
 			p(" |")
 		}
 	}
-	p("\n")
+	var l [2]string
+	if len(lim) > 0 {
+		l = lim[0]
+	}
+	p(" %s | %s |\n", l[0], l[1])
 }
 
 // line writes one table line of numbers, with ratios to nephele when ratio is set.
@@ -234,13 +264,17 @@ func (r *report) line(p func(string, ...any), sc scenario, label string, get fun
 
 // timeLine writes a line of a scenario's duration. A row that timed out gives the time
 // it gave up at: its duration is longer than that.
-func (r *report) timeLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) (seconds float64, timedOut bool)) {
-	r.boundedLine(p, sc, label, get, dec1, true)
+func (r *report) timeLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) (seconds float64, timedOut bool), limit ...float64) {
+	var lim [2]string
+	if len(limit) > 0 {
+		lim = r.limitCells(limit[0], sc, func(x *results.Run) (float64, bool) { v, to := get(x); return v, !to && v > 0 })
+	}
+	r.boundedLine(p, sc, label, get, dec1, true, lim)
 }
 
 // boundedLine writes a line of numbers where a number may be a lower bound only
 // (atLeast): such a cell says it timed out, and ratios with it are bounds.
-func (r *report) boundedLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) (v float64, atLeast bool), f func(float64) string, ratio bool) {
+func (r *report) boundedLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) (v float64, atLeast bool), f func(float64) string, ratio bool, lim ...[2]string) {
 	ran := perRow(r.runs, sc.ran)
 	vals := perRow(r.runs, func(x *results.Run) float64 { v, _ := get(x); return v })
 	bounds := perRow(r.runs, func(x *results.Run) bool { _, b := get(x); return b })
@@ -270,18 +304,18 @@ func (r *report) boundedLine(p func(string, ...any), sc scenario, label string, 
 		}
 		ratios = append(ratios, s)
 	}
-	r.tableLine(p, label, cells, ratios)
+	r.tableLine(p, label, cells, ratios, lim...)
 }
 
 // textLine writes a table line of text cells.
-func (r *report) textLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) string) {
+func (r *report) textLine(p func(string, ...any), sc scenario, label string, get func(*results.Run) string, lim ...[2]string) {
 	cells := perRow(r.runs, func(x *results.Run) string {
 		if !sc.ran(x) {
 			return sc.absent
 		}
 		return get(x)
 	})
-	r.tableLine(p, label, cells, nil)
+	r.tableLine(p, label, cells, nil, lim...)
 }
 
 // callLines writes a scenario's cloud calls: the total, with ratios, and by operation.
@@ -305,7 +339,8 @@ func (r *report) initSection(p func(string, ...any), charts map[string]*chart.Ch
 		r.params.Nodes)
 	sc := initScenario
 	r.header(p)
-	r.timeLine(p, sc, "time until all initialized (s)", func(x *results.Run) (float64, bool) { return x.Init.Seconds, x.Init.TimedOut })
+	r.timeLine(p, sc, "time until all initialized (s)", func(x *results.Run) (float64, bool) { return x.Init.Seconds, x.Init.TimedOut },
+		r.initLimit())
 	r.textLine(p, sc, "initialized / joined", func(x *results.Run) string { return doneOf(x.Init.Initialized, x.Init.Nodes, x.Init.TimedOut) })
 	r.line(p, sc, "per node, median (s)", func(x *results.Run) float64 { return x.Init.P50 }, dec1, true)
 	r.line(p, sc, "per node, p99 (s)", func(x *results.Run) float64 { return x.Init.P99 }, dec1, true)
@@ -381,7 +416,8 @@ func (r *report) fanOutSection(p func(string, ...any), charts map[string]*chart.
 		r.params.FanOutNodes, r.params.Services)
 	sc := fanOutScenario
 	r.header(p)
-	r.timeLine(p, sc, "time until every LB has every node (s)", func(x *results.Run) (float64, bool) { return x.FanOut.Seconds, x.FanOut.TimedOut })
+	r.timeLine(p, sc, "time until every LB has every node (s)", func(x *results.Run) (float64, bool) { return x.FanOut.Seconds, x.FanOut.TimedOut },
+		r.params.Limit(r.params.Services+r.params.FanOutNodes, r.params.CloudRateLimit))
 	r.textLine(p, sc, "LBs complete", func(x *results.Run) string {
 		return doneOf(x.FanOut.Complete, x.FanOut.LoadBalancers, x.FanOut.TimedOut)
 	})
@@ -406,7 +442,8 @@ func (r *report) headOfLineSection(p func(string, ...any), charts map[string]*ch
 		"time until each has its load balancer.\n\n", timeout, r.params.HeadOfLine)
 	sc := headOfLineScenario
 	r.header(p)
-	r.timeLine(p, sc, "time until all others have an LB (s)", func(x *results.Run) (float64, bool) { return x.HeadOfLine.Seconds, x.HeadOfLine.TimedOut })
+	r.timeLine(p, sc, "time until all others have an LB (s)", func(x *results.Run) (float64, bool) { return x.HeadOfLine.Seconds, x.HeadOfLine.TimedOut },
+		r.params.Limit(r.params.HeadOfLine, r.params.CloudRateLimit))
 	r.textLine(p, sc, "others with an LB", func(x *results.Run) string {
 		return doneOf(x.HeadOfLine.Ready, x.HeadOfLine.Others, x.HeadOfLine.TimedOut)
 	})
@@ -481,8 +518,15 @@ func (r *report) routesSection(p func(string, ...any)) {
 	r.line(p, initScenario, "  of which throttled (429)", func(x *results.Run) float64 {
 		return float64(x.Init.Calls.Code("routes.create", 429) + x.Init.Calls.Code("routes.list", 429))
 	}, count, false)
-	r.textLine(p, initScenario, "every initialized node's route in the cloud after (s)", func(x *results.Run) string { return routesText(x.Init.Routes, x.Init.Nodes) })
-	r.textLine(p, fanOutScenario, "every fan-out node's route in the cloud after (s)", func(x *results.Run) string { return routesText(x.FanOut.Routes, x.FanOut.Nodes) })
+	routesDone := func(rt results.Routes, nodes int) (float64, bool) {
+		return rt.Seconds, nodes > 0 && rt.Complete == nodes
+	}
+	r.textLine(p, initScenario, "every initialized node's route in the cloud after (s)", func(x *results.Run) string { return routesText(x.Init.Routes, x.Init.Nodes) },
+		r.limitCells(r.params.Limit(r.params.Nodes, r.params.CloudRateLimit), initScenario,
+			func(x *results.Run) (float64, bool) { return routesDone(x.Init.Routes, x.Init.Nodes) }))
+	r.textLine(p, fanOutScenario, "every fan-out node's route in the cloud after (s)", func(x *results.Run) string { return routesText(x.FanOut.Routes, x.FanOut.Nodes) },
+		r.limitCells(r.params.Limit(r.params.FanOutNodes, r.params.CloudRateLimit), fanOutScenario,
+			func(x *results.Run) (float64, bool) { return routesDone(x.FanOut.Routes, x.FanOut.Nodes) }))
 	p("\n")
 }
 
@@ -490,7 +534,8 @@ func (r *report) servicesSection(p func(string, ...any)) {
 	p("## Load balancer creation (setup for 3 and 4)\n\n%d LoadBalancer Services are created at once; time until each has its VIP.\n\n", r.params.Services)
 	sc := servicesScenario
 	r.header(p)
-	r.timeLine(p, sc, "time until all have an LB (s)", func(x *results.Run) (float64, bool) { return x.Services.Seconds, x.Services.TimedOut })
+	r.timeLine(p, sc, "time until all have an LB (s)", func(x *results.Run) (float64, bool) { return x.Services.Seconds, x.Services.TimedOut },
+		r.params.Limit(r.params.Services, r.params.CloudRateLimit))
 	r.textLine(p, sc, "Services with an LB", func(x *results.Run) string {
 		return doneOf(x.Services.Ready, x.Services.Services, x.Services.TimedOut)
 	})
@@ -629,4 +674,56 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// initLimit is what the cloud allows for the node initialization: one listing page
+// per 1,000 instances (providers/local's page size), one after another. The rest of
+// the time is the apiserver's: a write per node.
+func (r *report) initLimit() float64 {
+	pages := (r.params.Nodes + 999) / 1000
+	return float64(pages) * r.params.CloudLatency.Seconds()
+}
+
+var neighbourScenario = scenario{func(x *results.Run) bool { return x.Neighbour.Nodes > 0 || x.Neighbour.Services > 0 },
+	"not run", "did not run the noisy-neighbour scenario"}
+
+func (r *report) neighbourSection(p func(string, ...any)) {
+	prm := r.params
+	if prm.NeighbourNodes == 0 && prm.NeighbourServices == 0 {
+		return
+	}
+	left := prm.CloudRateLimit - prm.NeighbourQPS
+	p("## 7. Noisy neighbour\n\nAnother client of the same cloud account sends a steady %g calls/s (a read the cloud answers 404) "+
+		"while %d nodes join and %d LoadBalancer Services are created at once. Time until every node is initialized and has its route and "+
+		"every Service its load balancer, and the share of each client's calls the cloud throttled. The limit leaves the neighbour its "+
+		"%g calls/s: %g calls/s of the quota for the controllers.\n\n", prm.NeighbourQPS, prm.NeighbourNodes, prm.NeighbourServices, prm.NeighbourQPS, left)
+	sc := neighbourScenario
+	r.header(p)
+	r.timeLine(p, sc, "time until everything is done (s)", func(x *results.Run) (float64, bool) { return x.Neighbour.Seconds, !x.Neighbour.Complete },
+		prm.Limit(prm.NeighbourNodes+prm.NeighbourServices, left))
+	r.line(p, sc, "  nodes initialized after (s)", func(x *results.Run) float64 { return x.Neighbour.InitSeconds }, dec1, true)
+	r.timeLine(p, sc, "  every node's route after (s)", func(x *results.Run) (float64, bool) {
+		return x.Neighbour.RoutesSeconds, x.Neighbour.Routed < x.Neighbour.Nodes
+	}, prm.Limit(prm.NeighbourNodes, left))
+	r.timeLine(p, sc, "  every Service's LB after (s)", func(x *results.Run) (float64, bool) {
+		return x.Neighbour.ServicesSeconds, x.Neighbour.Ready < x.Neighbour.Services
+	}, prm.Limit(prm.NeighbourServices, left))
+	r.textLine(p, sc, "nodes / routes / LBs done", func(x *results.Run) string {
+		n := x.Neighbour
+		return fmt.Sprintf("%d / %d / %d of %d / %d / %d", n.Initialized, n.Routed, n.Ready, n.Nodes, n.Nodes, n.Services)
+	})
+	r.textLine(p, sc, "**neighbour's calls throttled**", func(x *results.Run) string {
+		n := x.Neighbour
+		return fmt.Sprintf("%.1f%% (%d of %d)", 100*n.ThrottledShare(), n.NeighbourThrottled, n.NeighbourCalls)
+	})
+	r.textLine(p, sc, "**controllers' calls throttled**", func(x *results.Run) string {
+		c := x.Neighbour.Calls
+		return fmt.Sprintf("%.1f%% (%d of %d)", 100*c.ThrottledShare(), c.Throttled(), c.Total())
+	})
+	r.textLine(p, sc, "controllers' calls by operation", func(x *results.Run) string { return byOp(x.Neighbour.Calls) })
+	p("\n")
+	r.target(p, "at most 5% of the neighbour's calls throttled", sc, []string{results.RowNephele}, func(n, _, _ *results.Run) (verdict, string) {
+		s := n.Neighbour.ThrottledShare()
+		return metIf(!n.Neighbour.TimedOut && s <= 0.05), fmt.Sprintf("beside nephele: %.1f%%", 100*s)
+	})
 }

@@ -42,6 +42,7 @@ type Run struct {
 	Services   Services   `json:"services"`
 	FanOut     FanOut     `json:"fanOut"`
 	HeadOfLine HeadOfLine `json:"headOfLine"`
+	Neighbour  Neighbour  `json:"neighbour"`
 	Steady     Steady     `json:"steady"`
 	Memory     Memory     `json:"memory"`
 
@@ -66,6 +67,24 @@ type Params struct {
 	// OverlappedSteady is set when this row's steady-state window ran while other
 	// rows ran their timed scenarios (to fit a scale's time budget).
 	OverlappedSteady bool `json:"overlappedSteady"`
+	// Profile names the cloud profile (latency and quota); empty is the default one.
+	Profile string `json:"profile,omitempty"`
+	// NeighbourQPS is the steady rate of the other client of the cloud account in
+	// the noisy-neighbour scenario; NeighbourNodes and NeighbourServices join and are
+	// created meanwhile.
+	NeighbourQPS      float64 `json:"neighbourQPS,omitempty"`
+	NeighbourNodes    int     `json:"neighbourNodes,omitempty"`
+	NeighbourServices int     `json:"neighbourServices,omitempty"`
+}
+
+// Limit is the shortest time the cloud's quota allows for calls calls, at qps calls/s
+// of the quota (the whole quota, or what another client leaves): the bucket's burst
+// goes at once, the rest at the quota's rate, and the last call takes one latency.
+func (p Params) Limit(calls int, qps float64) float64 {
+	if calls <= 0 || qps <= 0 {
+		return 0
+	}
+	return float64(max(0, calls-p.CloudBurst))/qps + p.CloudLatency.Seconds()
 }
 
 // Machine describes the machine and its load.
@@ -209,6 +228,52 @@ type HeadOfLine struct {
 	Held int `json:"held"`
 	// Timeline is the number of others with a load balancer over time.
 	Timeline []Point `json:"timeline"`
+}
+
+// Neighbour is the noisy-neighbour scenario: another client of the same cloud account
+// sends a steady rate of calls while nodes join and Services are created.
+type Neighbour struct {
+	Nodes    int `json:"nodes"`
+	Services int `json:"services"`
+	// Initialized, Ready and Routed count the nodes initialized, the Services with a
+	// load balancer and the nodes with a route by the end.
+	Initialized int `json:"initialized"`
+	Ready       int `json:"ready"`
+	Routed      int `json:"routed"`
+	// Seconds is the time from the burst until the last of those (all three kinds),
+	// or, when not Complete, until the harness stopped waiting; InitSeconds,
+	// ServicesSeconds and RoutesSeconds are each kind's own (RoutesSeconds is the
+	// wait's end when some node got no route). TimedOut says nodes or load balancers
+	// were not all done in time; routes are waited for a shorter while, and a
+	// controller that creates them only on its period may leave some missing.
+	Seconds         float64 `json:"seconds"`
+	InitSeconds     float64 `json:"initSeconds"`
+	ServicesSeconds float64 `json:"servicesSeconds"`
+	RoutesSeconds   float64 `json:"routesSeconds"`
+	TimedOut        bool    `json:"timedOut"`
+	Complete        bool    `json:"complete"`
+	// NeighbourCalls and NeighbourThrottled are the other client's calls and how many
+	// of them the cloud answered 429.
+	NeighbourCalls     int `json:"neighbourCalls"`
+	NeighbourThrottled int `json:"neighbourThrottled"`
+	// Calls are the controllers' cloud calls meanwhile (the neighbour's left out).
+	Calls Calls `json:"calls"`
+}
+
+// ThrottledShare returns the share of the neighbour's calls that were throttled.
+func (n Neighbour) ThrottledShare() float64 {
+	if n.NeighbourCalls == 0 {
+		return 0
+	}
+	return float64(n.NeighbourThrottled) / float64(n.NeighbourCalls)
+}
+
+// ThrottledShare returns the share of calls answered 429.
+func (c Calls) ThrottledShare() float64 {
+	if t := c.Total(); t > 0 {
+		return float64(c.Throttled()) / float64(t)
+	}
+	return 0
 }
 
 // Steady is scenarios 2 and 6: calls over a quiet window.

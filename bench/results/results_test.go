@@ -195,3 +195,24 @@ func TestRowNames(t *testing.T) {
 		}
 	}
 }
+
+func TestParamsLimit(t *testing.T) {
+	p := Params{CloudRateLimit: 50, CloudBurst: 50, CloudLatency: Duration{50 * time.Millisecond}}
+	tests := []struct {
+		name  string
+		calls int
+		qps   float64
+		want  float64
+	}{
+		{name: "no calls", calls: 0, qps: 50, want: 0},
+		{name: "within the burst: one latency", calls: 10, qps: 50, want: 0.05},
+		{name: "5,000 routes at 50/s", calls: 5000, qps: 50, want: 99.05},
+		{name: "what a neighbour leaves", calls: 1050, qps: 30, want: 1000.0/30 + 0.05},
+		{name: "no quota left", calls: 10, qps: 0, want: 0},
+	}
+	for _, tt := range tests {
+		if got := p.Limit(tt.calls, tt.qps); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: Limit(%d, %v) = %v, want %v", tt.name, tt.calls, tt.qps, got, tt.want)
+		}
+	}
+}

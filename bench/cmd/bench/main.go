@@ -1,9 +1,9 @@
 // Command bench runs nephele's scale benchmarks side by side with the upstream
 // controllers of k8s.io/cloud-provider and writes the report.
 //
-//	bench run    -scale small [-rows nephele,upstream-tuned,upstream-defaults] [-out results]
-//	             [-tag T -extra-flags "--kube-api-qps=100 ..."]
-//	bench report -scale small [-out results] [-tag T]
+//	bench run    -scale small [-profile default|slow] [-rows nephele,upstream-tuned,upstream-defaults]
+//	             [-out results] [-tag T -extra-flags "--kube-api-qps=100 ..."]
+//	bench report -scale small [-profile default|slow] [-out results] [-tag T]
 //	bench ccm    --impl=nephele|upstream --stats-addr-file=F -- <cloud-controller-manager flags>
 //
 // run writes results/<scale>/<row>.json per row and then the report; report rewrites
@@ -38,8 +38,8 @@ func main() {
 }
 
 const usage = `usage:
-  bench run    -scale tiny|small|large [-rows r1,r2] [-out DIR] [-tag T -extra-flags "--flag=v ..."]
-  bench report -scale tiny|small|large [-out DIR] [-tag T]
+  bench run    -scale tiny|small|large [-profile default|slow] [-rows r1,r2] [-out DIR] [-tag T -extra-flags "--flag=v ..."]
+  bench report -scale tiny|small|large [-profile default|slow] [-out DIR] [-tag T]
   bench ccm    --impl=nephele|upstream --stats-addr-file=FILE -- <flags>`
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -62,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		strings.Join([]string{harness.RowUpstreamDefaults, harness.RowUpstreamTuned, harness.RowNephele}, ","))
 	out := fs.String("out", "results", "results directory; each scale writes to a directory of its own in it")
 	extra := fs.String("extra-flags", "", "space-separated controller flags added to every row, for experiments (use with -tag)")
+	profile := fs.String("profile", harness.DefaultProfile, "cloud profile: default (50ms calls, 50 calls/s) or slow (100ms, 25 calls/s); "+
+		"a profile other than the default writes to <out>/<scale>-<profile>")
 	tag := fs.String("tag", "", "suffix of the scale's results directory (<out>/<scale>-<tag>), to keep an experiment apart")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -80,7 +82,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	if scale, err = scale.WithProfile(*profile); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
 	dir := filepath.Join(*out, scale.Name)
+	if scale.Profile != "" {
+		dir += "-" + scale.Profile
+	}
 	if *tag != "" {
 		dir += "-" + *tag
 	}

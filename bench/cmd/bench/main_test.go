@@ -75,7 +75,9 @@ func TestTinyScaleEndToEnd(t *testing.T) {
 		check(r.FanOut.Complete == scale.Services && !r.FanOut.TimedOut && r.FanOut.Seconds > 0, "fan-out %+v", r.FanOut)
 		check(r.FanOut.UpdatesMean+r.FanOut.EnsuresMean >= 1, "fan-out issued no backend change: %+v", r.FanOut)
 		check(r.HeadOfLine.Ready == scale.HeadOfLine && r.HeadOfLine.Held >= 1, "head-of-line %+v", r.HeadOfLine)
-		check(r.Steady.Seconds >= scale.SteadyWindow.Seconds() && r.Steady.Nodes == 1+scale.Nodes+scale.FanOutNodes, "steady %+v", r.Steady)
+		check(r.Steady.Seconds >= scale.SteadyWindow.Seconds() && r.Steady.Nodes == 1+scale.Nodes+scale.FanOutNodes+scale.NeighbourNodes, "steady %+v", r.Steady)
+		check(r.Neighbour.Initialized == scale.NeighbourNodes && r.Neighbour.Ready == scale.NeighbourServices && !r.Neighbour.TimedOut &&
+			r.Neighbour.NeighbourCalls > 0, "noisy neighbour %+v", r.Neighbour)
 		check(r.Memory.PeakRSSBytes > 0 && r.Memory.PeakHeapLiveBytes > 0 && len(r.Memory.RSSTimeline) > 0, "memory %+v", r.Memory)
 	}
 	// nephele routes each node as it joins. (Upstream reconciles routes on a period, 5
