@@ -136,6 +136,7 @@ images: ## build the in-cluster images (pause, demo-http, cloud-controller-manag
 manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files and docs/deploy.md's permission tables
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
 	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
+	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
 
 # The images every real node imports (there is no registry): the pod sandbox and the
 # demo HTTP server for this machine's platform, in bin/images where `make images` puts

@@ -36,11 +36,15 @@ var (
 	// and metrics).
 	CloudControllerManager = Program{Name: "cloud-controller-manager", Package: "./cmd/cloud-controller-manager",
 		Title: "nephele cloud-controller-manager", User: NonRootUser, Ports: []string{"10258/tcp"}}
+	// Operator is nephele-operator, which manages the cloud-controller-manager; it runs
+	// as the nonroot user and serves 10270 (HTTPS: health and metrics).
+	Operator = Program{Name: "nephele-operator", Package: "./cmd/nephele-operator",
+		Title: "nephele-operator", User: NonRootUser, Ports: []string{"10270/tcp"}}
 )
 
 // InCluster are the images of every nephele binary meant to run in a cluster, the set
 // `nephele images` and `make images` build.
-var InCluster = []Program{Pause, DemoHTTP, CloudControllerManager}
+var InCluster = []Program{Pause, DemoHTTP, CloudControllerManager, Operator}
 
 // Program is an image made of one static Go command of this module.
 type Program struct {

@@ -1,0 +1,164 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/controllers"
+	"github.com/nephele-dev/nephele/operator/profiles"
+	"github.com/nephele-dev/nephele/operator/scheme"
+)
+
+// TestRBACAudit installs the operator's RBAC as its manifests have it and runs the
+// controllers as the operator's ServiceAccount (impersonated) through install, a cloud
+// config and trusted CA from another namespace, Removed, and deletion. Any transient error
+// is Degraded at once (DegradedAfter 1ns), so a Forbidden shows as Degraded.
+func TestRBACAudit(t *testing.T) {
+	admin := newClient(t)
+	env := shared.Env(t)
+	ctx := t.Context()
+	objs, err := Render(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetKind() == "Deployment" {
+			continue
+		}
+		if err := admin.Patch(ctx, u, client.Apply, client.FieldOwner("audit"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	as := rest.CopyConfig(env.Config)
+	as.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", DefaultNamespace, Name),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + DefaultNamespace, "system:authenticated"},
+	}
+	s := scheme.New()
+	mgr, err := ctrl.NewManager(as, ctrl.Options{
+		Scheme: s, Cache: controllers.CacheOptions(render.DefaultNamespace), Logger: testr.New(t),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		LeaderElection: true, LeaderElectionID: Name, LeaderElectionNamespace: DefaultNamespace, LeaderElectionReleaseOnCancel: true,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.Setup(mgr, controllers.Config{Namespace: render.DefaultNamespace, Version: "v1",
+		DegradedAfter: time.Nanosecond, SourceResync: time.Second, ProgressingRequeue: time.Second,
+		SystemCABundle: testCA(t)}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "audit-src"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: "audit-src"},
+			Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: "audit-src"},
+			Data: map[string]string{"ca-bundle.crt": string(testCA(t))}},
+	} {
+		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
+		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local",
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "audit-src", Name: "cloud"},
+			TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "audit-src", Name: "ca"}}}
+	if err := admin.Create(ctx, ccm); err != nil {
+		t.Fatal(err)
+	}
+	wantConditions := func(want map[string]metav1.ConditionStatus) func() error {
+		return func() error {
+			var got v1alpha1.CloudControllerManager
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+				return err
+			}
+			for typ, status := range want {
+				found := false
+				for _, c := range got.Status.Conditions {
+					if c.Type == typ {
+						found = true
+						if c.Status != status {
+							return fmt.Errorf("%s=%s (%s: %s)", typ, c.Status, c.Reason, c.Message)
+						}
+					}
+				}
+				if !found {
+					return fmt.Errorf("no %s in %+v", typ, got.Status.Conditions)
+				}
+			}
+			return nil
+		}
+	}
+	poll.Eventually(t, "synced and applied as the operator", wantConditions(map[string]metav1.ConditionStatus{
+		v1alpha1.ConditionCloudConfigSynced: metav1.ConditionTrue, v1alpha1.ConditionTrustedCABundleSynced: metav1.ConditionTrue,
+		v1alpha1.ConditionDegraded: metav1.ConditionFalse, v1alpha1.ConditionProgressing: metav1.ConditionTrue,
+	}))
+	poll.Eventually(t, "the CCM Deployment", func() error {
+		var d appsv1.Deployment
+		return admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: render.DeploymentName}, &d)
+	})
+	var bundle corev1.ConfigMap
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: profiles.TrustedCAConfigMap}, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(bundle.Data[profiles.TrustedCAKey]); got < 2*len(testCA(t))-10 {
+		t.Errorf("the bundle has %d bytes: want the system and the user CA", got)
+	}
+
+	poll.Eventually(t, "Removed as the operator", func() error {
+		var got v1alpha1.CloudControllerManager
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+			return err
+		}
+		got.Spec.ManagementState = v1alpha1.Removed
+		return admin.Update(ctx, &got)
+	})
+	poll.Eventually(t, "the CCM Deployment deleted", func() error {
+		var d appsv1.Deployment
+		err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: render.DeploymentName}, &d)
+		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	poll.Eventually(t, "not Degraded after removal", wantConditions(map[string]metav1.ConditionStatus{
+		v1alpha1.ConditionDegraded: metav1.ConditionFalse, v1alpha1.ConditionAvailable: metav1.ConditionFalse,
+	}))
+	if err := admin.Delete(ctx, ccm); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "the CloudControllerManager deleted by its finalizer", func() error {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(ccm), ccm); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,256 @@
+package operator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/images"
+)
+
+// Names and ports of the operator's objects.
+const (
+	// Name is the operator's Deployment, ServiceAccount, ClusterRole and Lease.
+	Name = "nephele-operator"
+	// DefaultNamespace is the operator's own namespace.
+	DefaultNamespace = "nephele-operator"
+	// SecurePort serves /metrics over HTTPS, authenticated and authorized by the API
+	// server, and /healthz and /readyz. On the host network (the operator runs before a
+	// CNI), so a port of its own next to the CCM's 10258.
+	SecurePort = 10270
+	// operandRulesRole holds the rules the operator grants the CCM.
+	operandRulesRole = Name + ":operand-rules"
+)
+
+// DefaultImage is the operator image `make images` builds.
+var DefaultImage = images.Operator.Ref(images.DefaultVersion)
+
+// Options are the settings of the operator's manifests.
+type Options struct {
+	// Namespace is the operator's namespace.
+	Namespace string
+	// OperandNamespace is the CCM's namespace (the operator's --operand-namespace).
+	OperandNamespace string
+	// Image is the operator's image.
+	Image string
+	// Version is the CCM version the operator runs by default (its --version).
+	Version string
+	// Replicas of the operator; one leads.
+	Replicas int
+}
+
+// DefaultOptions are the options of deploy/operator/operator.yaml.
+func DefaultOptions() Options {
+	return Options{Namespace: DefaultNamespace, OperandNamespace: render.DefaultNamespace, Image: DefaultImage,
+		Version: images.DefaultVersion, Replicas: 1}
+}
+
+// Validate returns one line per bad option.
+func (o Options) Validate() error {
+	var errs []error
+	for flag, ns := range map[string]string{"namespace": o.Namespace, "operand-namespace": o.OperandNamespace} {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("invalid value for --%s: %q: %v", flag, ns, msgs))
+		}
+	}
+	if _, err := name.ParseReference(o.Image, name.StrictValidation); err != nil {
+		errs = append(errs, fmt.Errorf("invalid value for --image: %q: %v", o.Image, err))
+	}
+	if o.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("invalid value for --replicas: %d: must be at least 1", o.Replicas))
+	}
+	return errors.Join(errs...)
+}
+
+func labels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/part-of": "nephele"}
+}
+
+func meta(n, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: n, Namespace: ns, Labels: labels()}
+}
+
+// Render returns the operator's objects in apply order: the CRD, its namespace,
+// identity and RBAC, then its Deployment.
+func Render(o Options) ([]*unstructured.Unstructured, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	crd, err := CRD()
+	if err != nil {
+		return nil, err
+	}
+	operandCluster, operandNS, err := operandRules(o.OperandNamespace)
+	if err != nil {
+		return nil, err
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name, Namespace: o.Namespace}}
+	tm := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
+	}
+	clusterRole := func(n string, rules []rbacv1.PolicyRule) []any {
+		return []any{
+			&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: meta(n, ""), Rules: rules},
+			&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: meta(n, ""),
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: n}, Subjects: subject},
+		}
+	}
+	role := func(n, ns string, rules []rbacv1.PolicyRule) []any {
+		return []any{
+			&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(n, ns), Rules: rules},
+			&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(n, ns),
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n}, Subjects: subject},
+		}
+	}
+	ns := meta(o.Namespace, "")
+	// The operator runs on the host network, which Pod Security's baseline forbids.
+	ns.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	typed := []any{
+		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: ns},
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(Name, o.Namespace)},
+	}
+	typed = append(typed, clusterRole(Name, policyRules(clusterRules()))...)
+	typed = append(typed, clusterRole(operandRulesRole, operandCluster)...)
+	namespaces := []string{o.OperandNamespace}
+	if o.OperandNamespace != controllerNamespace {
+		namespaces = append(namespaces, controllerNamespace)
+	}
+	for _, n := range namespaces {
+		rules := append(policyRules(namespacedRules()), operandNS[n]...)
+		typed = append(typed, role(Name, n, rules)...)
+	}
+	typed = append(typed, role(Name+":leader-election", o.Namespace, policyRules(leaderRules()))...)
+	typed = append(typed, o.deployment())
+
+	objs := []*unstructured.Unstructured{crd}
+	for _, t := range typed {
+		u, err := toUnstructured(t)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+// Args are the operator's flags in its Deployment.
+func (o Options) args() []string {
+	return []string{
+		"run",
+		"--namespace=" + o.Namespace,
+		"--operand-namespace=" + o.OperandNamespace,
+		"--version=" + o.Version,
+		"--leader-elect=true",
+		"--secure-port=" + strconv.Itoa(SecurePort),
+	}
+}
+
+func (o Options) deployment() *appsv1.Deployment {
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path,
+			Port: intstr.FromInt32(SecurePort), Scheme: corev1.URISchemeHTTPS}},
+			PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3}
+	}
+	noSchedule := func(key string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	}
+	sel := map[string]string{"app.kubernetes.io/name": Name}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta(Name, o.Namespace),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(o.Replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels()},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: Name,
+					// Before a CNI exists the operator must still run to start the CCM that
+					// initializes the Nodes the CNI waits for.
+					HostNetwork:       true,
+					DNSPolicy:         corev1.DNSDefault,
+					PriorityClassName: "system-cluster-critical",
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
+						RunAsGroup: ptr.To(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Tolerations: []corev1.Toleration{
+						noSchedule("node.cloudprovider.kubernetes.io/uninitialized"),
+						noSchedule(corev1.TaintNodeNotReady),
+						noSchedule(corev1.TaintNodeNetworkUnavailable),
+						noSchedule("node-role.kubernetes.io/control-plane"),
+					},
+					Containers: []corev1.Container{{
+						Name: Name, Image: o.Image, ImagePullPolicy: corev1.PullIfNotPresent, Args: o.args(),
+						Ports:         []corev1.ContainerPort{{Name: "https", ContainerPort: SecurePort, Protocol: corev1.ProtocolTCP}},
+						LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"),
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// header opens the YAML: what made it and how to make it again.
+const header = "# Rendered by `nephele-operator manifests`; regenerate with make manifests, do not edit (docs/operator.md).\n"
+
+// YAML writes objs as one multi-document stream.
+func YAML(objs []*unstructured.Unstructured) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(header)
+	for _, o := range objs {
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
+}
+
+// toUnstructured converts a typed object through its JSON, leaving out the nulls and
+// the status a typed object cannot leave out.
+func toUnstructured(obj any) (*unstructured.Unstructured, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode %T: %w", obj, err)
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	if spec, ok := m["spec"].(map[string]any); ok {
+		if t, ok := spec["template"].(map[string]any); ok {
+			if md, ok := t["metadata"].(map[string]any); ok {
+				delete(md, "creationTimestamp")
+			}
+		}
+		delete(spec, "strategy")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}

@@ -1,0 +1,145 @@
+package operator
+
+import (
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/profiles"
+)
+
+// Rule is one of the operator's permissions and why it needs it.
+type Rule struct {
+	rbacv1.PolicyRule
+	// Why names the code that needs it.
+	Why string
+}
+
+var writeVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+
+// clusterRules are the operator's own cluster-wide permissions.
+func clusterRules() []Rule {
+	return []Rule{
+		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers"},
+			Verbs: []string{"get", "list", "watch", "patch"}},
+			"every controller reads the CloudControllerManager; the operand controller patches its finalizer (operator/controllers/operand.go)"},
+		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers/status"},
+			Verbs: []string{"patch"}},
+			"each controller server-side applies its conditions (operator/controllers/status.go)"},
+		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers/finalizers"},
+			Verbs: []string{"update"}},
+			"owner references with blockOwnerDeletion on the CCM's objects (OwnerReferencesPermissionEnforcement)"},
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
+			"replicas 1 on a one-node cluster: the operand controller counts Nodes (operator/controllers/operand.go)"},
+		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings"},
+			Verbs: writeVerbs},
+			"the CCM's ClusterRoles and bindings: applied, watched (cache limited to the operator's label), pruned"},
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
+			"spec.cloudConfig and spec.trustedCA may be in any namespace; read with GET, never listed or watched (cloudconfig.go, trustedca.go)"},
+		{rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			"/metrics: the caller's token is checked by the API server"},
+		{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			"/metrics: the caller is authorized by the API server"},
+	}
+}
+
+// namespacedRules are the operator's permissions in the CCM's namespace (and
+// kube-system, where a rendering puts the controllers' accounts and Role).
+func namespacedRules() []Rule {
+	return []Rule{
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "services", "secrets", "configmaps"}, Verbs: writeVerbs},
+			"the CCM's ServiceAccounts and Service; the synced cloud config Secret and CA bundle ConfigMap (cache limited to the operator's label)"},
+		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: writeVerbs},
+			"the CCM's Roles and RoleBindings"},
+		{rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets"}, Verbs: writeVerbs},
+			"the CCM's Deployment and a profile's DaemonSet"},
+		{rbacv1.PolicyRule{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: writeVerbs},
+			"the CCM's PodDisruptionBudget"},
+		{rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}},
+			"Available needs a CCM replica holding the CCM's Lease"},
+	}
+}
+
+// leaderRules are the operator's permissions in its own namespace.
+func leaderRules() []Rule {
+	return []Rule{
+		{rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+			"the operator's own leader election"},
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			"leader election records its transitions as Events"},
+	}
+}
+
+// operandRules are the rules of every Role and ClusterRole any built-in profile renders:
+// RBAC lets the operator grant only what it holds, so it holds these (rather than the
+// escalate verb, which would let it grant anything).
+func operandRules(namespace string) (cluster []rbacv1.PolicyRule, byNamespace map[string][]rbacv1.PolicyRule, err error) {
+	byNamespace = map[string][]rbacv1.PolicyRule{}
+	for _, name := range profiles.Names() {
+		p, err := profiles.Load(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec := v1alpha1.CloudControllerManagerSpec{Platform: name, ConfigureCloudRoutes: ptrTrue(), ClusterCIDR: "10.0.0.0/16"}
+		if p.Image == "" {
+			spec.Image = "registry.example/ccm:v1"
+		}
+		if p.Provider == "" {
+			spec.Provider = "any"
+		}
+		r, err := profiles.Render(p, profiles.Input{Spec: spec, Namespace: namespace, DefaultVersion: "v1"})
+		if err != nil {
+			return nil, nil, fmt.Errorf("render profile %s for its permissions: %w", name, err)
+		}
+		for _, u := range r.Objects {
+			switch u.GetKind() {
+			case "ClusterRole":
+				cluster = append(cluster, rulesOf(u)...)
+			case "Role":
+				byNamespace[u.GetNamespace()] = append(byNamespace[u.GetNamespace()], rulesOf(u)...)
+			case "ClusterRoleBinding":
+				// Binding a ClusterRole the rendering does not define (system:auth-delegator)
+				// needs its rules too: the operator holds those as its own (metrics).
+			}
+		}
+	}
+	return dedupe(cluster), byNamespace, nil
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+func rulesOf(u *unstructured.Unstructured) []rbacv1.PolicyRule {
+	var role rbacv1.ClusterRole
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &role)
+	return role.Rules
+}
+
+func dedupe(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		if !slices.ContainsFunc(out, func(o rbacv1.PolicyRule) bool {
+			return slices.Equal(o.APIGroups, r.APIGroups) && slices.Equal(o.Resources, r.Resources) &&
+				slices.Equal(o.ResourceNames, r.ResourceNames) && slices.Equal(o.Verbs, r.Verbs) &&
+				slices.Equal(o.NonResourceURLs, r.NonResourceURLs)
+		}) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func policyRules(rules []Rule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = r.PolicyRule
+	}
+	return out
+}
+
+// controllerNamespace is where renderings put the controllers' accounts and Role.
+const controllerNamespace = render.ControllerServiceAccountNamespace
