@@ -8,7 +8,7 @@ require (
 	github.com/nephele-dev/nephele v0.0.0
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/image v0.35.0
-	golang.org/x/sync v0.20.0
+	golang.org/x/sync v0.22.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
