@@ -22,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/controllers"
+	"github.com/nephele-dev/nephele/operator/operatortest"
 	"github.com/nephele-dev/nephele/operator/profiles"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )
@@ -63,7 +64,7 @@ func TestRBACAudit(t *testing.T) {
 	}
 	if err := controllers.Setup(mgr, controllers.Config{Namespace: render.DefaultNamespace, Version: "v1",
 		DegradedAfter: time.Nanosecond, SourceResync: time.Second, ProgressingRequeue: time.Second,
-		SystemCABundle: testCA(t)}); err != nil {
+		SystemCABundle: operatortest.CA(t, "test CA")}); err != nil {
 		t.Fatal(err)
 	}
 	mctx, stop := context.WithCancel(context.Background())
@@ -81,7 +82,7 @@ func TestRBACAudit(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: "audit-src"},
 			Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: "audit-src"},
-			Data: map[string]string{"ca-bundle.crt": string(testCA(t))}},
+			Data: map[string]string{"ca-bundle.crt": string(operatortest.CA(t, "test CA"))}},
 	} {
 		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -129,7 +130,7 @@ func TestRBACAudit(t *testing.T) {
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: profiles.TrustedCAConfigMap}, &bundle); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(bundle.Data[profiles.TrustedCAKey]); got < 2*len(testCA(t))-10 {
+	if got := len(bundle.Data[profiles.TrustedCAKey]); got < 2*len(operatortest.CA(t, "test CA"))-10 {
 		t.Errorf("the bundle has %d bytes: want the system and the user CA", got)
 	}
 

@@ -50,6 +50,12 @@ type harness struct {
 
 func newHarness(t *testing.T, ns string) *harness {
 	t.Helper()
+	return newHarnessWith(t, ns, func(*Config) {})
+}
+
+// newHarnessWith is newHarness with the controllers' Config changed by set.
+func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
+	t.Helper()
 	env := shared.Env(t)
 	s := scheme.New()
 	c, err := client.New(env.Config, client.Options{Scheme: s})
@@ -72,6 +78,7 @@ func newHarness(t *testing.T, ns string) *harness {
 		t.Fatal(err)
 	}
 	cfg := Config{Namespace: ns, Version: "v1", ProgressingRequeue: time.Second, SourceResync: time.Second}
+	set(&cfg)
 	if err := Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-package operator
+// Package operatortest holds what the operator's tests share: a CA certificate to put
+// in trusted CA bundles.
+package operatortest
 
 import (
 	"crypto/ecdsa"
@@ -12,14 +14,14 @@ import (
 	"time"
 )
 
-// testCA returns a self-signed CA certificate in PEM.
-func testCA(t *testing.T) []byte {
+// CA returns a new self-signed CA certificate named cn, in PEM.
+func CA(t testing.TB, cn string) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
