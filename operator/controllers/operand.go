@@ -173,6 +173,10 @@ func (o *Operand) manage(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 	if changed {
 		out.progressing, out.progReason, out.progMsg = true, ReasonApplied, "applied changed objects of the CCM; waiting for their rollout"
 	}
+	if out.requeue == 0 {
+		// A leader that stops renewing changes no object the controller watches.
+		out.requeue = time.Minute
+	}
 	if out.progressing {
 		out.requeue = o.progressingRequeue()
 	} else if !out.degraded {
