@@ -156,9 +156,30 @@ func (f *leaseFence) lock(l resourcelock.Interface) resourcelock.Interface {
 }
 
 // fencedLock is a lease lock whose writes the fence sees, with the time each was sent.
+//
+// It also refuses a release (a write with no holder) unless the record read just before
+// it names this instance. client-go's release reads the lease to refresh its resource
+// version, but decides that it still leads from the record it saw last, which for a
+// leader that was paused or cut off from the apiserver is its own, stale one: it would
+// clear the lease of the replica that took over, and let a third one in beside it.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *leaseFence
+
+	mu sync.Mutex
+	// holder is the holder named by the last record read; read is false before one.
+	holder string
+	read   bool
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil && rec != nil {
+		l.mu.Lock()
+		l.holder, l.read = rec.HolderIdentity, true
+		l.mu.Unlock()
+	}
+	return rec, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
@@ -169,6 +190,16 @@ func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElection
 }
 
 func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity == "" {
+		l.mu.Lock()
+		holder, read := l.holder, l.read
+		l.mu.Unlock()
+		if read && holder != l.fence.identity {
+			// The resource version read with that record makes the write fail should
+			// the lease change again; this keeps it from clearing another's lease.
+			return fmt.Errorf("not releasing lease %s: it is held by %q now, not by %s", l.fence.lease, holder, l.fence.identity)
+		}
+	}
 	sent := l.fence.clock.Now()
 	err := l.Interface.Update(ctx, rec)
 	l.fence.record(rec, sent, err)

@@ -221,6 +221,13 @@ type slowLock struct {
 	resourcelock.Interface
 	clk *clocktesting.FakeClock
 	err error
+	// holder is who Get says holds the lease; updates counts Update calls.
+	holder  string
+	updates int
+}
+
+func (l *slowLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: l.holder}, nil, nil
 }
 
 func (l *slowLock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
@@ -229,6 +236,7 @@ func (l *slowLock) Create(context.Context, resourcelock.LeaderElectionRecord) er
 }
 
 func (l *slowLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	l.updates++
 	l.clk.Step(time.Second)
 	return l.err
 }
@@ -260,6 +268,32 @@ func TestFencedLockRecordsWhenWritesWereSent(t *testing.T) {
 			}
 			if again, _ := f.Open(); !again.Equal(closesAt) {
 				t.Errorf("a failed %s moved the fence to +%s", write, again.Sub(fenceStart))
+			}
+		})
+	}
+}
+
+// A leader that was paused or cut off releases its lease on the way out; client-go reads
+// the lease first but trusts its own stale record: the release must not clear the lease
+// of the replica that took over meanwhile.
+func TestFencedLockReleasesOnlyItsOwnLease(t *testing.T) {
+	for _, tc := range []struct {
+		holder      string
+		wantRelease bool
+	}{{holder: "me", wantRelease: true}, {holder: "other", wantRelease: false}} {
+		t.Run("held by "+tc.holder, func(t *testing.T) {
+			f, clk := testFence()
+			inner := &slowLock{clk: clk, holder: tc.holder}
+			lock := f.lock(inner)
+			if _, _, err := lock.Get(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{})
+			if released := err == nil; released != tc.wantRelease {
+				t.Errorf("release of a lease held by %q: err %v, want released %v", tc.holder, err, tc.wantRelease)
+			}
+			if !tc.wantRelease && inner.updates != 0 {
+				t.Errorf("the release reached the lease %d times", inner.updates)
 			}
 		})
 	}
