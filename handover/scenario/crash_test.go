@@ -78,16 +78,16 @@ func TestCrashAtEveryStep(t *testing.T) {
 	excluded := false
 	var results []crashRun
 	for i := range *runs {
-		ops := []string{opEnsure, opUpdate, opDelete}
+		ops := []string{OpEnsure, OpUpdate, OpDelete}
 		op := ops[i%len(ops)]
 		phase := []string{killBefore, killInCloud, killAfter}[rng.IntN(3)]
 		delay := time.Duration(rng.IntN(500)) * time.Millisecond
-		if op == opDelete && len(live) == 0 {
-			op = opEnsure
+		if op == OpDelete && len(live) == 0 {
+			op = OpEnsure
 		}
 		var target string
 		var victim *corev1.Service
-		if op == opDelete {
+		if op == OpDelete {
 			j := rng.IntN(len(live))
 			victim = live[j]
 			live = append(live[:j], live[j+1:]...)
@@ -99,22 +99,22 @@ func TestCrashAtEveryStep(t *testing.T) {
 		fired := make(chan struct{})
 		victimCCM := ccm
 		kill := func() { victimCCM.Kill() }
-		s.w.setIntercept(func(c call) action {
-			if c.op != op || (target != "" && c.lb != target) {
-				return action{}
+		s.w.SetIntercept(func(c Call) Action {
+			if c.Op != op || (target != "" && c.LB != target) {
+				return Action{}
 			}
-			var a action
+			var a Action
 			hit := false
 			once.Do(func() {
 				hit = true
 				switch phase {
 				case killBefore:
 					kill()
-					a = action{drop: true}
+					a = Action{Drop: true}
 				case killInCloud:
-					a = action{beforeRelay: kill}
+					a = Action{BeforeRelay: kill}
 				case killAfter:
-					a = action{afterRelay: func() {
+					a = Action{AfterRelay: func() {
 						time.AfterFunc(delay, kill)
 					}}
 				}
@@ -126,12 +126,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 		})
 
 		switch op {
-		case opEnsure:
+		case OpEnsure:
 			create(fmt.Sprintf("run-%d", i))
-		case opUpdate:
+		case OpUpdate:
 			excluded = !excluded
 			s.setExcluded(ctx, s.nodes[len(s.nodes)-1], excluded)
-		case opDelete:
+		case OpDelete:
 			uid := victim.UID
 			if err := services.Delete(ctx, victim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
 				t.Fatalf("deleting Service %s: %v", victim.Name, err)
@@ -153,7 +153,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 				return fmt.Errorf("pid %d still running", victimCCM.Pid())
 			}
 		})
-		s.w.setIntercept(nil)
+		s.w.SetIntercept(nil)
 		restarted := time.Now()
 		startCCM()
 		poll.WithinContext(t, convergeWithin, fmt.Sprintf("run %d (%s, killed %s): convergence after the restart", i, op, phase), func(ctx context.Context) error {
@@ -213,9 +213,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 // after since.
 func (s *scenario) ensuredSince(since time.Time, svcs []*corev1.Service) error {
 	done := map[string]bool{}
-	for _, c := range s.w.log() {
-		if c.op == opEnsure && c.arrived.After(since) && c.status/100 == 2 {
-			done[c.lb] = true
+	for _, c := range s.w.Log() {
+		if c.Op == OpEnsure && c.Arrived.After(since) && c.Status/100 == 2 {
+			done[c.LB] = true
 		}
 	}
 	for _, svc := range svcs {

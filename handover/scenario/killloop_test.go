@@ -20,7 +20,7 @@ const workloadServices = 50
 
 // replica is one manager process of the kill loop.
 type replica struct {
-	name     string // its name at the witness
+	name     string // its name at the Witness
 	identity string // its lease identity
 	proc     *proctest.Process
 	killed   time.Time
@@ -174,11 +174,11 @@ func TestLeaderKillLoop(t *testing.T) {
 	}
 	var outside []string
 	calls := map[string]int{}
-	for _, c := range s.w.log() {
-		r := byName[c.replica]
-		calls[c.replica]++
-		if !inTerm(history, r, c.arrived) {
-			outside = append(outside, fmt.Sprintf("%s %s %s at %s", c.replica, c.op, c.lb, c.arrived.Format("15:04:05.000")))
+	for _, c := range s.w.Log() {
+		r := byName[c.Replica]
+		calls[c.Replica]++
+		if !inTerm(history, r, c.Arrived) {
+			outside = append(outside, fmt.Sprintf("%s %s %s at %s", c.Replica, c.Op, c.LB, c.Arrived.Format("15:04:05.000")))
 		}
 	}
 	if len(outside) > 0 {

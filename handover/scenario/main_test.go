@@ -72,8 +72,11 @@ type scenario struct {
 	ns      string
 	cluster string
 	lease   string
-	w       *witness
-	nodes   []string
+	// class is the load balancer class of the scenario's Services and managers, so
+	// that a manager never sees another scenario's Services.
+	class string
+	w     *Witness
+	nodes []string
 }
 
 // newScenario sets up a scenario with n instances and their Nodes.
@@ -82,14 +85,15 @@ func newScenario(t *testing.T, n int) *scenario {
 	e := shared.Env(t)
 	ctx := t.Context()
 	suffix := strings.ToLower(rand.Text()[:5])
-	s := &scenario{t: t, env: e, w: newWitness(t),
-		ns: "scenario-" + suffix, cluster: "scenario-" + suffix, lease: "ccm-" + suffix}
+	s := &scenario{t: t, env: e, w: NewWitness(t),
+		ns: "scenario-" + suffix, cluster: "scenario-" + suffix, lease: "ccm-" + suffix,
+		class: "scenario.nephele.dev/" + suffix}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", s.ns, err)
 	}
 	for i := range n {
 		name := fmt.Sprintf("%s-node-%d", suffix, i+1)
-		inst, err := s.w.client.CreateInstance(ctx, api.InstanceSpec{Name: name})
+		inst, err := s.w.Client.CreateInstance(ctx, api.InstanceSpec{Name: name})
 		if err != nil {
 			t.Fatalf("creating instance %s: %v", name, err)
 		}
@@ -119,6 +123,9 @@ func newScenario(t *testing.T, n int) *scenario {
 				_, _ = e.Client.CoreV1().Services(s.ns).Patch(ctx, svc.Name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 			}
 		}
+		if err := e.Client.CoreV1().Namespaces().Delete(ctx, s.ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting namespace %s: %v", s.ns, err)
+		}
 	})
 	return s
 }
@@ -131,10 +138,10 @@ const scenarioLabel = "scenario.nephele.dev/run"
 // extra.
 func (s *scenario) ccmArgs(name string, extra ...string) []string {
 	return append([]string{
-		"--cloud-provider=local", "--cloud-config=" + s.w.cloudConfig(s.t, name),
+		"--cloud-provider=local", "--cloud-config=" + s.w.CloudConfig(s.t, name),
 		"--kubeconfig=" + s.env.Kubeconfig, "--secure-port=0", "--v=2",
 		"--configure-cloud-routes=false", "--cluster-name=" + s.cluster,
-		"--leader-elect-resource-name=" + s.lease,
+		"--leader-elect-resource-name=" + s.lease, "--load-balancer-class=" + s.class,
 		"--leader-elect-lease-duration=" + leaseDuration.String(), "--leader-elect-renew-deadline=4s",
 		"--leader-elect-retry-period=" + retryPeriod.String(),
 	}, extra...)
@@ -166,8 +173,9 @@ func (s *scenario) service(name string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+			Type:              corev1.ServiceTypeLoadBalancer,
+			LoadBalancerClass: &s.class,
+			Ports:             []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
 		},
 	}
 }
@@ -182,7 +190,7 @@ func (s *scenario) converged(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lbs, err := s.w.client.ListLoadBalancers(ctx, s.cluster)
+	lbs, err := s.w.Client.ListLoadBalancers(ctx, s.cluster)
 	if err != nil {
 		return err
 	}
@@ -267,7 +275,7 @@ func (s *scenario) leaked(ctx context.Context) (lbs, stuck int, err error) {
 		}
 		owned[loadbalancer.LoadBalancerName(&svcs.Items[i])] = true
 	}
-	list, err := s.w.client.ListLoadBalancers(ctx, s.cluster)
+	list, err := s.w.Client.ListLoadBalancers(ctx, s.cluster)
 	if err != nil {
 		return 0, 0, err
 	}

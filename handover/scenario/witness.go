@@ -22,52 +22,56 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
-// Load balancer operations as the witness names them, from the local cloud's API.
+// Load balancer operations as the Witness names them, from the local cloud's API.
 const (
-	opEnsure = "ensure" // PUT /v1/loadbalancers/{name}
-	opUpdate = "update" // PUT /v1/loadbalancers/{name}/backends
-	opDelete = "delete" // DELETE /v1/loadbalancers/{name}
-	opGet    = "get"    // GET /v1/loadbalancers/{name}
-	opOther  = "other"  // instances, listings, routes
+	OpEnsure = "ensure" // PUT /v1/loadbalancers/{name}
+	OpUpdate = "update" // PUT /v1/loadbalancers/{name}/backends
+	OpDelete = "delete" // DELETE /v1/loadbalancers/{name}
+	OpGet    = "get"    // GET /v1/loadbalancers/{name}
+	OpOther  = "other"  // instances, listings, routes
 )
 
-// call is one request that reached the witness.
-type call struct {
-	replica string
-	op      string
-	lb      string
-	// arrived is when the request reached the witness, answered when the cloud's
+// Call is one request that reached the witness.
+type Call struct {
+	// Replica is the name the caller's proxy was made for (CloudConfig).
+	Replica string
+	// Op is one of the Op constants; LB the load balancer's name, if any.
+	Op string
+	LB string
+	// Arrived is when the request reached the witness, Answered when the cloud's
 	// answer went back (zero if it never did).
-	arrived, answered time.Time
-	status            int
+	Arrived, Answered time.Time
+	// Status is the HTTP status of the answer.
+	Status int
 }
 
-// interceptor decides the fate of a request before the cloud sees it; it may block, to
+// Interceptor decides the fate of a request before the cloud sees it; it may block, to
 // kill the caller meanwhile.
-type interceptor func(c call) action
+type Interceptor func(c Call) Action
 
-// action is what to do with one request. The zero action forwards it.
-type action struct {
-	// drop answers 503 without the cloud seeing the request.
-	drop bool
-	// beforeRelay runs once the cloud has answered, before the answer goes back;
-	// afterRelay once it has gone back.
-	beforeRelay, afterRelay func()
+// Action is what to do with one request. The zero Action forwards it.
+type Action struct {
+	// Drop answers 503 without the cloud seeing the request.
+	Drop bool
+	// BeforeRelay runs once the cloud has answered, before the answer goes back;
+	// AfterRelay once it has gone back.
+	BeforeRelay, AfterRelay func()
 }
 
-// witness is the local cloud as the scenarios see it: one cloud, and in front of it one
+// Witness is the local cloud as the scenarios see it: one cloud, and in front of it one
 // recording proxy per replica, so that the cloud's side of the wire says who called
 // what and when.
-type witness struct {
+type Witness struct {
 	cloudURL *url.URL
-	client   *client.Client
+	// Client talks to the cloud directly, past every proxy.
+	Client *client.Client
 
 	mu        sync.Mutex
-	calls     []call
-	intercept interceptor
+	calls     []Call
+	intercept Interceptor
 }
 
-func newWitness(t *testing.T) *witness {
+func NewWitness(t *testing.T) *Witness {
 	t.Helper()
 	srv, c := servertest.Start(t, server.Config{
 		VIPPool:   testnet.LoopbackPrefix(114),
@@ -77,45 +81,45 @@ func newWitness(t *testing.T) *witness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &witness{cloudURL: u, client: c}
+	return &Witness{cloudURL: u, Client: c}
 }
 
-// setIntercept sets (nil: clears) the interceptor of every replica's requests.
-func (w *witness) setIntercept(i interceptor) {
+// SetIntercept sets (nil: clears) the Interceptor of every replica's requests.
+func (w *Witness) SetIntercept(i Interceptor) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.intercept = i
 }
 
-// cloudConfig starts replica's proxy (once per name) and returns a local provider cloud
+// CloudConfig starts replica's proxy (once per name) and returns a local provider cloud
 // config pointing at it.
-func (w *witness) cloudConfig(t *testing.T, replica string) string {
+func (w *Witness) CloudConfig(t *testing.T, replica string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), replica+"-cloud.yaml")
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
 	// A caller killed mid-call is what the scenarios do; the proxy need not say so.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		c := call{replica: replica, arrived: time.Now()}
-		c.op, c.lb = classify(r)
+		c := Call{Replica: replica, Arrived: time.Now()}
+		c.Op, c.LB = classify(r)
 		w.mu.Lock()
 		intercept := w.intercept
 		w.mu.Unlock()
-		var a action
+		var a Action
 		if intercept != nil {
 			a = intercept(c)
 		}
-		if a.drop {
+		if a.Drop {
 			w.record(c)
 			http.Error(rw, "dropped by the scenario", http.StatusServiceUnavailable)
 			return
 		}
-		rec := &statusWriter{ResponseWriter: rw, status: http.StatusOK, before: a.beforeRelay}
+		rec := &statusWriter{ResponseWriter: rw, status: http.StatusOK, before: a.BeforeRelay}
 		proxy.ServeHTTP(rec, r)
-		c.answered, c.status = time.Now(), rec.status
+		c.Answered, c.Status = time.Now(), rec.status
 		w.record(c)
-		if a.afterRelay != nil {
-			a.afterRelay()
+		if a.AfterRelay != nil {
+			a.AfterRelay()
 		}
 	}))
 	t.Cleanup(front.Close)
@@ -125,37 +129,37 @@ func (w *witness) cloudConfig(t *testing.T, replica string) string {
 	return path
 }
 
-func (w *witness) record(c call) {
+func (w *Witness) record(c Call) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls = append(w.calls, c)
 }
 
-// log returns the calls so far, in the order they were recorded.
-func (w *witness) log() []call {
+// Log returns the calls so far, in the order they were recorded.
+func (w *Witness) Log() []Call {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]call(nil), w.calls...)
+	return append([]Call(nil), w.calls...)
 }
 
 // classify names a request's operation and load balancer.
 func classify(r *http.Request) (op, lb string) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/loadbalancers/")
 	if !ok || rest == "" {
-		return opOther, ""
+		return OpOther, ""
 	}
 	name, sub, _ := strings.Cut(rest, "/")
 	switch {
 	case r.Method == http.MethodPut && sub == "backends":
-		return opUpdate, name
+		return OpUpdate, name
 	case r.Method == http.MethodPut && sub == "":
-		return opEnsure, name
+		return OpEnsure, name
 	case r.Method == http.MethodDelete:
-		return opDelete, name
+		return OpDelete, name
 	case r.Method == http.MethodGet:
-		return opGet, name
+		return OpGet, name
 	}
-	return opOther, name
+	return OpOther, name
 }
 
 // statusWriter remembers the status a handler wrote, and runs before (once) just
