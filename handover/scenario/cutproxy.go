@@ -26,7 +26,7 @@ type CutProxy struct {
 
 // NewCutProxy starts a proxy on the loopback to target ("host:port"); it is closed,
 // with every connection, when the test ends.
-func NewCutProxy(t *testing.T, target string) *CutProxy {
+func NewCutProxy(t testing.TB, target string) *CutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,7 +128,7 @@ func (p *CutProxy) Heal() {
 
 // KubeconfigThrough writes a copy of the kubeconfig at path whose clusters are reached
 // through p, and returns the copy's path.
-func (p *CutProxy) KubeconfigThrough(t *testing.T, path string) string {
+func (p *CutProxy) KubeconfigThrough(t testing.TB, path string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(path)
 	if err != nil {

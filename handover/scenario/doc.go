@@ -18,6 +18,10 @@
 //     terms, each takeover stays within the bound docs/manager.md states, and nothing is
 //     leaked or stuck at the end.
 //
+// The kit they share is exported for scenarios elsewhere (bench's move from upstream's
+// cloud-controller-manager): Witness, the local cloud with a recording proxy per caller,
+// and CutProxy, a TCP proxy that partitions one caller from a server.
+//
 // The loops are seeded: -scenario.seed picks the kill points, -scenario.runs and
 // -scenario.kills how many. docs/migration.md has the measured results.
 package scenario

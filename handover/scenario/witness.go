@@ -71,7 +71,10 @@ type Witness struct {
 	intercept Interceptor
 }
 
-func NewWitness(t *testing.T) *Witness {
+// NewWitness starts a local cloud for the test, with load balancer VIPs on a loopback
+// range and no health checks (the scenarios' nodes run nothing), and returns its witness
+// with no proxy yet. The cloud stops when the test ends.
+func NewWitness(t testing.TB) *Witness {
 	t.Helper()
 	srv, c := servertest.Start(t, server.Config{
 		VIPPool:   testnet.LoopbackPrefix(114),
@@ -93,7 +96,7 @@ func (w *Witness) SetIntercept(i Interceptor) {
 
 // CloudConfig starts replica's proxy (once per name) and returns a local provider cloud
 // config pointing at it.
-func (w *Witness) CloudConfig(t *testing.T, replica string) string {
+func (w *Witness) CloudConfig(t testing.TB, replica string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), replica+"-cloud.yaml")
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
