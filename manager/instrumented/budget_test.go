@@ -7,6 +7,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/internal/metrictest"
 )
 
 // fakeClock is a clock that moves only when Step is called; timers fire inside Step.
@@ -375,5 +379,46 @@ func TestBudgetWaiterLeavesOnCancel(t *testing.T) {
 	clk.Step(time.Second)
 	if _, ok := tryTake(b); !ok {
 		t.Error("the token the canceled call waited for was not left for others")
+	}
+}
+
+// TestThrottledAnswerCutsTheBudget goes through the whole call path: a throttled
+// answer from the cloud cuts the rate, and the class metrics count the calls.
+func TestThrottledAnswerCutsTheBudget(t *testing.T) {
+	fake, c, reg := setup(t, fakecloud.Options{}, Options{QPS: 40, MinQPS: 1, MaxQPS: 100, Burst: 100})
+	before, ok := c.Rate()
+	if !ok || before != 40 {
+		t.Fatalf("Rate() = %v, %v; want 40, true", before, ok)
+	}
+	fake.ThrottleNext(cloud.OpListRoutes, 1, time.Millisecond)
+	routes, _ := c.For("node-route-controller").Routes()
+	if _, err := routes.ListRoutes(context.Background(), "c1"); !cloud.IsThrottled(err) {
+		t.Fatalf("ListRoutes: %v, want throttled", err)
+	}
+	after, _ := c.Rate()
+	if after > before*CubicBeta+1e-9 {
+		t.Errorf("rate after a throttled answer = %v, want at most %v", after, before*CubicBeta)
+	}
+	if _, err := routes.ListRoutes(WithClass(context.Background(), ClassRefine), "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		class  Class
+		result cloud.Result
+		want   float64
+	}{
+		{ClassCritical, cloud.ResultThrottled, 1},
+		{ClassRefine, cloud.ResultSuccess, 1},
+	} {
+		got := metrictest.Value(t, reg, "nephele_cloud_class_requests_total", map[string]string{"class": string(tt.class), "result": string(tt.result)})
+		if got != tt.want {
+			t.Errorf("class_requests_total{%s,%s} = %v, want %v", tt.class, tt.result, got, tt.want)
+		}
+	}
+	if got := metrictest.Value(t, reg, "nephele_cloud_budget_cuts_total", nil); got != 1 {
+		t.Errorf("budget_cuts_total = %v, want 1", got)
+	}
+	if got := metrictest.Value(t, reg, "nephele_cloud_budget_rate", nil); got != after {
+		t.Errorf("budget_rate = %v, want %v", got, after)
 	}
 }
