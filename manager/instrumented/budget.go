@@ -135,7 +135,7 @@ type budget struct {
 	mu     sync.Mutex
 	rate   *adaptiveRate
 	tokens float64
-	last   time.Time
+	last   time.Time // the bucket's fill time; the hold's end during a hold
 	queues map[Class][]*waiter
 	// skipped counts critical grants in a row while refine calls waited.
 	skipped int
@@ -244,10 +244,26 @@ func (b *budget) waiting() bool {
 }
 
 func (b *budget) refill(now time.Time) {
-	if d := now.Sub(b.last).Seconds(); d > 0 {
-		b.tokens = min(b.capacity(), b.tokens+d*b.rate.rate)
+	if !now.After(b.last) {
+		return // held: nothing is earned before the hold ends
 	}
+	b.tokens = min(b.capacity(), b.tokens+now.Sub(b.last).Seconds()*b.rate.rate)
 	b.last = now
+}
+
+// hold empties the bucket and grants nothing before until: the cloud said (with a
+// Retry-After) that the account's quota is spent until then. Without it, the calls
+// granted tokens while the Retry-After held them would all go at its end, at once,
+// into a quota that has only just begun to refill, and be throttled again.
+func (b *budget) hold(until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(b.clock.Now())
+	b.tokens = 0
+	if until.After(b.last) {
+		b.last = until
+	}
+	b.dispatchLocked()
 }
 
 // dispatchLocked gives the tokens there are to waiters, in class order, and arms a
@@ -270,6 +286,9 @@ func (b *budget) dispatchLocked() {
 		return
 	}
 	d := time.Duration((1 - b.tokens) / b.rate.rate * float64(time.Second))
+	if b.last.After(now) {
+		d += b.last.Sub(now)
+	}
 	b.timer = b.clock.AfterFunc(max(d, time.Microsecond), func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()

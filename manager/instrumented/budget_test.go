@@ -124,8 +124,9 @@ type simResult struct {
 
 // simulate runs a client with endless work through a budget against a cloud quota
 // for d, with calls answered after latency, and a neighbour sending neighbourQPS
-// calls/s to the same quota. It counts calls in the last half of d.
-func simulate(start, lo, hi, quotaQPS float64, latency time.Duration, neighbourQPS float64, d time.Duration) simResult {
+// calls/s to the same quota. A throttled answer holds the budget for retryAfter, as
+// the call path does with the cloud's Retry-After. It counts calls in the last half of d.
+func simulate(start, lo, hi, quotaQPS float64, latency time.Duration, neighbourQPS float64, retryAfter, d time.Duration) simResult {
 	clk := newFakeClock()
 	b := newBudget(clk, start, lo, hi, int(max(1, hi)), nil)
 	t0 := clk.Now()
@@ -145,6 +146,9 @@ func simulate(start, lo, hi, quotaQPS float64, latency time.Duration, neighbourQ
 		now := clk.Now()
 		measured := now.Sub(t0) >= d/2
 		for len(pending) > 0 && !pending[0].at.After(now) {
+			if pending[0].throttled && retryAfter > 0 {
+				b.hold(now.Add(retryAfter))
+			}
 			b.observe(pending[0].sent, pending[0].throttled)
 			pending = pending[1:]
 		}
@@ -189,6 +193,7 @@ func TestAdaptiveBudget(t *testing.T) {
 		start, lo, hi       float64
 		quota               float64
 		latency             time.Duration
+		retryAfter          time.Duration // the cloud's Retry-After on a throttled answer
 		neighbour           float64
 		wantMinRate         float64 // nephele's accepted calls/s in the window, at least
 		wantMaxThrottled    float64 // share of nephele's calls throttled, at most
@@ -203,6 +208,12 @@ func TestAdaptiveBudget(t *testing.T) {
 			wantMinRate: 0.8 * 50, wantMaxThrottled: 0.02},
 		{name: "leaves a neighbour's 20/s usable", start: 20, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond, neighbour: 20,
 			wantMinRate: 0.75 * 30, wantMaxThrottled: 0.02, wantMaxNeighbourThr: 0.05},
+		{name: "a Retry-After of a whole second at each throttled answer", start: 20, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond,
+			retryAfter: time.Second, wantMinRate: 0.8 * 50, wantMaxThrottled: 0.02},
+		{name: "a neighbour and whole-second Retry-Afters", start: 20, lo: 1, hi: 1000, quota: 50, latency: 50 * time.Millisecond, neighbour: 20,
+			retryAfter: time.Second, wantMinRate: 0.7 * 30, wantMaxThrottled: 0.02, wantMaxNeighbourThr: 0.05},
+		{name: "slow profile: 25/s, 100ms calls, whole-second Retry-Afters", start: 20, lo: 1, hi: 100, quota: 25, latency: 100 * time.Millisecond,
+			retryAfter: time.Second, wantMinRate: 0.8 * 25, wantMaxThrottled: 0.02},
 		{name: "never exceeds the ceiling", start: 10, lo: 1, hi: 30, quota: 100, latency: 50 * time.Millisecond,
 			wantMinRate: 0.95 * 30, ceiling: 30},
 		{name: "the floor holds under a tiny quota", start: 10, lo: 5, hi: 100, quota: 2, latency: 50 * time.Millisecond,
@@ -210,7 +221,7 @@ func TestAdaptiveBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := simulate(tt.start, tt.lo, tt.hi, tt.quota, tt.latency, tt.neighbour, run)
+			r := simulate(tt.start, tt.lo, tt.hi, tt.quota, tt.latency, tt.neighbour, tt.retryAfter, run)
 			accepted := float64(r.sent-r.throttled) / window
 			t.Logf("nephele: %.1f calls/s accepted, %d of %d throttled; neighbour: %d of %d throttled; rate %.1f to %.1f",
 				accepted, r.throttled, r.sent, r.neighbourThr, r.neighbourSent, r.minRate, r.maxRate)
@@ -420,5 +431,27 @@ func TestThrottledAnswerCutsTheBudget(t *testing.T) {
 	}
 	if got := metrictest.Value(t, reg, "nephele_cloud_budget_rate", nil); got != after {
 		t.Errorf("budget_rate = %v, want %v", got, after)
+	}
+}
+
+func TestBudgetHoldEmptiesTheBucket(t *testing.T) {
+	clk := newFakeClock()
+	b := newBudget(clk, 10, 10, 10, 10, nil)
+	b.hold(clk.Now().Add(time.Second))
+	tests := []struct {
+		name    string
+		step    time.Duration
+		wantGet bool
+	}{
+		{name: "nothing during the hold, though the bucket was full", step: 900 * time.Millisecond, wantGet: false},
+		{name: "nothing at the hold's end: the bucket starts empty", step: 100 * time.Millisecond, wantGet: false},
+		{name: "one token a period after the hold", step: 100 * time.Millisecond, wantGet: true},
+		{name: "and no more at once", step: 0, wantGet: false},
+	}
+	for _, tt := range tests {
+		clk.Step(tt.step)
+		if _, got := tryTake(b); got != tt.wantGet {
+			t.Errorf("%s: token = %v, want %v", tt.name, got, tt.wantGet)
+		}
 	}
 }

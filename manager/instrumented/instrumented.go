@@ -162,6 +162,9 @@ func (c *Cloud) noteRetryAfter(d time.Duration, err error) error {
 		d = c.maxRetryAfter
 	}
 	until := time.Now().Add(d)
+	if c.budget != nil {
+		c.budget.hold(c.budget.clock.Now().Add(d))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if until.After(c.throttledUntil) {
