@@ -40,7 +40,13 @@ func startNeighbour(ctx context.Context, c *client.Client, qps float64) *neighbo
 				return
 			case <-t.C:
 			}
-			n.wg.Go(func() { n.call(ctx, c) })
+			// A call under way when the neighbour stops finishes, so that every call
+			// the cloud counts is one the neighbour counts too.
+			n.wg.Go(func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				n.call(cctx, c)
+			})
 		}
 	})
 	return n
@@ -54,18 +60,15 @@ func (n *neighbour) call(ctx context.Context, c *client.Client) {
 	case errors.As(err, &ce):
 		code = ce.StatusCode
 	case err != nil:
-		if ctx.Err() != nil {
-			return // stopped while the call ran: not an answer
-		}
-		code = 0
+		code = 0 // no answer
 	}
 	n.mu.Lock()
 	n.codes[code]++
 	n.mu.Unlock()
 }
 
-// stop waits for the calls under way (their context is the caller's, already ended)
-// and returns the answers by status.
+// stop waits for the calls under way and returns the answers by status; call it after
+// the context given to startNeighbour has ended.
 func (n *neighbour) stop() map[int]uint64 {
 	n.wg.Wait()
 	n.mu.Lock()
