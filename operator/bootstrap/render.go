@@ -24,7 +24,11 @@ const (
 	// PodName is the static pod's name (the kubelet appends the node's).
 	PodName = "nephele-ccm-bootstrap"
 	// DefaultHostDir is where the files directory is copied on the node.
-	DefaultHostDir   = "/etc/kubernetes/nephele-ccm"
+	DefaultHostDir = "/etc/kubernetes/nephele-ccm"
+	// SecurePort is the static pod's health and metrics port: not the Deployment's
+	// (render.SecurePort), because both are on the host network and a Deployment
+	// replica on the bootstrap node waits as a follower beside the static pod.
+	SecurePort       = 10268
 	kubeconfigMount  = "/etc/nephele/kubeconfig"
 	kubeconfigVolume = "kubeconfig"
 )
@@ -136,7 +140,13 @@ func staticPod(dep *unstructured.Unstructured, o Options) (map[string]any, error
 	for i, c := range containers {
 		cm := c.(map[string]any)
 		args, _, _ := unstructured.NestedStringSlice(cm, "args")
+		for j, a := range args {
+			if a == fmt.Sprintf("--secure-port=%d", render.SecurePort) {
+				args[j] = fmt.Sprintf("--secure-port=%d", SecurePort)
+			}
+		}
 		_ = unstructured.SetNestedStringSlice(cm, append(args, "--kubeconfig="+kubeconfigMount), "args")
+		setPort(cm)
 		mounts, _, _ := unstructured.NestedSlice(cm, "volumeMounts")
 		mounts = append(mounts, map[string]any{"name": kubeconfigVolume, "mountPath": kubeconfigMount, "readOnly": true})
 		_ = unstructured.SetNestedSlice(cm, mounts, "volumeMounts")
@@ -150,4 +160,22 @@ func staticPod(dep *unstructured.Unstructured, o Options) (map[string]any, error
 	meta["name"] = PodName
 	meta["namespace"] = o.Namespace
 	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, nil
+}
+
+// setPort moves the container's port and its probes to SecurePort.
+func setPort(container map[string]any) {
+	ports, _, _ := unstructured.NestedSlice(container, "ports")
+	for i, p := range ports {
+		pm := p.(map[string]any)
+		if fmt.Sprint(pm["containerPort"]) == fmt.Sprint(render.SecurePort) {
+			pm["containerPort"] = int64(SecurePort)
+		}
+		ports[i] = pm
+	}
+	_ = unstructured.SetNestedSlice(container, ports, "ports")
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(container, probe, "httpGet", "port"); ok {
+			_ = unstructured.SetNestedField(container, int64(SecurePort), probe, "httpGet", "port")
+		}
+	}
 }

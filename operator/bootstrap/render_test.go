@@ -48,6 +48,10 @@ func TestRenderStaticPod(t *testing.T) {
 			t.Errorf("does not tolerate %s", key)
 		}
 	}
+	c := s.Containers[0]
+	if c.Ports[0].ContainerPort != SecurePort || c.LivenessProbe.HTTPGet.Port.IntValue() != SecurePort || c.ReadinessProbe.HTTPGet.Port.IntValue() != SecurePort {
+		t.Errorf("the static pod does not serve on %d beside a Deployment replica: %+v", SecurePort, c.Ports)
+	}
 	for _, v := range s.Volumes {
 		if v.HostPath == nil {
 			t.Errorf("volume %s is not a host path", v.Name)
@@ -57,7 +61,7 @@ func TestRenderStaticPod(t *testing.T) {
 	}
 	args := strings.Join(s.Containers[0].Args, " ")
 	for _, want := range []string{"--kubeconfig=/etc/nephele/kubeconfig", "--cloud-config=/etc/nephele/cloud-config/cloud.conf",
-		"--leader-elect=true", "--leader-elect-resource-namespace=kube-system", "--cloud-provider=local"} {
+		"--leader-elect=true", "--leader-elect-resource-namespace=kube-system", "--cloud-provider=local", "--secure-port=10268"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	deployop "github.com/nephele-dev/nephele/deploy/operator"
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/internal/clustertest"
+	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/localcluster"
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/profiles"
+	"github.com/nephele-dev/nephele/operator/scheme"
+)
+
+// realTimeout bounds each wait on real nodes: pulls, pod starts and rollouts on a
+// loaded two-core machine.
+const realTimeout = 4 * time.Minute
+
+func TestOperatorOnRealNodes(t *testing.T) {
+	hoststest.RequireRoot(t)
+	bin := clustertest.BinDir(t)
+	ranges := clustertest.NewRanges("nphop")
+	// containerd's socket paths under the cluster directory must stay under 104 bytes,
+	// which t.TempDir's long name would pass.
+	dir, err := os.MkdirTemp("", "nphop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cfg := ranges.Config(filepath.Join(dir, "c"), bin, 2)
+	// The nodes come up Ready but uninitialized: the operator's CCM must initialize them.
+	cfg.DeferCCM = true
+	before := hoststest.Snapshot(t, ranges.Markers...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	c, err := localcluster.Start(ctx, cfg)
+	t.Cleanup(func() {
+		if c == nil {
+			return
+		}
+		if err := c.Stop(context.Background()); err != nil {
+			t.Errorf("stop the cluster: %v", err)
+		}
+		// The cluster leaves nothing of its own on the machine.
+		if after := hoststest.Snapshot(t, ranges.Markers...); after != before {
+			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+	if err != nil {
+		t.Fatalf("start the cluster: %v", err)
+	}
+	cl, err := client.New(c.Env.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o := c.CCMManifests()
+	// Bootstrap: the CCM as a static pod on node-1's kubelet, before any operator.
+	staticHolder := bootstrapStaticPod(t, c, cfg, o)
+
+	// Install the operator as users do: its manifests, applied with kubectl.
+	objs, err := deployop.Render(deployop.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := deployop.YAML(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests := filepath.Join(t.TempDir(), "operator.yaml")
+	if err := os.WriteFile(manifests, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.RunKubectl(ctx, nil, "apply", "--server-side", "-f", manifests); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	within(t, "the operator Deployment available", func(ctx context.Context) error {
+		var d appsv1.Deployment
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: deployop.DefaultNamespace, Name: deployop.Name}, &d); err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("%d available: %s", d.Status.AvailableReplicas, podStates(ctx, cl, deployop.DefaultNamespace))
+		}
+		return nil
+	})
+
+	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
+		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", ClusterName: o.ClusterName, ClusterCIDR: o.ClusterCIDR,
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name}}}
+	if err := cl.Create(ctx, ccm); err != nil {
+		t.Fatal(err)
+	}
+	available := func(what string) {
+		within(t, what, func(ctx context.Context) error {
+			var got v1alpha1.CloudControllerManager
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+				return err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == v1alpha1.ConditionAvailable && cond.Status == metav1.ConditionTrue && got.Status.ObservedGeneration == got.Generation {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %+v; pods: %s", got.Status.Conditions, podStates(ctx, cl, o.Namespace))
+		})
+	}
+	within(t, "the operator's CCM Deployment available beside the static pod", func(ctx context.Context) error {
+		var d appsv1.Deployment
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: render.DeploymentName}, &d); err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas != 2 {
+			return fmt.Errorf("%d of 2 available: %s", d.Status.AvailableReplicas, podStates(ctx, cl, o.Namespace))
+		}
+		return nil
+	})
+	if h := leaseHolder(ctx, t, cl, o.Namespace); h != staticHolder {
+		t.Errorf("the Lease moved to %q while the static pod ran: two active CCMs", h)
+	}
+	handOver(t, c, cfg, cl, o.Namespace, staticHolder)
+	available("the CCM Available")
+	within(t, "every Node initialized by the operator's CCM", func(ctx context.Context) error {
+		var nodes corev1.NodeList
+		if err := cl.List(ctx, &nodes); err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if n.Spec.ProviderID == "" {
+				return fmt.Errorf("node %s has no provider ID", n.Name)
+			}
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+					return fmt.Errorf("node %s is still uninitialized", n.Name)
+				}
+			}
+		}
+		return nil
+	})
+
+	// A cloud config change rolls the CCM's pods, and the new ones lead.
+	var d appsv1.Deployment
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: render.DeploymentName}, &d); err != nil {
+		t.Fatal(err)
+	}
+	hash := d.Spec.Template.Annotations[profiles.AnnotationConfigHash]
+	var secret corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.CloudConfig.Name}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data[o.CloudConfig.Key] = append(secret.Data[o.CloudConfig.Key], []byte("requestTimeout: 20s\n")...)
+	if err := cl.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the CCM rolled for the new cloud config", func(ctx context.Context) error {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: render.DeploymentName}, &d); err != nil {
+			return err
+		}
+		if d.Spec.Template.Annotations[profiles.AnnotationConfigHash] == hash {
+			return fmt.Errorf("config hash unchanged")
+		}
+		if d.Status.UpdatedReplicas != *d.Spec.Replicas || d.Status.AvailableReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
+			return fmt.Errorf("rollout: %d updated, %d available of %d", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, *d.Spec.Replicas)
+		}
+		return nil
+	})
+	available("the CCM Available after the roll")
+
+	// Removed: the CCM goes, the Nodes stay.
+	poll.EventuallyContext(t, "set Removed", func(ctx context.Context) error {
+		var got v1alpha1.CloudControllerManager
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+			return err
+		}
+		got.Spec.ManagementState = v1alpha1.Removed
+		return cl.Update(ctx, &got)
+	})
+	within(t, "the CCM's pods gone", func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := cl.List(ctx, &pods, client.InNamespace(o.Namespace), client.MatchingLabels(render.SelectorLabels)); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		return nil
+	})
+	var nodes corev1.NodeList
+	if err := cl.List(ctx, &nodes); err != nil || len(nodes.Items) != 2 {
+		t.Errorf("nodes after Removed: %d (%v), want 2", len(nodes.Items), err)
+	}
+}
+
+func within(t *testing.T, what string, cond func(context.Context) error) {
+	t.Helper()
+	start := time.Now()
+	poll.WithinContext(t, realTimeout, what, cond)
+	t.Logf("%s: %s", what, time.Since(start).Round(time.Second))
+}
+
+// podStates says what each pod in namespace is doing, for a wait's message.
+func podStates(ctx context.Context, cl client.Client, namespace string) string {
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return err.Error()
+	}
+	var s []string
+	for _, p := range pods.Items {
+		state := string(p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil {
+				state += " " + cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
+		}
+		s = append(s, p.Name+" on "+p.Spec.NodeName+" "+state)
+	}
+	return strings.Join(s, "; ")
+}
