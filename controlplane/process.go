@@ -105,15 +105,20 @@ func (p *Process) Stop() error {
 
 func (p *Process) stop() error {
 	pgid := p.Pid()
-	// Whatever happens, leave no straggler in the group behind, such as a child the
-	// process spawned and did not wait for.
-	defer signalGroup(pgid, syscall.SIGKILL)
-
 	select {
 	case <-p.done:
+		// It exited on its own, perhaps long ago. Its group's number is free once the
+		// group is empty, and process IDs wrap (at 32768 on many machines): by now it
+		// may be the number of another program's group, such as another test's
+		// kube-scheduler, which a signal here would kill. So nothing is signalled.
 		return nil
 	default:
 	}
+	// Once it has exited, leave no straggler in the group behind, such as a child the
+	// process spawned and did not wait for. This runs right after the exit: a group
+	// that still has a member keeps its number, and an empty one cannot have been
+	// reused within that moment.
+	defer signalGroup(pgid, syscall.SIGKILL)
 	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stop %s (pid %d): %w", p.name, pgid, err)
 	}
