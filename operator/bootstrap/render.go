@@ -158,6 +158,13 @@ func staticPod(dep *unstructured.Unstructured, o Options) (map[string]any, error
 		meta = map[string]any{}
 	}
 	meta["name"] = PodName
+	// Not the Deployment's selector labels: its ReplicaSet would adopt the mirror pod,
+	// and its anti-affinity would keep a replica off the bootstrap node.
+	labels, _, _ := unstructured.NestedStringMap(meta, "labels")
+	for k := range render.SelectorLabels {
+		labels[k] = PodName
+	}
+	_ = unstructured.SetNestedStringMap(meta, labels, "labels")
 	meta["namespace"] = o.Namespace
 	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, nil
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 )
 
@@ -34,6 +35,11 @@ func TestRenderStaticPod(t *testing.T) {
 	}
 	if pod.Name != PodName || pod.Namespace != "kube-system" {
 		t.Errorf("pod %s/%s", pod.Namespace, pod.Name)
+	}
+	for k, v := range render.SelectorLabels {
+		if pod.Labels[k] == v {
+			t.Errorf("the static pod has the Deployment's selector label %s=%s: its ReplicaSet would adopt the mirror pod", k, v)
+		}
 	}
 	s := pod.Spec
 	if s.ServiceAccountName != "" || s.Affinity != nil {

@@ -5,10 +5,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -158,5 +162,43 @@ func TestTransformCloudConfig(t *testing.T) {
 	g, _ := Load("generic")
 	if got, _ := g.TransformCloudConfig([]byte("[Global]\nx=1\n")); string(got) != "[Global]\nx=1\n" {
 		t.Errorf("generic changed an opaque config: %q", got)
+	}
+}
+
+// TestRunsBeforeCNI: every profile's Deployments and DaemonSets run on the host network
+// and tolerate the taints of a Node no CNI and no CCM has touched yet, as OpenShift's
+// checkResourceRunsBeforeCNI checks: the CNI waits for Nodes the CCM initializes.
+func TestRunsBeforeCNI(t *testing.T) {
+	for _, name := range Names() {
+		p, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Render(p, goldenInputs[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range r.Objects {
+			if k := u.GetKind(); k != "Deployment" && k != "DaemonSet" {
+				continue
+			}
+			var spec corev1.PodSpec
+			m, _, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec")
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
+				t.Fatal(err)
+			}
+			if !spec.HostNetwork {
+				t.Errorf("%s: %s %s is not on the host network", name, u.GetKind(), u.GetName())
+			}
+			for _, taint := range []corev1.Taint{
+				{Key: "node.cloudprovider.kubernetes.io/uninitialized", Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeNetworkUnavailable, Effect: corev1.TaintEffectNoSchedule},
+			} {
+				if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) }) {
+					t.Errorf("%s: %s %s does not tolerate %s", name, u.GetKind(), u.GetName(), taint.Key)
+				}
+			}
+		}
 	}
 }
