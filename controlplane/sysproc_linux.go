@@ -8,9 +8,10 @@ import "syscall"
 // outlives it.
 //
 // Pdeathsig fires when the OS thread that started the child exits. The Go runtime only
-// ends threads whose goroutine exited while locked to them with runtime.LockOSThread, so a
-// process must not be started from such a goroutine (one that enters a network namespace,
-// say); no caller of this package does.
+// ends a thread whose goroutine exited while locked to it with runtime.LockOSThread, and
+// any thread may have started a child earlier: so no goroutine of a program that starts
+// components may exit locked to its thread. One that enters a network namespace goes back
+// and unlocks (hoststest.InNetNS); one that exited locked killed a test's kube-scheduler.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -7,6 +7,7 @@ package hoststest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -66,25 +67,47 @@ func MachineNetNS() string {
 }
 
 // InNetNS runs fn with the calling thread in the network namespace at path (such as
-// /run/netns/<name>): sockets fn opens belong to that namespace. The thread is never
-// handed back to other goroutines; it ends with fn's goroutine.
+// /run/netns/<name>): sockets fn opens belong to that namespace. Afterwards the thread
+// goes back to the namespace it came from and is handed back to the runtime; only if that
+// fails does it end with fn's goroutine, so the namespace never leaks into another
+// goroutine.
+//
+// Ending a thread is what to avoid: a child process started with Pdeathsig (as
+// package controlplane starts kube-apiserver, kube-scheduler and the rest) is killed when
+// the thread that forked it exits, and the runtime runs goroutines on whichever threads it
+// has: a test that entered a namespace on a thread that had earlier started the cluster's
+// kube-scheduler killed that scheduler when its goroutine ended.
 func InNetNS(path string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// No UnlockOSThread: the runtime then ends the thread with the goroutine,
-		// so the namespace never leaks into another goroutine.
 		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open this thread's network namespace: %w", err)
+			return
+		}
+		defer func() { _ = home.Close() }()
 		f, err := os.Open(path)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer func() { _ = f.Close() }()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("entering network namespace %s: %w", path, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if rerr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); rerr != nil {
+			// The thread stays locked and ends with this goroutine.
+			errc <- errors.Join(err, fmt.Errorf("returning from network namespace %s: %w", path, rerr))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- err
 	}()
 	return <-errc
 }
