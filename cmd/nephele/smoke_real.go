@@ -111,6 +111,7 @@ func runRealSmoke(ctx context.Context, c *localcluster.Cluster, o upOptions, out
 		check{"Service " + smokeNamespace + "/" + smokeName + " (LoadBalancer, externalTrafficPolicy Local) gets an ingress IP", s.ingressIP},
 		check{"the cloud's load balancer health-checks kube-proxy: every node healthy", s.everyBackendHealthy},
 		check{"HTTP through the VIP reaches pods on every node", s.vipReachesEveryNode},
+		check{"nephele migrate check passes", s.migrateCheck},
 		check{"kubectl logs shows a pod's log", s.kubectlLogs},
 		check{"kubectl exec runs a command in a pod", s.kubectlExec},
 		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
@@ -144,6 +145,23 @@ func runRealSmoke(ctx context.Context, c *localcluster.Cluster, o upOptions, out
 	s.reportResources(out)
 	fmt.Fprintf(out, "smoke: PASSED (%d checks)\n", ck.passed)
 	return nil
+}
+
+// migrateCheck runs `nephele migrate check` (this very binary) against the cluster: every
+// Node initialized with a local:// provider ID, the LoadBalancer Service owned by nephele,
+// nephele holding its lease, nothing held by kube-controller-manager.
+func (s *realSmoke) migrateCheck(ctx context.Context) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, self, "migrate", "check", "--kubeconfig", s.c.Env.Kubeconfig, "--provider", "local")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("nephele migrate check: %w:\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return fmt.Sprintf("%d checks passed", len(lines)), nil
 }
 
 // kubectl runs bin/kubectl as the admin and returns its standard output; a failure

@@ -97,7 +97,8 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS scaled to one replica, only its node is healthy and answers",
 			"PASS the lifecycle controller deletes the terminated instance's Node",
 			"PASS the pod comes back on another node",
-			"smoke: PASSED (20 checks)",
+			"PASS nephele migrate check passes",
+			"smoke: PASSED (21 checks)",
 			"remove the hosts, keeping the nodes' logs",
 		) {
 			if !strings.Contains(out, want) {
