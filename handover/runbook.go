@@ -3,6 +3,8 @@ package handover
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -430,4 +432,21 @@ func (b *builder) findings(move Move) []Finding {
 		return 1
 	})
 	return out
+}
+
+// WriteFiles writes the files of every step into dir under their base names, as a person
+// following the runbook puts them in place, and returns their paths by base name.
+func (r *Runbook) WriteFiles(dir string) (map[string]string, error) {
+	paths := map[string]string{}
+	for _, s := range r.Steps {
+		for _, f := range s.Files {
+			name := filepath.Base(f.Path)
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, []byte(f.Content), 0o644); err != nil {
+				return nil, fmt.Errorf("writing the runbook's file %s: %w", f.Path, err)
+			}
+			paths[name] = path
+		}
+	}
+	return paths, nil
 }

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -156,16 +155,9 @@ func TestFromUpstreamCCM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files := map[string]string{}
-	for _, s := range rb.Steps {
-		for _, f := range s.Files {
-			path := filepath.Join(dir, filepath.Base(f.Path))
-			if err := os.WriteFile(path, []byte(f.Content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			files[filepath.Base(f.Path)] = path
-		}
+	files, err := rb.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	upstreamFile, nepheleFile := files["leader-migration-cloud-controller-manager.yaml"], files["leader-migration-nephele.yaml"]
 	if upstreamFile == "" || nepheleFile == "" {

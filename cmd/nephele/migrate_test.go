@@ -133,16 +133,9 @@ func TestMigrateFromKubeControllerManagerAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files := map[string]string{}
-	for _, s := range rb.Steps {
-		for _, f := range s.Files {
-			path := filepath.Join(dir, filepath.Base(f.Path))
-			if err := os.WriteFile(path, []byte(f.Content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			files[filepath.Base(f.Path)] = path
-		}
+	files, err := rb.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	kcmFile, nephFile := files["leader-migration-kube-controller-manager.yaml"], files["leader-migration-nephele.yaml"]
 	if kcmFile == "" || nephFile == "" {

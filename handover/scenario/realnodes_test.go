@@ -101,21 +101,12 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	written := 0
-	for _, s := range rb.Steps {
-		for _, f := range s.Files {
-			path := filepath.Join(files, filepath.Base(f.Path))
-			if path != kcmFile && path != nephFile {
-				continue
-			}
-			if err := os.WriteFile(path, []byte(f.Content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			written++
-		}
+	written, err := rb.WriteFiles(files)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if written != 2 {
-		t.Fatalf("the runbook wrote %d of the two migration files", written)
+	if written[filepath.Base(kcmFile)] != kcmFile || written[filepath.Base(nephFile)] != nephFile {
+		t.Fatalf("the runbook wrote %v, want %s and %s", written, kcmFile, nephFile)
 	}
 	startKCM := func() *controlplane.Process {
 		// Only the migrated controllers: localcluster's own kube-controller-manager runs
