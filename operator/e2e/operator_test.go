@@ -17,6 +17,7 @@ import (
 	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/clustertest"
+	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcluster"
@@ -181,6 +182,50 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		return nil
 	})
 	available("the CCM Available after the roll")
+
+	// Upgrade and downgrade: the same image pushed under another tag, so the change is
+	// the version alone. The rollout replaces one pod at a time; the Lease has one
+	// holder at any time, and the samples say how long it had none.
+	archive := filepath.Join(localcluster.ImageDir(bin), images.CloudControllerManager.Name+".tar")
+	if _, err := c.Registry.PushArchive(ctx, archive, images.CloudControllerManager.Ref("v2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"v2", images.DefaultVersion} {
+		poll.EventuallyContext(t, "set version "+v, func(ctx context.Context) error {
+			var got v1alpha1.CloudControllerManager
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+				return err
+			}
+			got.Spec.Version = v
+			return cl.Update(ctx, &got)
+		})
+		var holders []string
+		var free, longestFree time.Duration
+		last := time.Now()
+		within(t, "rolled to version "+v, func(ctx context.Context) error {
+			now := time.Now()
+			if h := leaseHolder(ctx, t, cl, o.Namespace); h == "" {
+				free += now.Sub(last)
+				longestFree = max(longestFree, free)
+			} else {
+				free = 0
+				if len(holders) == 0 || holders[len(holders)-1] != h {
+					holders = append(holders, h)
+				}
+			}
+			last = now
+			var got v1alpha1.CloudControllerManager
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
+				return err
+			}
+			if len(got.Status.Versions) != 1 || got.Status.Versions[0].Version != v {
+				return fmt.Errorf("versions %+v; pods: %s", got.Status.Versions, podStates(ctx, cl, o.Namespace))
+			}
+			return nil
+		})
+		available("the CCM Available at " + v)
+		t.Logf("version %s: leaders in turn %v; the Lease was free at most %s (sampled)", v, holders, longestFree.Round(100*time.Millisecond))
+	}
 
 	// Removed: the CCM goes, the Nodes stay.
 	poll.EventuallyContext(t, "set Removed", func(ctx context.Context) error {
