@@ -158,6 +158,10 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 
 	// Step 3: kube-controller-manager stops; nephele takes the migration lease over and
 	// gives the Service its load balancer.
+	firstKCM, _, err := leaseRecord(ctx, c.Env.Client, kcmLease)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopped := time.Now()
 	if err := kcm.Stop(); err != nil {
 		t.Fatalf("stopping kube-controller-manager: %v", err)
@@ -182,6 +186,26 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 		vip = svc.Status.LoadBalancer.Ingress[0].IP
 		return askVIP(ctx, vip)
 	})
+	// nephele converges before anything else moves: a route for every node's pods (the
+	// VIP's traffic crosses nodes through them) and the VIP answering 20 times in a row.
+	poll.WithinContext(t, 2*time.Minute, "a route for every node", func(ctx context.Context) error {
+		routes, err := c.Cloud.ListRoutes(ctx, c.Config().ClusterName)
+		if err != nil {
+			return err
+		}
+		if len(routes) != len(c.Nodes) {
+			return fmt.Errorf("%d routes for %d nodes", len(routes), len(c.Nodes))
+		}
+		return nil
+	})
+	poll.WithinContext(t, 2*time.Minute, "the VIP to answer 20 times in a row", func(ctx context.Context) error {
+		for i := range 20 {
+			if err := askVIP(ctx, vip); err != nil {
+				return fmt.Errorf("answer %d: %w", i, err)
+			}
+		}
+		return nil
+	})
 	lbs, err := c.Cloud.ListLoadBalancers(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +217,10 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 	probe := newProber(ctx, vip)
 	kcm = startKCM()
 	poll.WithinContext(t, 2*time.Minute, "kube-controller-manager to lead on its main lease", func(ctx context.Context) error {
+		// The stopped one did not release it: the new one leads once it has expired.
 		h, _, err := leaseRecord(ctx, c.Env.Client, kcmLease)
-		if err != nil || h == "" {
-			return fmt.Errorf("lease %s not held (%v)", kcmLease, err)
+		if err != nil || h == "" || h == firstKCM {
+			return fmt.Errorf("lease %s held by %q (%v), not yet by the new kube-controller-manager", kcmLease, h, err)
 		}
 		return nil
 	})
