@@ -99,6 +99,8 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		return nil
 	})
 
+	checkOperatorServing(t, c, cl)
+
 	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
 		t.Fatal(err)
 	}
