@@ -16,8 +16,8 @@ import (
 
 	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/deploy/render"
-	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcluster"
