@@ -35,17 +35,10 @@ func TestRBACAudit(t *testing.T) {
 	admin := newClient(t)
 	env := shared.Env(t)
 	ctx := t.Context()
-	objs, err := Render(DefaultOptions())
-	if err != nil {
+	// The operator's Deployment is applied too; with no kubelet it never runs, and the
+	// controllers below play it.
+	if err := Install(ctx, admin, DefaultOptions(), "audit"); err != nil {
 		t.Fatal(err)
-	}
-	for _, u := range objs {
-		if u.GetKind() == "Deployment" {
-			continue
-		}
-		if err := admin.Patch(ctx, u, client.Apply, client.FieldOwner("audit"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
 	}
 	as := rest.CopyConfig(env.Config)
 	as.Impersonate = rest.ImpersonationConfig{
@@ -88,11 +81,10 @@ func TestRBACAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
-		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local",
-			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "audit-src", Name: "cloud"},
-			TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "audit-src", Name: "ca"}}}
-	if err := admin.Create(ctx, ccm); err != nil {
+	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName}}
+	if err := ApplyCloudControllerManager(ctx, admin, v1alpha1.CloudControllerManagerSpec{Platform: "local",
+		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "audit-src", Name: "cloud"},
+		TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "audit-src", Name: "ca"}}); err != nil {
 		t.Fatal(err)
 	}
 	wantConditions := func(want map[string]metav1.ConditionStatus) func() error {
@@ -134,14 +126,10 @@ func TestRBACAudit(t *testing.T) {
 		t.Errorf("the bundle has %d bytes: want the system and the user CA", got)
 	}
 
-	poll.Eventually(t, "Removed as the operator", func() error {
-		var got v1alpha1.CloudControllerManager
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
-			return err
-		}
-		got.Spec.ManagementState = v1alpha1.Removed
-		return admin.Update(ctx, &got)
-	})
+	if err := ApplyCloudControllerManager(ctx, admin, v1alpha1.CloudControllerManagerSpec{Platform: "local",
+		ManagementState: v1alpha1.Removed}); err != nil {
+		t.Fatal(err)
+	}
 	poll.Eventually(t, "the CCM Deployment deleted", func() error {
 		var d appsv1.Deployment
 		err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: render.DeploymentName}, &d)

@@ -111,18 +111,15 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	available := func(what string) {
-		within(t, what, func(ctx context.Context) error {
-			var got v1alpha1.CloudControllerManager
-			if err := cl.Get(ctx, client.ObjectKeyFromObject(ccm), &got); err != nil {
-				return err
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == v1alpha1.ConditionAvailable && cond.Status == metav1.ConditionTrue && got.Status.ObservedGeneration == got.Generation {
-					return nil
-				}
-			}
-			return fmt.Errorf("conditions %+v; pods: %s", got.Status.Conditions, podStates(ctx, cl, o.Namespace))
-		})
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, realTimeout)
+		defer cancel()
+		start := time.Now()
+		msg, err := deployop.WaitAvailable(ctx, cl)
+		if err != nil {
+			t.Fatalf("%s: %v; pods: %s", what, err, podStates(context.Background(), cl, o.Namespace))
+		}
+		t.Logf("%s: %s (%s)", what, time.Since(start).Round(time.Second), msg)
 	}
 	within(t, "the operator's CCM Deployment available beside the static pod", func(ctx context.Context) error {
 		var d appsv1.Deployment
