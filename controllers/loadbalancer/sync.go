@@ -15,6 +15,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // sync brings the load balancer of the Service named by k in line with the Service. It
@@ -208,6 +209,10 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuringLoadBalancer, "Ensuring load balancer")
 	if len(spec.Backends) == 0 {
 		c.recorder.Event(svc, corev1.EventTypeWarning, EventUnAvailableLoadBalancer, "There are no available nodes for LoadBalancer")
+	}
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		// The load balancer already serves: re-ensuring it refines (nephele: priority class).
+		ctx = instrumented.WithClass(ctx, instrumented.ClassRefine)
 	}
 	status, err := c.lbs.EnsureLoadBalancer(ctx, spec, svc)
 	if cloud.IsNotImplemented(err) {
