@@ -124,7 +124,7 @@ IMAGE_REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 
 .PHONY: images
-images: ## build the in-cluster images (pause, demo-http, cloud-controller-manager) as reproducible OCI archives in bin/images; prints each reference and digest
+images: ## build the in-cluster images (pause, demo-http, cloud-controller-manager, nephele-operator) as reproducible OCI archives in bin/images; prints each reference and digest
 	$(GO) run ./cmd/nephele images --out $(BIN)/images --version $(IMAGE_VERSION) \
 	  --revision $(IMAGE_REVISION) --platforms $(IMAGE_PLATFORMS)
 
@@ -136,13 +136,12 @@ images: ## build the in-cluster images (pause, demo-http, cloud-controller-manag
 manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files and docs/deploy.md's permission tables
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
 	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
-	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
 
-# The images every real node imports (there is no registry): the pod sandbox and the
-# demo HTTP server for this machine's platform, in bin/images where `make images` puts
-# them too (with the CCM's, for more platforms).
+# The images a real cluster's registry serves to its nodes (nephele up pushes them): the
+# pod sandbox, the demo HTTP server, the CCM and the operator for this machine's platform,
+# in bin/images where `make images` puts them too (for more platforms).
 .PHONY: node-images
-node-images: build ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager) for this machine into bin/images
+node-images: build ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator) for this machine into bin/images
 	$(BIN)/nephele node images --out $(BIN)/images >/dev/null
 
 # The one command to see nephele run: a real cluster on the local cloud's hosts (control

@@ -77,8 +77,8 @@ func newNodeImagesCommand() *cobra.Command {
 	src := images.Source{URL: "https://github.com/nephele-dev/nephele", Version: images.DefaultVersion}
 	cmd := &cobra.Command{
 		Use:   "images --out DIR",
-		Short: "Build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager) as OCI archives",
-		Long: `images compiles cmd/pause, cmd/demo-http and cmd/cloud-controller-manager as static
+		Short: "Build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator) as OCI archives",
+		Long: `images compiles cmd/pause, cmd/demo-http, cmd/cloud-controller-manager and cmd/nephele-operator as static
 binaries for this machine's platform (linux and its architecture: amd64 or arm64; the
 nodes run here) and packs each into a reproducible OCI image (no docker), written to
 DIR/<name>.tar: nephele up pushes them into the cluster's registry, and a node's images
