@@ -69,6 +69,10 @@ func TestOperatorOnRealNodes(t *testing.T) {
 	}
 
 	o := c.CCMManifests()
+	// Everything up to the Nodes' initialization runs with no CNI configured: the static
+	// pod, the operator and the CCM's Deployment are on the host network and tolerate
+	// NotReady Nodes, as they must, since a CNI waits for Nodes the CCM initializes.
+	saved := removeCNI(t, c, cfg, cl)
 	// Bootstrap: the CCM as a static pod on node-1's kubelet, before any operator.
 	staticHolder := bootstrapStaticPod(t, c, cfg, o)
 
@@ -153,6 +157,34 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The static pod initialized the Nodes; the Deployment's CCM proves itself on a Node
+	// made uninitialized again, still with no CNI.
+	retaint := time.Now()
+	poll.EventuallyContext(t, "taint node-2 uninitialized again", func(ctx context.Context) error {
+		var n corev1.Node
+		if err := cl.Get(ctx, client.ObjectKey{Name: c.Nodes[1].Name}, &n); err != nil {
+			return err
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		return cl.Update(ctx, &n)
+	})
+	within(t, "the Deployment's CCM initializes node-2 again, with no CNI", func(ctx context.Context) error {
+		var n corev1.Node
+		if err := cl.Get(ctx, client.ObjectKey{Name: c.Nodes[1].Name}, &n); err != nil {
+			return err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				return fmt.Errorf("still tainted %s after the taint came back", time.Since(retaint).Round(time.Second))
+			}
+		}
+		return nil
+	})
+	if err := nodesReady(ctx, cl, corev1.ConditionFalse); err != nil {
+		t.Errorf("a CNI came back before the checks ran: %v", err)
+	}
+	restoreCNI(t, cl, saved)
 
 	// A cloud config change rolls the CCM's pods, and the new ones lead.
 	var d appsv1.Deployment
