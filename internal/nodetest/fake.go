@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
@@ -34,6 +37,9 @@ type Fake struct {
 	Events *eventlog.Log
 	// Metrics is the registry the controller registers its metrics with.
 	Metrics *prometheus.Registry
+
+	// watching is closed when the Node informer's watch began.
+	watching chan struct{}
 }
 
 // NewFake returns a fake API server holding nodes and a fake cloud holding instances.
@@ -53,13 +59,31 @@ func NewFake(t testing.TB, instances []cloud.Instance, nodes ...*corev1.Node) *F
 		objs[i] = n
 	}
 	client := fake.NewClientset(objs...)
-	return &Fake{
+	f := &Fake{
 		Client:    client,
 		Informers: informers.NewSharedInformerFactory(client, 0),
 		Cloud:     fc,
 		Events:    &eventlog.Log{},
 		Metrics:   prometheus.NewRegistry(),
+		watching:  make(chan struct{}),
 	}
+	// The fake API server sends a watch only what happens after the watch began: a Node
+	// deleted between the informer's list and its watch would stay in the cache for good.
+	// Start waits for the watch, seen here.
+	var once sync.Once
+	client.PrependWatchReactor("nodes", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(f.watching) })
+		return true, w, nil
+	})
+	return f
 }
 
 // Inventory returns an inventory of lister, or of the fake cloud when lister is nil,
@@ -76,7 +100,7 @@ func (f *Fake) Inventory(t testing.TB, lister cloud.InstanceLister) *inventory.I
 }
 
 // Start starts the informers the controller registered and waits until they have
-// synced; they stop when the test ends.
+// synced and the Node informer watches; they stop when the test ends.
 func (f *Fake) Start(t testing.TB) {
 	t.Helper()
 	f.Informers.Start(t.Context().Done())
@@ -85,6 +109,11 @@ func (f *Fake) Start(t testing.TB) {
 		if !ok {
 			t.Fatalf("the %v informer did not sync", typ)
 		}
+	}
+	select {
+	case <-f.watching:
+	case <-time.After(poll.Timeout):
+		t.Fatalf("the Node informer did not start watching within %s", poll.Timeout)
 	}
 }
 
