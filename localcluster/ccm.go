@@ -24,8 +24,11 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 	}
 	c.ccmStarted = true
 	name, start := "start cloud-controller-manager", c.startCCM
-	if c.cfg.CCM == CCMInCluster {
+	switch c.cfg.CCM {
+	case CCMInCluster:
 		name, start = "install the cloud-controller-manager in the cluster (kubectl apply)", c.startInClusterCCM
+	case CCMOperator:
+		name, start = "install nephele-operator and a CloudControllerManager (kubectl apply)", c.startOperatorCCM
 	}
 	if err := c.cfg.Progress.Step(ctx, name, start); err != nil {
 		return err

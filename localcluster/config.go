@@ -70,7 +70,7 @@ type Config struct {
 	CCMArgs []string
 	// CCM says where nephele's cloud-controller-manager runs; default CCMProcess.
 	CCM CCMMode
-	// CCMReplicas is the in-cluster Deployment's replicas (CCMInCluster only); default
+	// CCMReplicas is the CCM Deployment's replicas (CCMInCluster, CCMOperator); default
 	// render.DefaultReplicas.
 	CCMReplicas int
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
@@ -92,10 +92,15 @@ const (
 	// with kubectl; its pods pull the image from the cluster's registry and run on the
 	// nodes with their ServiceAccounts' credentials.
 	CCMInCluster CCMMode = "in-cluster"
+	// CCMOperator installs nephele-operator from its manifests (kubectl apply
+	// --server-side, its image pulled from the cluster's registry) and creates the
+	// CloudControllerManager of the local platform: the operator renders, runs and
+	// watches the CCM.
+	CCMOperator CCMMode = "operator"
 )
 
 // CCMModes are the values of Config.CCM, for flags.
-var CCMModes = []CCMMode{CCMProcess, CCMInCluster}
+var CCMModes = []CCMMode{CCMProcess, CCMInCluster, CCMOperator}
 
 // Progress runs the steps of Start and Stop: it calls fn, and may report name, how long
 // fn took and the detail it returned (cmd/nephele prints one line per step).
@@ -180,17 +185,17 @@ func (c *Config) complete() error {
 	switch c.CCM {
 	case "":
 		c.CCM = CCMProcess
-	case CCMProcess, CCMInCluster:
+	case CCMProcess, CCMInCluster, CCMOperator:
 	default:
-		errs = append(errs, fmt.Errorf("ccm %q: want %s or %s", c.CCM, CCMProcess, CCMInCluster))
+		errs = append(errs, fmt.Errorf("ccm %q: want %s, %s or %s", c.CCM, CCMProcess, CCMInCluster, CCMOperator))
 	}
 	if c.CCMReplicas == 0 {
 		c.CCMReplicas = render.DefaultReplicas
 	}
 	if c.CCMReplicas < 1 {
 		errs = append(errs, fmt.Errorf("ccm replicas %d: want at least 1", c.CCMReplicas))
-	} else if c.CCM != CCMInCluster && c.CCMReplicas != render.DefaultReplicas {
-		errs = append(errs, fmt.Errorf("ccm replicas %d: only an in-cluster CCM (ccm %s) has replicas", c.CCMReplicas, CCMInCluster))
+	} else if c.CCM == CCMProcess && c.CCMReplicas != render.DefaultReplicas {
+		errs = append(errs, fmt.Errorf("ccm replicas %d: only a CCM in the cluster (ccm %s or %s) has replicas", c.CCMReplicas, CCMInCluster, CCMOperator))
 	}
 	if c.Progress == nil {
 		c.Progress = silent{}

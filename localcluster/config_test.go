@@ -24,8 +24,9 @@ func TestConfigComplete(t *testing.T) {
 		{"cluster CIDR for too few nodes", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23"); c.Nodes = 3 }, "2 pod CIDRs"},
 		{"dir too long for containerd's sockets", func(c *Config) { c.Dir = "/tmp/" + strings.Repeat("d", 40) }, "containerd takes; use a shorter directory"},
 		{"in-cluster replicas", func(c *Config) { c.CCM = CCMInCluster; c.CCMReplicas = 3 }, ""},
-		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only an in-cluster CCM"},
-		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm "sidecar": want process or in-cluster`},
+		{"operator replicas", func(c *Config) { c.CCM = CCMOperator; c.CCMReplicas = 3 }, ""},
+		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only a CCM in the cluster"},
+		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm "sidecar": want process, in-cluster or operator`},
 		{"overlapping ranges", func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "cluster CIDR 10.244.0.0/16 overlaps service CIDR"},
 	}
 	for _, tt := range tests {

@@ -78,7 +78,8 @@ func TestCompleteChecksRealFlags(t *testing.T) {
 		{"bad bridge", func(o *upOptions) { o.bridge = "a-bridge-name-too-long" }, "--bridge"},
 		{"bad service CIDR", func(o *upOptions) { o.serviceCIDR = "ten" }, "--service-cidr"},
 		{"in-cluster CCM", func(o *upOptions) { o.ccm = "in-cluster" }, ""},
-		{"unknown CCM mode", func(o *upOptions) { o.ccm = "sidecar" }, `--ccm "sidecar": want process or in-cluster`},
+		{"operator CCM", func(o *upOptions) { o.ccm = "operator" }, ""},
+		{"unknown CCM mode", func(o *upOptions) { o.ccm = "sidecar" }, `--ccm "sidecar": want process, in-cluster or operator`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

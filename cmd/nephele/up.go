@@ -112,7 +112,8 @@ the node images there unless --build=false. See docs/up.md.`,
 	fs.StringVar(&o.serviceCIDR, "service-cidr", "", "the Service range (real nodes only; default "+controlplane.DefaultServiceCIDR.String()+")")
 	fs.StringVar(&o.bridge, "bridge", "", "the local cloud's bridge for the hosts (real nodes only; default "+hosts.DefaultBridge+")")
 	fs.StringVar(&o.ccm, "ccm", string(localcluster.CCMProcess), "where the cloud-controller-manager runs (real nodes only): "+string(localcluster.CCMProcess)+
-		", a process on this machine; or "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry")
+		", a process on this machine; "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry; or "+
+		string(localcluster.CCMOperator)+", nephele-operator installed from its manifests, managing the CCM of a CloudControllerManager")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on starting, and on each smoke check")
 	return cmd
 }
@@ -189,7 +190,7 @@ func (o *upOptions) complete() error {
 			errs = append(errs, fmt.Errorf("--bridge: %w", err))
 		}
 		if !slices.Contains(localcluster.CCMModes, localcluster.CCMMode(o.ccm)) {
-			errs = append(errs, fmt.Errorf("--ccm %q: want %s or %s", o.ccm, localcluster.CCMProcess, localcluster.CCMInCluster))
+			errs = append(errs, fmt.Errorf("--ccm %q: want %s, %s or %s", o.ccm, localcluster.CCMProcess, localcluster.CCMInCluster, localcluster.CCMOperator))
 		}
 	}
 	if len(errs) > 0 {

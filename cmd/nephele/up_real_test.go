@@ -118,6 +118,11 @@ func TestUpRealNodes(t *testing.T) {
 	t.Run("smoke passes with the CCM in the cluster", func(t *testing.T) {
 		smoke(t, []string{"--ccm=in-cluster"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available")
 	})
+	// The CCM as nephele-operator manages it: the operator installed from its manifests,
+	// a CloudControllerManager of the local platform, the operator's rendering running.
+	t.Run("smoke passes with the CCM managed by the operator", func(t *testing.T) {
+		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available")
+	})
 
 	assertNothingRuns(t, dir)
 	if after := hoststest.Snapshot(t, markers...); after != before {

@@ -1,0 +1,67 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	deployop "github.com/nephele-dev/nephele/deploy/operator"
+	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/scheme"
+)
+
+// startOperatorCCM installs nephele-operator as docs/operator.md tells users to (its
+// manifests written to Dir/operator/operator.yaml and applied with kubectl
+// --server-side), creates the cloud config Secret and the CloudControllerManager of the
+// local platform, and waits until the operator reports it Available: its Deployment
+// available and a replica holding the Lease.
+func (c *Cluster) startOperatorCCM(ctx context.Context) (string, error) {
+	objs, err := deployop.Render(deployop.DefaultOptions())
+	if err != nil {
+		return "", fmt.Errorf("render the operator's manifests: %w", err)
+	}
+	data, err := deployop.YAML(objs)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.cfg.Dir, "operator", "operator.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("write the operator's manifests: %w", err)
+	}
+	if _, err := c.RunKubectl(ctx, nil, "apply", "--server-side", "-f", path); err != nil {
+		return "", err
+	}
+	o := c.CCMManifests()
+	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
+		return "", err
+	}
+	cl, err := client.New(c.Env.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return "", fmt.Errorf("operator client: %w", err)
+	}
+	spec := v1alpha1.CloudControllerManagerSpec{
+		Platform:    "local",
+		Replicas:    ptr.To(int32(o.Replicas)),
+		ClusterName: o.ClusterName,
+		ClusterCIDR: o.ClusterCIDR,
+		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name, Key: o.CloudConfig.Key},
+		ExtraArgs:   o.ExtraArgs,
+	}
+	if err := deployop.ApplyCloudControllerManager(ctx, cl, spec); err != nil {
+		return "", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))
+	defer cancel()
+	msg, err := deployop.WaitAvailable(wctx, cl)
+	if err != nil {
+		return "", fmt.Errorf("the operator's CloudControllerManager: %w; %w", err, c.ccmPodDiagnostics(context.WithoutCancel(ctx), o.Namespace))
+	}
+	return fmt.Sprintf("%s applied; CloudControllerManager %s Available: %s", path, v1alpha1.SingletonName, msg), nil
+}
