@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,12 +39,7 @@ type term struct {
 // the cloud outside its own term, terms did not overlap, each takeover came within the
 // bound, and at the end no load balancer is without a Service and no Service is stuck.
 func TestLeaderKillLoop(t *testing.T) {
-	start := time.Now()
 	s := newScenario(t, 3)
-	ctx := t.Context()
-	rng := rand.New(rand.NewPCG(*seed, 2))
-	t.Logf("seed %d, %d kills", *seed, *kills)
-
 	var replicas []*replica
 	byIdentity := map[string]*replica{}
 	startReplica := func() {
@@ -56,6 +52,41 @@ func TestLeaderKillLoop(t *testing.T) {
 	for range 3 {
 		startReplica()
 	}
+	killLoop{
+		s:         s,
+		replicaOf: func(id string) *replica { return byIdentity[id] },
+		kill: func(r *replica) {
+			r.proc.Kill()
+			r.killed = time.Now()
+			startReplica()
+		},
+		all: func() []*replica { return replicas },
+	}.run(t)
+}
+
+// killLoop is the leader kill loop over replicas of some kind.
+type killLoop struct {
+	s *scenario
+	// replicaOf returns the replica of a lease identity, nil for none.
+	replicaOf func(identity string) *replica
+	// kill kills r with SIGKILL, sets r.killed, and brings up what replaces it.
+	kill func(r *replica)
+	// all returns every replica so far.
+	all func() []*replica
+	// ready, when set, returns nil once every replica is up again (a restarted one may
+	// wait out kubelet's back-off): the leader is killed only with its followers up.
+	ready func(ctx context.Context) error
+}
+
+// run kills the leader -scenario.kills times while 50 Services come and go, and judges
+// the calls at the cloud against the Lease's history.
+func (kl killLoop) run(t *testing.T) {
+	start := time.Now()
+	s := kl.s
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(*seed, 2))
+	t.Logf("seed %d, %d kills", *seed, *kills)
+	byIdentity := kl.replicaOf
 
 	// The Lease's history, sampled every 100ms: enough, since each term lasts seconds.
 	var mu sync.Mutex
@@ -109,13 +140,15 @@ func TestLeaderKillLoop(t *testing.T) {
 		if d := time.Until(tm.acquired.Add(wait)); d > 0 {
 			time.Sleep(d) // the kill point itself, not a wait for a condition
 		}
-		leader := byIdentity[tm.holder]
+		if kl.ready != nil {
+			poll.WithinContext(t, 5*time.Minute, fmt.Sprintf("kill %d: every replica up", i), kl.ready)
+			tm, _ = currentTerm()
+		}
+		leader := byIdentity(tm.holder)
 		if leader == nil {
 			t.Fatalf("kill %d: the lease holder %q is none of the replicas", i, tm.holder)
 		}
-		leader.proc.Kill()
-		leader.killed = time.Now()
-		startReplica()
+		kl.kill(leader)
 		var next term
 		poll.Within(t, 2*takeoverBound, fmt.Sprintf("kill %d: a new leader after %s", i, leader.name), func() error {
 			tm, _ := currentTerm()
@@ -128,7 +161,7 @@ func TestLeaderKillLoop(t *testing.T) {
 		d := next.acquired.Sub(leader.killed)
 		takeovers = append(takeovers, d)
 		t.Logf("kill %d: %s killed %s into its term; %s took over %s later", i, leader.name,
-			leader.killed.Sub(tm.acquired).Round(10*time.Millisecond), byIdentity[next.holder].name, d.Round(10*time.Millisecond))
+			leader.killed.Sub(tm.acquired).Round(10*time.Millisecond), nameOf(byIdentity(next.holder)), d.Round(10*time.Millisecond))
 		if d > takeoverBound {
 			t.Errorf("kill %d: takeover took %s, above the bound %s", i, d.Round(10*time.Millisecond), takeoverBound)
 		}
@@ -168,16 +201,15 @@ func TestLeaderKillLoop(t *testing.T) {
 	mu.Lock()
 	history := append([]term(nil), terms...)
 	mu.Unlock()
-	byName := map[string]*replica{}
-	for _, r := range replicas {
-		byName[r.name] = r
+	byName := map[string][]*replica{}
+	for _, r := range kl.all() {
+		byName[r.name] = append(byName[r.name], r)
 	}
 	var outside []string
 	calls := map[string]int{}
 	for _, c := range s.w.Log() {
-		r := byName[c.Replica]
 		calls[c.Replica]++
-		if !inTerm(history, r, c.Arrived) {
+		if !slices.ContainsFunc(byName[c.Replica], func(r *replica) bool { return inTerm(history, r, c.Arrived) }) {
 			outside = append(outside, fmt.Sprintf("%s %s %s at %s", c.Replica, c.Op, c.LB, c.Arrived.Format("15:04:05.000")))
 		}
 	}
@@ -185,7 +217,7 @@ func TestLeaderKillLoop(t *testing.T) {
 		t.Errorf("%d cloud calls outside their caller's term: %s", len(outside), strings.Join(outside, "; "))
 	}
 	for i := 1; i < len(history); i++ {
-		prev := byIdentity[history[i-1].holder]
+		prev := byIdentity(history[i-1].holder)
 		if prev != nil && !prev.killed.IsZero() && prev.killed.After(history[i].acquired) {
 			t.Errorf("terms overlap: %s was killed at %s, after %s acquired the lease at %s", prev.name,
 				prev.killed.Format("15:04:05.000"), history[i].holder, history[i].acquired.Format("15:04:05.000"))
@@ -197,9 +229,10 @@ func TestLeaderKillLoop(t *testing.T) {
 		sum += d
 	}
 	var names []string
-	for _, r := range replicas {
-		names = append(names, fmt.Sprintf("%s:%d", r.name, calls[r.name]))
+	for name := range byName {
+		names = append(names, fmt.Sprintf("%s:%d", name, calls[name]))
 	}
+	slices.Sort(names)
 	t.Logf("%d kills, seed %d: takeovers %s (mean %s, max %s, bound %s); %d terms; cloud calls per replica %s, %d outside a term; %d load balancers without a Service, %d Services stuck; test took %s",
 		len(takeovers), *seed, roundAll(takeovers), (sum / time.Duration(max(1, len(takeovers)))).Round(10*time.Millisecond),
 		worst.Round(10*time.Millisecond), takeoverBound, len(history), strings.Join(names, " "), len(outside), lbs, stuck, time.Since(start).Round(time.Second))
@@ -223,6 +256,14 @@ func inTerm(history []term, r *replica, at time.Time) bool {
 		}
 	}
 	return false
+}
+
+// nameOf names r, or says it is no replica.
+func nameOf(r *replica) string {
+	if r == nil {
+		return "(none of the replicas)"
+	}
+	return r.name
 }
 
 func roundAll(ds []time.Duration) string {

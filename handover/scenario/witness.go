@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -65,6 +66,7 @@ type Witness struct {
 	cloudURL *url.URL
 	// Client talks to the cloud directly, past every proxy.
 	Client *client.Client
+	token  string
 
 	mu        sync.Mutex
 	calls     []Call
@@ -84,7 +86,22 @@ func NewWitness(t testing.TB) *Witness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Witness{cloudURL: u, Client: c}
+	return &Witness{cloudURL: u, Client: c, token: servertest.Token}
+}
+
+// WitnessOf returns a witness of a cloud running elsewhere (a cluster's), at cloudURL
+// with token.
+func WitnessOf(t testing.TB, cloudURL, token string) *Witness {
+	t.Helper()
+	u, err := url.Parse(cloudURL)
+	if err != nil {
+		t.Fatalf("the cloud's URL %q: %v", cloudURL, err)
+	}
+	c, err := client.New(cloudURL, token)
+	if err != nil {
+		t.Fatalf("a client for the cloud at %s: %v", cloudURL, err)
+	}
+	return &Witness{cloudURL: u, Client: c, token: token}
 }
 
 // SetIntercept sets (nil: clears) the Interceptor of every replica's requests.
@@ -94,16 +111,31 @@ func (w *Witness) SetIntercept(i Interceptor) {
 	w.intercept = i
 }
 
-// CloudConfig starts replica's proxy (once per name) and returns a local provider cloud
-// config pointing at it.
+// CloudConfig starts replica's proxy and returns a local provider cloud config pointing
+// at it.
 func (w *Witness) CloudConfig(t testing.TB, replica string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), replica+"-cloud.yaml")
+	url := w.Front(t, "127.0.0.1:0", func(*http.Request) string { return replica })
+	if err := os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntoken: %s\n", url, w.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Front starts a recording proxy to the cloud on listen ("host:port") until the test
+// ends and returns its URL; caller names the caller of each request (Call.Replica).
+func (w *Witness) Front(t testing.TB, listen string, caller func(*http.Request) string) string {
+	t.Helper()
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
 	// A caller killed mid-call is what the scenarios do; the proxy need not say so.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		c := Call{Replica: replica, Arrived: time.Now()}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatalf("listening on %s for the witness: %v", listen, err)
+	}
+	front := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		c := Call{Replica: caller(r), Arrived: time.Now()}
 		c.Op, c.LB = classify(r)
 		w.mu.Lock()
 		intercept := w.intercept
@@ -124,12 +156,10 @@ func (w *Witness) CloudConfig(t testing.TB, replica string) string {
 		if a.AfterRelay != nil {
 			a.AfterRelay()
 		}
-	}))
+	})}}
+	front.Start()
 	t.Cleanup(front.Close)
-	if err := os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntoken: %s\n", front.URL, servertest.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return front.URL
 }
 
 func (w *Witness) record(c Call) {
