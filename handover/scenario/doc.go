@@ -16,11 +16,18 @@
 //   - TestLeaderKillLoop runs three replicas and kills the leader with SIGKILL again and
 //     again while Services come and go: no two replicas call the cloud in overlapping
 //     terms, each takeover stays within the bound docs/manager.md states, and nothing is
-//     leaked or stuck at the end.
+//     leaked or stuck at the end. TestLeaderKillLoopInCluster does the same to replicas
+//     installed in a cluster of real kubelets (package localcluster's in-cluster mode).
+//   - TestKubeControllerManagerAndBackOnRealNodes moves the cloud controllers from a
+//     kube-controller-manager v1.35 to nephele and back on real kubelets, by the
+//     runbook's files, with a LoadBalancer Service of real pods answering throughout.
+//
+// The real-kubelet tests need root, as every real-node test does.
 //
 // The kit they share is exported for scenarios elsewhere (bench's move from upstream's
-// cloud-controller-manager): Witness, the local cloud with a recording proxy per caller,
-// and CutProxy, a TCP proxy that partitions one caller from a server.
+// cloud-controller-manager): Witness, a local cloud (its own, or a cluster's) behind
+// recording proxies that name each call's caller, and CutProxy, a TCP proxy that
+// partitions one caller from a server.
 //
 // The loops are seeded: -scenario.seed picks the kill points, -scenario.runs and
 // -scenario.kills how many. docs/migration.md has the measured results.
