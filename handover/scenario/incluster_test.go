@@ -35,43 +35,15 @@ import (
 func TestLeaderKillLoopInCluster(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
-	ranges := clustertest.NewRanges("nphkl")
-	// A short directory: containerd's socket paths under it must stay under 104 bytes.
-	tmp, err := os.MkdirTemp("", "nphkl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the cluster's logs are kept in %s", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	})
-	dir := filepath.Join(tmp, "cluster")
-	markers := append(append([]string(nil), ranges.Markers...), dir)
-	before := hoststest.Snapshot(t, markers...)
-
 	const class = "scenario.nephele.dev/in-cluster"
-	cfg := ranges.Config(dir, bin, 3)
-	cfg.CCM = localcluster.CCMInCluster
-	cfg.CCMReplicas = 3
-	cfg.DeferCCM = true
-	cfg.CCMArgs = []string{"--leader-elect-lease-duration=" + leaseDuration.String(), "--leader-elect-renew-deadline=4s",
-		"--leader-elect-retry-period=" + retryPeriod.String(), "--load-balancer-class=" + class, "--v=2"}
-	ctx := t.Context()
-	c, err := localcluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("stopping the cluster: %v", err)
-		}
-		if after := hoststest.Snapshot(t, markers...); after != before {
-			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
-		}
+	c, dir := startCluster(t, "nphkl", bin, 3, func(cfg *localcluster.Config) {
+		cfg.CCM = localcluster.CCMInCluster
+		cfg.CCMReplicas = 3
+		cfg.DeferCCM = true
+		cfg.CCMArgs = []string{"--leader-elect-lease-duration=" + leaseDuration.String(), "--leader-elect-renew-deadline=4s",
+			"--leader-elect-retry-period=" + retryPeriod.String(), "--load-balancer-class=" + class, "--v=2"}
 	})
+	ctx := t.Context()
 
 	// The witness: a recording proxy on the bridge's address, where pods reach the
 	// machine, in front of the cluster's cloud; the Secret the manifests read points at it.
