@@ -116,7 +116,26 @@ func New(cfg Config) (*Controller, error) {
 		now:          time.Now,
 		pending:      map[string]struct{}{},
 	}
-	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The worker exists before the handler: an informer that already runs (a controller
+	// built once its manager leads) calls the handler with every Node at once. Its
+	// registration, which the worker waits on, comes after; the worker reads it only
+	// once it runs.
+	var reg cache.ResourceEventHandlerRegistration
+	c.worker, err = worker.New(worker.Config{
+		Name:    manager.CloudNodeController,
+		Sync:    c.initialize,
+		Workers: c.workers,
+		Synced:  []cache.InformerSynced{func() bool { return reg.HasSynced() }},
+		Loops: []worker.Loop{func(ctx context.Context) {
+			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
+		}},
+		Health: c.health,
+		Logger: c.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-controller: %w", err)
+	}
+	reg, err = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.observe(nil, n)
@@ -139,21 +158,8 @@ func New(cfg Config) (*Controller, error) {
 		},
 	})
 	if err != nil {
+		c.worker.ShutDown()
 		return nil, fmt.Errorf("cloud-node-controller: registering the Node event handler: %w", err)
-	}
-	c.worker, err = worker.New(worker.Config{
-		Name:    manager.CloudNodeController,
-		Sync:    c.initialize,
-		Workers: c.workers,
-		Synced:  []cache.InformerSynced{reg.HasSynced},
-		Loops: []worker.Loop{func(ctx context.Context) {
-			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
-		}},
-		Health: c.health,
-		Logger: c.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cloud-node-controller: %w", err)
 	}
 	return c, nil
 }

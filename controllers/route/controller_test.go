@@ -1,8 +1,10 @@
 package route
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/controllertest"
+	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -270,4 +273,44 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	if len(routes) != 1 || routes[0].TargetNode != "b" {
 		t.Errorf("routes = %v, want b's route only", routes)
 	}
+}
+
+// TestNewOnRunningInformers builds the controller on an informer factory that already
+// runs and holds Nodes, as the manager does for a controller it builds once it leads
+// (under a migration lease, say): the informer hands the new handler every Node at once,
+// which must find the worker there to queue them.
+func TestNewOnRunningInformers(t *testing.T) {
+	client := fake.NewClientset(nodeWith("a", "10.244.1.0/24"), nodeWith("b", "10.244.2.0/24"))
+	fc, err := fakecloud.New(fakecloud.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	factory.Core().V1().Nodes().Informer()
+	factory.Start(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
+	factory.WaitForCacheSync(t.Context().Done())
+
+	c, err := New(Config{
+		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
+		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	poll.Eventually(t, "a route for each Node the informer held before the controller existed", func() error {
+		if got := fc.AllRoutes("c"); len(got) != 2 {
+			return fmt.Errorf("routes %v", got)
+		}
+		return nil
+	})
 }
