@@ -16,8 +16,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/clustertest"
@@ -133,6 +135,23 @@ func TestLeaderKillLoopInCluster(t *testing.T) {
 				}
 				return nil
 			})
+			// A killed container comes back only after kubelet's restart back-off, which
+			// grows with every kill (up to minutes): the dead replica's pod is deleted
+			// instead, as a crashed machine's would be, and its Deployment starts a new
+			// one at once. The takeover is measured from the kill, before this.
+			pods, err := c.Env.Client.CoreV1().Pods(o.Namespace).List(t.Context(), metav1.ListOptions{
+				LabelSelector: labels.SelectorFromSet(render.SelectorLabels).String(),
+				FieldSelector: "spec.nodeName=" + node,
+			})
+			if err != nil {
+				t.Fatalf("list the replica's pod on %s: %v", node, err)
+			}
+			for _, p := range pods.Items {
+				err := c.Env.Client.CoreV1().Pods(o.Namespace).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatalf("delete the killed replica's pod %s: %v", p.Name, err)
+				}
+			}
 		},
 		ready: func(ctx context.Context) error {
 			pods, err := c.Env.Client.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(render.SelectorLabels).String()})
