@@ -61,54 +61,17 @@ const (
 func TestInCluster(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
-	ranges := clustertest.NewRanges("nphdp")
-	// A short directory: containerd's socket paths below it must stay under 104 bytes.
-	tmp, err := os.MkdirTemp("", "nphe2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the cluster's logs are kept in %s", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	})
-	dir := filepath.Join(tmp, "cluster")
-	markers := append(append([]string(nil), ranges.Markers...), dir)
-	before := hoststest.Snapshot(t, markers...)
-
 	auditDir := t.TempDir()
 	auditLog := filepath.Join(auditDir, "audit.log")
 	policy := filepath.Join(auditDir, "policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	cfg := ranges.Config(dir, bin, 2)
-	cfg.CCM = localcluster.CCMInCluster
-	cfg.DeferCCM = true // installed below, by kubectl
-	cfg.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-format=json"}
-	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
-	c, err := localcluster.Start(ctx, cfg)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("stop the cluster: %v", err)
-		}
-		if after := hoststest.Snapshot(t, markers...); after != before {
-			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
-		}
-	}
-	t.Cleanup(stop)
+	c, _ := clustertest.Start(t, "nphdp", bin, 2, func(cfg *localcluster.Config) {
+		cfg.CCM = localcluster.CCMInCluster
+		cfg.DeferCCM = true // installed below, by kubectl
+		cfg.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-format=json"}
+	})
 
 	opts := c.CCMManifests()
 	manifestArgs := []string{"manifests", "--cluster-name", opts.ClusterName, "--cluster-cidr", opts.ClusterCIDR}
@@ -123,7 +86,10 @@ func TestInCluster(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	stop()
+	// The audit log is whole once kube-apiserver has stopped.
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatalf("stop the cluster: %v", err)
+	}
 	t.Run("every granted permission is used or documented", func(t *testing.T) {
 		checkLeastPrivilege(t, auditLog, opts, e.removal)
 	})

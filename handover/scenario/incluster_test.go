@@ -38,7 +38,7 @@ func TestLeaderKillLoopInCluster(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
 	const class = "scenario.nephele.dev/in-cluster"
-	c, dir := startCluster(t, "nphkl", bin, 3, func(cfg *localcluster.Config) {
+	c, dir := clustertest.Start(t, "nphkl", bin, 3, func(cfg *localcluster.Config) {
 		cfg.CCM = localcluster.CCMInCluster
 		cfg.CCMReplicas = 3
 		cfg.DeferCCM = true

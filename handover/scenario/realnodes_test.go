@@ -58,7 +58,7 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 	kcmFile, nephFile := filepath.Join(files, "leader-migration-kube-controller-manager.yaml"), filepath.Join(files, "leader-migration-nephele.yaml")
 	timing := []string{"--leader-elect-lease-duration=" + leaseDuration.String(), "--leader-elect-renew-deadline=4s",
 		"--leader-elect-retry-period=" + retryPeriod.String()}
-	c, _ := startCluster(t, "nphho", bin, 2, func(cfg *localcluster.Config) {
+	c, _ := clustertest.Start(t, "nphho", bin, 2, func(cfg *localcluster.Config) {
 		cfg.DeferCCM = true
 		cfg.CCMArgs = append([]string{"--enable-leader-migration", "--leader-migration-config=" + nephFile, "--v=2"}, timing...)
 	})
@@ -249,45 +249,6 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 	t.Logf("kube-controller-manager v1.35 -> nephele -> back on %d real nodes: nephele acquired the migration lease %s after kube-controller-manager stopped (bound %s), kube-controller-manager %s after nephele got SIGTERM (nephele exited after %s, releasing %d leases); the VIP answered %d of %d requests during the rollback; %d load balancer kept; test took %s",
 		len(nodes.Items), toNephele.Round(10*time.Millisecond), takeoverBound, toKCM.Round(10*time.Millisecond), nepheleExited.Round(10*time.Millisecond), released, asked-failed, asked, len(after),
 		time.Since(start).Round(time.Second))
-}
-
-// startCluster starts a real cluster of nodes with the programs in bin, on a bridge and
-// ranges of its own under a short directory named after prefix (containerd's socket
-// paths under it must stay under 104 bytes), configured by tweak; it is stopped when the
-// test ends, and the machine must then be as before. It returns the cluster and its
-// directory; a failed test keeps the directory, with the logs.
-func startCluster(t *testing.T, prefix, bin string, nodes int, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
-	t.Helper()
-	ranges := clustertest.NewRanges(prefix)
-	tmp, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the cluster's logs are kept in %s", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	})
-	dir := filepath.Join(tmp, "cluster")
-	markers := append(append([]string(nil), ranges.Markers...), dir)
-	before := hoststest.Snapshot(t, markers...)
-	cfg := ranges.Config(dir, bin, nodes)
-	tweak(&cfg)
-	c, err := localcluster.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("stopping the cluster: %v", err)
-		}
-		if after := hoststest.Snapshot(t, markers...); after != before {
-			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
-		}
-	})
-	return c, dir
 }
 
 // demoService runs two demo pods and a LoadBalancer Service in front of them.

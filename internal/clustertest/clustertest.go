@@ -15,6 +15,7 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -113,4 +114,47 @@ func (r Ranges) Config(dir, binDir string, nodes int) localcluster.Config {
 		Dir: dir, BinDir: binDir, Nodes: nodes, Bridge: r.Bridge,
 		InstanceCIDR: r.InstanceCIDR, ClusterCIDR: r.ClusterCIDR, ServiceCIDR: r.ServiceCIDR, VIPPool: r.VIPPool,
 	}
+}
+
+// Start starts a real cluster of nodes with the programs in bin (BinDir), on a bridge and
+// ranges of its own (NewRanges) under a short directory named after prefix (containerd's
+// socket paths under it must stay under 104 bytes, which t.TempDir's name would pass),
+// configured by tweak (nil for none). The cluster is stopped when the test ends (a test may
+// call Stop earlier: it runs once), and the machine must then be as before
+// (hoststest.Snapshot). It returns the cluster and its directory; a failed test keeps the
+// directory, with the logs.
+func Start(t testing.TB, prefix, bin string, nodes int, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
+	t.Helper()
+	ranges := NewRanges(prefix)
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster's logs are kept in %s", tmp)
+			return
+		}
+		_ = os.RemoveAll(tmp)
+	})
+	dir := filepath.Join(tmp, "cluster")
+	markers := append(append([]string(nil), ranges.Markers...), dir)
+	before := hoststest.Snapshot(t, markers...)
+	cfg := ranges.Config(dir, bin, nodes)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	c, err := localcluster.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(context.Background()); err != nil {
+			t.Errorf("stopping the cluster: %v", err)
+		}
+		if after := hoststest.Snapshot(t, markers...); after != before {
+			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+	return c, dir
 }

@@ -33,36 +33,10 @@ const realTimeout = 4 * time.Minute
 func TestOperatorOnRealNodes(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
-	ranges := clustertest.NewRanges("nphop")
-	// containerd's socket paths under the cluster directory must stay under 104 bytes,
-	// which t.TempDir's long name would pass.
-	dir, err := os.MkdirTemp("", "nphop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg := ranges.Config(filepath.Join(dir, "c"), bin, 2)
 	// The nodes come up Ready but uninitialized: the operator's CCM must initialize them.
-	cfg.DeferCCM = true
-	before := hoststest.Snapshot(t, ranges.Markers...)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	c, err := localcluster.Start(ctx, cfg)
-	t.Cleanup(func() {
-		if c == nil {
-			return
-		}
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("stop the cluster: %v", err)
-		}
-		// The cluster leaves nothing of its own on the machine.
-		if after := hoststest.Snapshot(t, ranges.Markers...); after != before {
-			t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
-		}
-	})
-	if err != nil {
-		t.Fatalf("start the cluster: %v", err)
-	}
+	c, _ := clustertest.Start(t, "nphop", bin, 2, func(cfg *localcluster.Config) { cfg.DeferCCM = true })
+	cfg := c.Config()
+	ctx := t.Context()
 	cl, err := client.New(c.Env.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
