@@ -1,8 +1,6 @@
 package operator
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
@@ -215,42 +212,17 @@ func (o Options) deployment() *appsv1.Deployment {
 const header = "# Rendered by `nephele-operator manifests`; regenerate with make manifests, do not edit (docs/operator.md).\n"
 
 // YAML writes objs as one multi-document stream.
-func YAML(objs []*unstructured.Unstructured) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(header)
-	for _, o := range objs {
-		data, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		buf.WriteString("---\n")
-		buf.Write(data)
-	}
-	return buf.Bytes(), nil
-}
+func YAML(objs []*unstructured.Unstructured) ([]byte, error) { return render.Stream(header, objs) }
 
-// toUnstructured converts a typed object through its JSON, leaving out the nulls and
-// the status a typed object cannot leave out.
+// toUnstructured is render.ToUnstructured without the empty strategy a Deployment that
+// sets none serializes as.
 func toUnstructured(obj any) (*unstructured.Unstructured, error) {
-	data, err := json.Marshal(obj)
+	u, err := render.ToUnstructured(obj)
 	if err != nil {
-		return nil, fmt.Errorf("encode %T: %w", obj, err)
+		return nil, err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("decode %T: %w", obj, err)
+	if s, found, _ := unstructured.NestedMap(u.Object, "spec", "strategy"); found && len(s) == 0 {
+		unstructured.RemoveNestedField(u.Object, "spec", "strategy")
 	}
-	delete(m, "status")
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	if spec, ok := m["spec"].(map[string]any); ok {
-		if t, ok := spec["template"].(map[string]any); ok {
-			if md, ok := t["metadata"].(map[string]any); ok {
-				delete(md, "creationTimestamp")
-			}
-		}
-		delete(spec, "strategy")
-	}
-	return &unstructured.Unstructured{Object: m}, nil
+	return u, nil
 }

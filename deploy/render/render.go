@@ -29,7 +29,7 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	}
 	objs := make([]*unstructured.Unstructured, 0, len(typed))
 	for _, t := range typed {
-		u, err := toUnstructured(t)
+		u, err := ToUnstructured(t)
 		if err != nil {
 			return nil, err
 		}
@@ -38,10 +38,10 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// toUnstructured converts a typed object through its JSON, dropping the fields a typed
+// ToUnstructured converts a typed object through its JSON, dropping the fields a typed
 // object cannot leave out (creationTimestamp: null, status), so that the YAML holds only
-// what was set.
-func toUnstructured(obj any) (*unstructured.Unstructured, error) {
+// what was set. deploy/operator renders the operator's own objects with it.
+func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)
@@ -87,7 +87,11 @@ const header = "# Rendered by `nephele manifests`; regenerate, do not edit (docs
 func IsRendered(data []byte) bool { return bytes.HasPrefix(data, []byte(header)) }
 
 // YAML writes objs as one multi-document YAML stream, each document with sorted keys.
-func YAML(objs []*unstructured.Unstructured) ([]byte, error) {
+func YAML(objs []*unstructured.Unstructured) ([]byte, error) { return Stream(header, objs) }
+
+// Stream writes objs as one multi-document YAML stream after header (a comment saying
+// what made it), each document with sorted keys.
+func Stream(header string, objs []*unstructured.Unstructured) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(header)
 	for _, o := range objs {
