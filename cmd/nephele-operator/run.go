@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -104,7 +105,11 @@ func (o runOptions) run(cmd *cobra.Command) error {
 	}); err != nil {
 		return err
 	}
-	ctx := ctrl.SetupSignalHandler()
+	// Either the manager or the server ending (the leader Lease lost, a serving error)
+	// ends the other: a process that lost its Lease must exit, to be restarted as a
+	// follower, not keep passing its health checks while reconciling nothing.
+	ctx, cancel := context.WithCancel(ctrl.SetupSignalHandler())
+	defer cancel()
 	if o.securePort == 0 {
 		return mgr.Start(ctx)
 	}
@@ -129,8 +134,8 @@ func (o runOptions) run(cmd *cobra.Command) error {
 	errs := make(chan error, 2)
 	go func() { errs <- srv.Serve(ctx) }()
 	go func() { errs <- mgr.Start(ctx) }()
-	// Either one ending ends the operator; the other stops with ctx.
 	err = <-errs
+	cancel()
 	if err2 := <-errs; err == nil {
 		err = err2
 	}
