@@ -95,6 +95,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	o := &cfg.options
+	minQPS, maxQPS := o.CloudQPSBounds()
 	restConfig, err := apiserverConfig(o)
 	if err != nil {
 		return err
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
 		controllers:        cfg.controllers,
-		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: o.CloudQPSMin, maxQPS: o.CloudQPSMax, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
+		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: minQPS, maxQPS: maxQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,
 		useServiceAccounts: o.UseServiceAccountCredentials,

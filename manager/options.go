@@ -99,9 +99,11 @@ type Options struct {
 	// CloudQPS is --cloud-qps, the rate the adaptive cloud budget starts at; 0 means
 	// no client-side limit.
 	CloudQPS float64
-	// CloudQPSMin is --cloud-qps-min, the floor of the adaptive cloud budget.
+	// CloudQPSMin is --cloud-qps-min, the floor of the adaptive cloud budget; 0 means
+	// DefaultCloudQPSMin, or CloudQPS when that is lower.
 	CloudQPSMin float64
-	// CloudQPSMax is --cloud-qps-max, the ceiling of the adaptive cloud budget.
+	// CloudQPSMax is --cloud-qps-max, the ceiling of the adaptive cloud budget; 0 means
+	// DefaultCloudQPSMax, or CloudQPS when that is higher.
 	CloudQPSMax float64
 	// CloudBurst is --cloud-burst, used when CloudQPS > 0.
 	CloudBurst int
@@ -179,8 +181,6 @@ func NewOptions() *Options {
 		HealthzStallTimeout:           2 * time.Minute,
 		CloudCallTimeout:              30 * time.Second,
 		CloudQPS:                      DefaultCloudQPS,
-		CloudQPSMin:                   DefaultCloudQPSMin,
-		CloudQPSMax:                   DefaultCloudQPSMax,
 		CloudBurst:                    40,
 		CloudMaxRetryAfter:            DefaultCloudMaxRetryAfter,
 		LeaderElect:                   true,
@@ -214,10 +214,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"It used to be a fixed rate: for one, set --cloud-qps-min and --cloud-qps-max to the same value. (nephele: not an upstream flag.)")
 	fs.Float64Var(&o.CloudQPSMin, "cloud-qps-min", o.CloudQPSMin,
 		"The floor of the adaptive cloud budget, in calls per second: however often the cloud throttles, "+
-			"calls go at least this fast (Retry-After still holds them). (nephele: not an upstream flag.)")
+			"calls go at least this fast (Retry-After still holds them). 0 means "+formatFloat(DefaultCloudQPSMin)+", or --cloud-qps when that is lower. (nephele: not an upstream flag.)")
 	fs.Float64Var(&o.CloudQPSMax, "cloud-qps-max", o.CloudQPSMax,
 		"The ceiling of the adaptive cloud budget, in calls per second: the share of the account's quota this manager may take "+
-			"at most, for operators who must leave the rest to others. (nephele: not an upstream flag.)")
+			"at most, for operators who must leave the rest to others. 0 means "+formatFloat(DefaultCloudQPSMax)+", or --cloud-qps when that is higher. (nephele: not an upstream flag.)")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst,
 		"Calls to the cloud allowed at once; while the budget adapts, at most one second of its current rate. "+
 			"Used only when --cloud-qps is above 0. (nephele: not an upstream flag.)")
@@ -417,11 +417,13 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 		v.add("cloud-burst", "%d: must be at least 1 when --cloud-qps is above 0", o.CloudBurst)
 	}
 	if o.CloudQPS > 0 {
-		if math.IsNaN(o.CloudQPSMin) || math.IsInf(o.CloudQPSMin, 0) || o.CloudQPSMin <= 0 || o.CloudQPSMin > o.CloudQPS {
-			v.add("cloud-qps-min", "%s: must be a positive number no larger than --cloud-qps (%s)", formatFloat(o.CloudQPSMin), formatFloat(o.CloudQPS))
+		// 0 derives the bound from --cloud-qps (CloudQPSBounds): a --cloud-qps set
+		// before the budget adapted, above 100 or below 1, stays valid.
+		if o.CloudQPSMin != 0 && (math.IsNaN(o.CloudQPSMin) || math.IsInf(o.CloudQPSMin, 0) || o.CloudQPSMin < 0 || o.CloudQPSMin > o.CloudQPS) {
+			v.add("cloud-qps-min", "%s: must be 0 (the default) or a positive number no larger than --cloud-qps (%s)", formatFloat(o.CloudQPSMin), formatFloat(o.CloudQPS))
 		}
-		if math.IsNaN(o.CloudQPSMax) || math.IsInf(o.CloudQPSMax, 0) || o.CloudQPSMax < o.CloudQPS {
-			v.add("cloud-qps-max", "%s: must be a number no smaller than --cloud-qps (%s)", formatFloat(o.CloudQPSMax), formatFloat(o.CloudQPS))
+		if o.CloudQPSMax != 0 && (math.IsNaN(o.CloudQPSMax) || math.IsInf(o.CloudQPSMax, 0) || o.CloudQPSMax < o.CloudQPS) {
+			v.add("cloud-qps-max", "%s: must be 0 (the default) or a number no smaller than --cloud-qps (%s)", formatFloat(o.CloudQPSMax), formatFloat(o.CloudQPS))
 		}
 	}
 	v.positive("cloud-max-retry-after", o.CloudMaxRetryAfter)
@@ -696,3 +698,16 @@ func validServer(s string) bool {
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// CloudQPSBounds are the floor and ceiling of the adaptive cloud budget: --cloud-qps-min
+// and --cloud-qps-max, or where 0, the defaults widened to take in --cloud-qps.
+func (o Options) CloudQPSBounds() (lo, hi float64) {
+	lo, hi = o.CloudQPSMin, o.CloudQPSMax
+	if lo == 0 {
+		lo = min(DefaultCloudQPSMin, o.CloudQPS)
+	}
+	if hi == 0 {
+		hi = max(DefaultCloudQPSMax, o.CloudQPS)
+	}
+	return lo, hi
+}

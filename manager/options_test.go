@@ -146,12 +146,12 @@ controllerLeaders: []
 			"invalid value for --cloud-qps: NaN: must be 0 (no limit) or a positive number"},
 		{"cloud-burst zero with qps", func(o *Options) { o.CloudBurst = 0 },
 			"invalid value for --cloud-burst: 0: must be at least 1 when --cloud-qps is above 0"},
-		{"cloud-qps-min zero", func(o *Options) { o.CloudQPSMin = 0 },
-			"invalid value for --cloud-qps-min: 0: must be a positive number no larger than --cloud-qps (20)"},
+		{"cloud-qps-min negative", func(o *Options) { o.CloudQPSMin = -1 },
+			"invalid value for --cloud-qps-min: -1: must be 0 (the default) or a positive number no larger than --cloud-qps (20)"},
 		{"cloud-qps-min above cloud-qps", func(o *Options) { o.CloudQPSMin = 30 },
-			"invalid value for --cloud-qps-min: 30: must be a positive number no larger than --cloud-qps (20)"},
+			"invalid value for --cloud-qps-min: 30: must be 0 (the default) or a positive number no larger than --cloud-qps (20)"},
 		{"cloud-qps-max below cloud-qps", func(o *Options) { o.CloudQPSMax = 10 },
-			"invalid value for --cloud-qps-max: 10: must be a number no smaller than --cloud-qps (20)"},
+			"invalid value for --cloud-qps-max: 10: must be 0 (the default) or a number no smaller than --cloud-qps (20)"},
 
 		// Apiserver connection.
 		{"kubeconfig missing", func(o *Options) { o.Kubeconfig = missing },
@@ -518,8 +518,8 @@ func TestFlagDefaults(t *testing.T) {
 		"node-batch-window":                 "1s",
 		"cloud-call-timeout":                "30s",
 		"cloud-qps":                         "20",
-		"cloud-qps-min":                     "1",
-		"cloud-qps-max":                     "100",
+		"cloud-qps-min":                     "0",
+		"cloud-qps-max":                     "0",
 		"cloud-burst":                       "40",
 		"kube-api-qps":                      "-1",
 		"kube-api-burst":                    "30",
@@ -588,5 +588,29 @@ func TestParseClusterCIDRs(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("parseClusterCIDRs(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// TestCloudQPSBounds checks that a --cloud-qps outside the default bounds, valid before
+// the budget adapted, widens them instead of failing, and that given bounds are kept.
+func TestCloudQPSBounds(t *testing.T) {
+	tests := []struct {
+		name           string
+		qps, min, max  float64
+		wantLo, wantHi float64
+	}{
+		{"defaults", 20, 0, 0, DefaultCloudQPSMin, DefaultCloudQPSMax},
+		{"qps above the default ceiling", 200, 0, 0, DefaultCloudQPSMin, 200},
+		{"qps below the default floor", 0.5, 0, 0, 0.5, DefaultCloudQPSMax},
+		{"given bounds", 20, 5, 40, 5, 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			o.CloudQPS, o.CloudQPSMin, o.CloudQPSMax = tt.qps, tt.min, tt.max
+			if lo, hi := o.CloudQPSBounds(); lo != tt.wantLo || hi != tt.wantHi {
+				t.Errorf("CloudQPSBounds() = %v, %v; want %v, %v", lo, hi, tt.wantLo, tt.wantHi)
+			}
+		})
 	}
 }
