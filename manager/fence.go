@@ -167,25 +167,36 @@ type fencedLock struct {
 	fence *leaseFence
 
 	mu sync.Mutex
-	// holder is the holder named by the last record read; read is false before one.
+	// holder is the holder named by the last record read or written; read is false
+	// before one.
 	holder string
 	read   bool
+}
+
+// saw notes the holder of a record the apiserver just returned or took.
+func (l *fencedLock) saw(holder string) {
+	l.mu.Lock()
+	l.holder, l.read = holder, true
+	l.mu.Unlock()
 }
 
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil && rec != nil {
-		l.mu.Lock()
-		l.holder, l.read = rec.HolderIdentity, true
-		l.mu.Unlock()
+		l.saw(rec.HolderIdentity)
 	}
 	return rec, raw, err
 }
 
+// Create and Update note the holder they wrote: a replica that created the lease after
+// reading another's record, and stops before its next read, still releases its own.
 func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	sent := l.fence.clock.Now()
 	err := l.Interface.Create(ctx, rec)
 	l.fence.record(rec, sent, err)
+	if err == nil {
+		l.saw(rec.HolderIdentity)
+	}
 	return err
 }
 
@@ -203,6 +214,9 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 	sent := l.fence.clock.Now()
 	err := l.Interface.Update(ctx, rec)
 	l.fence.record(rec, sent, err)
+	if err == nil {
+		l.saw(rec.HolderIdentity)
+	}
 	return err
 }
 

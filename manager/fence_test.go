@@ -299,6 +299,24 @@ func TestFencedLockReleasesOnlyItsOwnLease(t *testing.T) {
 	}
 }
 
+// TestFencedLockReleasesALeaseItCreated covers a replica that read another's record,
+// then created the lease (the other's was deleted) and stops before it reads again: the
+// release is of its own lease and goes through.
+func TestFencedLockReleasesALeaseItCreated(t *testing.T) {
+	f, clk := testFence()
+	inner := &slowLock{clk: clk, holder: "other"}
+	lock := f.lock(inner)
+	if _, _, err := lock.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Create(context.Background(), mine()); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Errorf("release of the lease this replica created: %v", err)
+	}
+}
+
 func TestAllOfFences(t *testing.T) {
 	a, clk := testFence()
 	b := newLeaseFence(LeaseConfig{Namespace: "kube-system", Name: "migration", Identity: "me", LeaseDuration: 10 * time.Second}, clk)
