@@ -11,8 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/poll"
@@ -27,7 +30,10 @@ func TestStaleCacheDoesNotCreate(t *testing.T) {
 		name string
 		// cache is what the informers list; live what the apiserver has.
 		cache, live []runtime.Object
-		wantLB      bool
+		// refuseFinalizer makes the apiserver answer the finalizer patch as it does on
+		// a Service being deleted: 422, no new finalizers.
+		refuseFinalizer bool
+		wantLB          bool
 	}{{
 		name:   "agree",
 		cache:  []runtime.Object{cached.DeepCopy()},
@@ -52,12 +58,26 @@ func TestStaleCacheDoesNotCreate(t *testing.T) {
 			s.DeletionTimestamp = deletedAt()
 		})},
 	}, {
+		name:  "being deleted before the finalizer went on",
+		cache: []runtime.Object{newService("ns", "web")},
+		live: []runtime.Object{newService("ns", "web", func(s *corev1.Service) {
+			s.DeletionTimestamp = deletedAt()
+			s.Finalizers = []string{"example.com/other"}
+		})},
+		refuseFinalizer: true,
+	}, {
 		name:  "no longer a load balancer",
 		cache: []runtime.Object{cached.DeepCopy()},
 		live:  []runtime.Object{newService("ns", "web", withFinalizer(), withType(corev1.ServiceTypeClusterIP))},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := fake.NewClientset(tc.live...)
+			if tc.refuseFinalizer {
+				live.PrependReactor("patch", "services", func(clienttesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web",
+						field.ErrorList{field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")})
+				})
+			}
 			h := newHarness(t, func(c *Config) { c.Client = live }, append(tc.cache, newNode("n1"))...)
 			lbName := LoadBalancerName(cached)
 			if tc.wantLB {

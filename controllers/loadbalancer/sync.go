@@ -235,7 +235,7 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 	if !equality.Semantic.DeepEqual(svc.Status.LoadBalancer, st.status) {
 		patched, err := c.patchStatus(ctx, svc, &st.status)
 		if err != nil {
-			if c.replacedOrGone(ctx, svc, err) {
+			if c.staleReason(ctx, svc, err) != "" {
 				// The Service went away, or was replaced by one of the same name, while
 				// its load balancer was being ensured: nothing may outlive it.
 				return c.deleteCreated(ctx, k, st, err)
@@ -271,11 +271,13 @@ func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.S
 		// with the Service as stored, and fails on a UID other than the cache's.
 		live, err = c.addFinalizer(ctx, cached)
 	}
+	var why string
+	if err != nil {
+		why = c.staleReason(ctx, cached, err)
+	}
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, c.skipStale(k, cached, "the apiserver has no such Service")
-	case err != nil && c.replacedOrGone(ctx, cached, err):
-		return nil, c.skipStale(k, cached, "the apiserver has another Service of that name")
+	case why != "":
+		return nil, c.skipStale(k, cached, why)
 	case err != nil:
 		return nil, err
 	case live.UID != cached.UID:
@@ -290,19 +292,30 @@ func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.S
 	return live, nil
 }
 
-// replacedOrGone tells whether a write to svc failed with err because the Service is
-// gone or was replaced by one of the same name. A write that carries the UID fails on
-// another Service with 422 Invalid (the UID is immutable), not 409 Conflict, so the
-// answer comes from reading the Service, which costs a GET on failed writes only.
-func (c *Controller) replacedOrGone(ctx context.Context, svc *corev1.Service, err error) bool {
+// staleReason says why a write to svc failed with err when the cause is that the cached
+// Service is out of date: it is gone, was replaced by one of the same name, or is being
+// deleted (which forbids adding a finalizer); "" otherwise. A write that carries the UID
+// fails on another Service with 422 Invalid (the UID is immutable), not 409 Conflict, so
+// the answer comes from reading the Service, which costs a GET on failed writes only.
+func (c *Controller) staleReason(ctx context.Context, svc *corev1.Service, err error) string {
 	if apierrors.IsNotFound(err) {
-		return true
+		return "the apiserver has no such Service"
 	}
-	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
-		return false
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) && !apierrors.IsForbidden(err) {
+		return ""
 	}
 	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-	return apierrors.IsNotFound(err) || (err == nil && live.UID != svc.UID)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "the apiserver has no such Service"
+	case err != nil:
+		return ""
+	case live.UID != svc.UID:
+		return "the apiserver has another Service of that name, UID " + string(live.UID)
+	case live.DeletionTimestamp != nil:
+		return "the Service is being deleted"
+	}
+	return ""
 }
 
 // skipStale counts and logs an ensure left out because the cache was out of date. It

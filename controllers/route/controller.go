@@ -232,13 +232,12 @@ func (c *Controller) Run(ctx context.Context) error {
 // retrying a failed check with backoff (bounded by the period).
 func (c *Controller) driftLoop(ctx context.Context) {
 	after, failures := c.now(), 0
-	// The first check finds the routes new nodes need; later ones only look for drift,
-	// so their listing is refine work in the cloud budget.
+	// Until one check succeeds, checks find the routes new nodes need; later ones only
+	// look for drift, so their listing is refine work in the cloud budget.
 	checkCtx := ctx
 	for {
 		next := c.period
 		err := c.reconcileAll(checkCtx, after)
-		checkCtx = instrumented.WithClass(ctx, instrumented.ClassRefine)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -248,6 +247,7 @@ func (c *Controller) driftLoop(ctx context.Context) {
 			c.log.Error(err, "Route drift check failed", "retryIn", next)
 		} else {
 			failures = 0
+			checkCtx = instrumented.WithClass(ctx, instrumented.ClassRefine)
 		}
 		t := time.NewTimer(next)
 		select {
