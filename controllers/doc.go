@@ -6,8 +6,9 @@
 // one place and a new controller starts from it rather than from a sibling's copy:
 //
 //   - doc.go: what the controller does and where it differs from upstream's.
-//   - controller.go: Config, New (which registers the informer handlers and builds the
-//     controller's worker.Worker), Run and the event handlers.
+//   - controller.go: Config, New (which builds the controller's worker.Worker, then
+//     registers the informer handlers with Worker.Watch, so that an informer already
+//     running finds the queue), Run and the event handlers.
 //   - manager.go: Spec, how the manager builds the controller from its
 //     ControllerContext, and when it declines to run.
 //   - sync.go: the work of one key (or, for the lifecycle controller, one round),

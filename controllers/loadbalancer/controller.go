@@ -159,7 +159,6 @@ func New(cfg Config) (*Controller, error) {
 		Sync:        c.syncService,
 		Workers:     manager.OrDefault(cfg.Workers, defaults.ConcurrentServiceSyncs),
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry),
-		Synced:      []cache.InformerSynced{svcInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced},
 		Loops:       []worker.Loop{c.batchNodeChanges},
 		Health:      cfg.Health,
 		Logger:      cfg.Logger,
@@ -167,7 +166,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service-lb-controller: %w", err)
 	}
-	if _, err := svcInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.worker.Watch(svcInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.serviceAdded,
 		UpdateFunc: c.serviceUpdated,
 		DeleteFunc: c.serviceDeleted,
@@ -175,7 +174,7 @@ func New(cfg Config) (*Controller, error) {
 		c.worker.ShutDown()
 		return nil, fmt.Errorf("service-lb-controller: watching Services: %w", err)
 	}
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.nodeChanged,
 		UpdateFunc: func(_, obj any) { c.nodeChanged(obj) },
 		DeleteFunc: c.nodeDeleted,

@@ -116,16 +116,10 @@ func New(cfg Config) (*Controller, error) {
 		now:          time.Now,
 		pending:      map[string]struct{}{},
 	}
-	// The worker exists before the handler: an informer that already runs (a controller
-	// built once its manager leads) calls the handler with every Node at once. Its
-	// registration, which the worker waits on, comes after; the worker reads it only
-	// once it runs.
-	var reg cache.ResourceEventHandlerRegistration
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.CloudNodeController,
 		Sync:    c.initialize,
 		Workers: c.workers,
-		Synced:  []cache.InformerSynced{func() bool { return reg.HasSynced() }},
 		Loops: []worker.Loop{func(ctx context.Context) {
 			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
 		}},
@@ -135,7 +129,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-controller: %w", err)
 	}
-	reg, err = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.observe(nil, n)

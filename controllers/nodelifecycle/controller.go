@@ -122,12 +122,6 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
-	// The controller reads the cache once per round; a no-op handler gives it a
-	// registration whose HasSynced it can wait for.
-	reg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{})
-	if err != nil {
-		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)
-	}
 	// A round is always due, so a round that hangs for the stall timeout (a cloud call
 	// without a deadline, say) shows in /readyz.
 	cfg.Health.SetPending(func() int { return 1 })
@@ -153,8 +147,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	// Rounds, not a queue: the one loop runs every MonitorPeriod after the cache syncs.
 	c.worker, err = worker.New(worker.Config{
-		Name:   manager.CloudNodeLifecycleController,
-		Synced: []cache.InformerSynced{reg.HasSynced},
+		Name: manager.CloudNodeLifecycleController,
 		Loops: []worker.Loop{func(ctx context.Context) {
 			wait.UntilWithContext(ctx, c.monitor, c.period)
 		}},
@@ -162,6 +155,12 @@ func New(cfg Config) (*Controller, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
+	}
+	// The controller reads the cache once per round; a no-op handler gives it a
+	// registration to wait for.
+	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+		c.worker.ShutDown()
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)
 	}
 	return c, nil
 }

@@ -138,11 +138,6 @@ func New(cfg Config) (*Controller, error) {
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c.nodes = nodeInformer.Lister()
 	c.planner = &planner{clusterName: c.clusterName, clusterCIDRs: cidrs, lookup: c.lookupNode}
-	// The worker exists before the handler: an informer that already runs (a controller
-	// built once its manager leads) calls the handler with every Node at once. Its
-	// registration, which the worker waits on, comes after; the worker reads it only
-	// once it runs.
-	var reg cache.ResourceEventHandlerRegistration
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.NodeRouteController,
 		Sync:    c.syncNode,
@@ -152,7 +147,6 @@ func New(cfg Config) (*Controller, error) {
 			// An overall bound keeps a cloud-wide failure from turning into a retry storm.
 			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 200)},
 		),
-		Synced: []cache.InformerSynced{func() bool { return reg.HasSynced() }},
 		Loops:  []worker.Loop{c.driftLoop},
 		Health: cfg.Health,
 		Logger: cfg.Logger,
@@ -160,12 +154,11 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route controller: %w", err)
 	}
-	reg, err = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onAdd,
 		UpdateFunc: c.onUpdate,
 		DeleteFunc: c.onDelete,
-	})
-	if err != nil {
+	}); err != nil {
 		c.worker.ShutDown()
 		return nil, fmt.Errorf("route controller: registering node event handlers: %w", err)
 	}

@@ -41,7 +41,8 @@ type Config struct {
 	// RateLimiter sets the per-key retry backoff; nil means client-go's default
 	// controller rate limiter (5ms doubling to 1000s per key, 10 qps overall).
 	RateLimiter workqueue.TypedRateLimiter[string]
-	// Synced are the informer registrations to wait for before any work starts.
+	// Synced are the informer registrations to wait for before any work starts, besides
+	// those Watch adds.
 	Synced []cache.InformerSynced
 	// Loops run beside the workers.
 	Loops []Loop
@@ -118,6 +119,20 @@ func (w *Worker) Workers() int { return w.cfg.Workers }
 
 // Len returns how many keys wait for a worker.
 func (w *Worker) Len() int { return w.queue.Len() }
+
+// Watch registers handler with informer and makes Run wait, besides Config.Synced, until
+// the registration has synced. A controller calls it after New and before Run: an
+// informer that already runs (a controller built once its manager leads) hands a new
+// handler everything it holds at once, so the handler must find the queue there. On an
+// error the caller shuts the worker down.
+func (w *Worker) Watch(informer cache.SharedInformer, handler cache.ResourceEventHandler) error {
+	reg, err := informer.AddEventHandler(handler)
+	if err != nil {
+		return err
+	}
+	w.cfg.Synced = append(w.cfg.Synced, reg.HasSynced)
+	return nil
+}
 
 // Run waits for the caches, then runs the workers and loops until ctx is done, and
 // returns once all of them have returned. It returns nil after a clean stop, including
