@@ -22,9 +22,6 @@ const (
 	ClassRefine Class = "refine"
 )
 
-// Classes returns every class, most urgent first.
-func Classes() []Class { return []Class{ClassCritical, ClassRefine} }
-
 type classKey struct{}
 
 // WithClass returns ctx carrying class: every cloud call made through the instrumented
