@@ -45,6 +45,20 @@ func (w *transientWindow) fail() (degraded bool, wait time.Duration) {
 	return false, w.after - elapsed
 }
 
+// degradedAt is when the failures, if they go on, make the controller Degraded; zero
+// when there are none. Unlike the wait fail returns, it does not change from one
+// failure to the next, so a condition message naming it is written once: a message
+// that counted down would change the status at every reconcile, and each status write
+// queues the next reconcile at once, past the error's back-off.
+func (w *transientWindow) degradedAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() {
+		return time.Time{}
+	}
+	return w.since.Add(w.after)
+}
+
 // ok forgets the failures: the next transient error starts a new window.
 func (w *transientWindow) ok() {
 	w.mu.Lock()

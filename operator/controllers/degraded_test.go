@@ -32,3 +32,27 @@ func TestTransientWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestTransientWindowDegradedAtIsStable checks the time a condition message names stays
+// the same from one failure to the next, so the message does not change the status at
+// every reconcile, and starts anew after a success.
+func TestTransientWindowDegradedAtIsStable(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := newTransientWindow(2*time.Minute, func() time.Time { return now })
+	if at := w.degradedAt(); !at.IsZero() {
+		t.Fatalf("degradedAt before a failure = %v, want zero", at)
+	}
+	want := now.Add(2 * time.Minute)
+	for i := range 3 {
+		w.fail()
+		if at := w.degradedAt(); !at.Equal(want) {
+			t.Errorf("failure %d: degradedAt = %v, want %v", i, at, want)
+		}
+		now = now.Add(17 * time.Second)
+	}
+	w.ok()
+	w.fail()
+	if at := w.degradedAt(); !at.Equal(now.Add(2 * time.Minute)) {
+		t.Errorf("after a success: degradedAt = %v, want %v", at, now.Add(2*time.Minute))
+	}
+}
