@@ -28,6 +28,9 @@ import (
 type Config struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
+	// Reader reads from the API server directly, for what no informer need cache (the
+	// Nodes counted for a single-node cluster); Client when nil.
+	Reader client.Reader
 	// Namespace is the CCM's namespace.
 	Namespace string
 	// Version is the operator's version: the CCM's default version.
@@ -205,8 +208,15 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 			return nil, profiles.Rendering{}, &terminal{ReasonCloudConfigFailed, fmt.Errorf("the cloud config is not synced: %s", c.Message)}
 		}
 	}
-	var nodes corev1.NodeList
-	if err := o.cfg.Client.List(ctx, &nodes, client.Limit(2)); err != nil {
+	// Two Nodes' metadata, read from the API server: through the cache this would
+	// start an informer holding every Node of the cluster, for one count.
+	var nodes metav1.PartialObjectMetadataList
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	reader := o.cfg.Reader
+	if reader == nil {
+		reader = o.cfg.Client
+	}
+	if err := reader.List(ctx, &nodes, client.Limit(2)); err != nil {
 		return nil, profiles.Rendering{}, fmt.Errorf("list Nodes to tell a single-node cluster: %w", err)
 	}
 	in := profiles.Input{Spec: ccm.Spec, Namespace: o.cfg.Namespace, DefaultVersion: o.cfg.Version, SingleNode: len(nodes.Items) == 1}

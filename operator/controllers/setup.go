@@ -54,6 +54,7 @@ func toSingleton(context.Context, client.Object) []reconcile.Request {
 // Setup registers the operand, cloud config sync and trusted CA sync controllers.
 func Setup(mgr ctrl.Manager, cfg Config) error {
 	cfg.Client = mgr.GetClient()
+	cfg.Reader = mgr.GetAPIReader()
 	enqueue := handler.EnqueueRequestsFromMapFunc(toSingleton)
 
 	b := ctrl.NewControllerManagedBy(mgr).Named("operand").For(&v1alpha1.CloudControllerManager{})
