@@ -38,6 +38,10 @@ func BaseFiles() ([]File, error) {
 	}, nil
 }
 
+// CABundle is the CA bundle the base puts at CACertificatesPath: what an image of
+// nephele's trusts when nothing else is given.
+func CABundle() ([]byte, error) { return caBundle() }
+
 // caBundle PEM-encodes the unconstrained roots of the fallback bundle, in its order.
 func caBundle() ([]byte, error) {
 	var out []byte

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/profiles"
 )
@@ -48,7 +49,9 @@ type Options struct {
 	Kubeconfig string
 	// CloudConfig is the provider's configuration file, or nil for none.
 	CloudConfig []byte
-	// CABundle is the PEM bundle the CCM trusts (SSL_CERT_FILE).
+	// CABundle is the PEM bundle the CCM trusts (SSL_CERT_FILE); empty means the roots
+	// nephele's images carry (images.CABundle), not an empty file that would trust
+	// nothing.
 	CABundle []byte
 }
 
@@ -97,9 +100,15 @@ func Render(o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the static pod: %w", err)
 	}
+	ca := o.CABundle
+	if len(ca) == 0 {
+		if ca, err = images.CABundle(); err != nil {
+			return nil, err
+		}
+	}
 	files := map[string][]byte{
 		ManifestFile: append([]byte("# Rendered by `nephele-operator render`; the operator's Deployment replaces it (docs/operator.md).\n"), data...),
-		CABundleFile: o.CABundle,
+		CABundleFile: ca,
 	}
 	if o.CloudConfig != nil {
 		cc, err := p.TransformCloudConfig(o.CloudConfig)
@@ -161,6 +170,9 @@ func staticPod(dep *unstructured.Unstructured, o Options) (map[string]any, error
 	// Not the Deployment's selector labels: its ReplicaSet would adopt the mirror pod,
 	// and its anti-affinity would keep a replica off the bootstrap node.
 	labels, _, _ := unstructured.NestedStringMap(meta, "labels")
+	if labels == nil {
+		labels = map[string]string{}
+	}
 	for k := range render.SelectorLabels {
 		labels[k] = PodName
 	}

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"crypto/x509"
 	"slices"
 	"strings"
 	"testing"
@@ -87,5 +88,21 @@ func TestRenderRefuses(t *testing.T) {
 		if i < len(lines) && !strings.Contains(lines[i], flag) {
 			t.Errorf("line %d %q does not name %s", i, lines[i], flag)
 		}
+	}
+}
+
+// TestRenderWithoutCABundle checks that a rendering given no CA bundle trusts the roots
+// nephele's images carry, not an empty SSL_CERT_FILE that would trust nothing.
+func TestRenderWithoutCABundle(t *testing.T) {
+	files, err := Render(Options{
+		Spec:      v1alpha1.CloudControllerManagerSpec{Platform: "local"},
+		Namespace: "kube-system", Version: "dev", HostDir: DefaultHostDir,
+		Kubeconfig: "/etc/kubernetes/ccm.kubeconfig",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(files[CABundleFile]) {
+		t.Fatalf("the CA bundle written without --ca-bundle holds no certificate (%d bytes)", len(files[CABundleFile]))
 	}
 }
