@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nephele-dev/nephele/localcloud/keylock"
 )
 
 // Protocol is a listener's transport protocol.
@@ -121,6 +123,10 @@ type Plane struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
+	// names serializes Apply and Remove of one load balancer; different load
+	// balancers change in parallel.
+	names keylock.Locks
+	// mu guards lbs and closed, and is never held across I/O.
 	mu     sync.Mutex
 	lbs    map[string]*lbState
 	closed bool
@@ -166,12 +172,13 @@ func New(cfg Config) (*Plane, error) {
 // fails, every listener opened by this call is closed and the previous configuration
 // keeps serving. commit may be nil.
 func (p *Plane) Apply(ctx context.Context, lb LoadBalancer, commit func() error) error {
+	defer p.names.Lock(lb.Name)()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	closed, old := p.closed, p.lbs[lb.Name]
+	p.mu.Unlock()
+	if closed {
 		return errors.New("data plane is closed")
 	}
-	old := p.lbs[lb.Name]
 	next := &lbState{lb: lb, listeners: make(map[listenerKey]listener, len(lb.Ports))}
 	var opened []listener
 	abort := func() {
@@ -209,14 +216,23 @@ func (p *Plane) Apply(ctx context.Context, lb LoadBalancer, commit func() error)
 	if !p.cfg.DisableHealthChecks && next.checker == nil {
 		next.checker = newChecker(p.ctx, p.cfg.HealthInterval, p.cfg.HealthTimeout)
 	}
-	probes := probesFor(lb)
 	var states map[probe]*healthState
 	if next.checker != nil {
-		states = next.checker.setProbes(probes)
+		states = next.checker.setProbes(probesFor(lb))
 	}
 	for _, port := range lb.Ports {
 		next.listeners[listenerKey{port.Protocol, port.Port}].setRoute(routeFor(lb, port, states))
 	}
+	p.mu.Lock()
+	if p.closed {
+		// Close ran meanwhile and stopped what the map held, old included; what this
+		// call opened is not in it yet.
+		p.mu.Unlock()
+		next.stop()
+		return nil
+	}
+	p.lbs[lb.Name] = next
+	p.mu.Unlock()
 	for _, l := range opened {
 		l.serve()
 	}
@@ -227,7 +243,6 @@ func (p *Plane) Apply(ctx context.Context, lb LoadBalancer, commit func() error)
 			}
 		}
 	}
-	p.lbs[lb.Name] = next
 	p.log.V(2).Info("load balancer applied", "name", lb.Name, "vip", lb.VIP, "ports", len(lb.Ports), "backends", len(lb.Backends))
 	return nil
 }
@@ -259,6 +274,7 @@ func (p *Plane) open(ctx context.Context, lbName string, addr netip.AddrPort, pr
 // Remove stops the named load balancer: its listeners close and the connections and
 // sessions through them end. Removing an unknown name does nothing.
 func (p *Plane) Remove(name string) {
+	defer p.names.Lock(name)()
 	p.mu.Lock()
 	st := p.lbs[name]
 	delete(p.lbs, name)

@@ -262,7 +262,7 @@ func (s *Server) instanceAction(state api.InstanceState) handler {
 		id := c.r.PathValue("id")
 		// The record and the host change under one lock: a start racing a delete would
 		// otherwise rebuild a host after its record is gone.
-		defer s.instances.lock(id)()
+		defer s.instances.Lock(id)()
 		inst, err := s.store.UpdateInstance(c.r.Context(), id, func(inst *api.Instance) error {
 			if !c.visible(inst) {
 				return fmt.Errorf("instance %s: %w", id, store.ErrNotFound)
@@ -298,7 +298,7 @@ func (s *Server) deleteInstance(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	defer s.instances.lock(inst.ID)()
+	defer s.instances.Lock(inst.ID)()
 	if inst.IsHost() && s.machine != nil {
 		if err := s.machine.Remove(c.r.Context(), inst.ID); err != nil {
 			return 0, nil, fmt.Errorf("removing the host of instance %s: %w", inst.ID, err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,8 +141,7 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	}
 
 	ctx := c.r.Context()
-	s.lbMu.Lock()
-	defer s.lbMu.Unlock()
+	defer s.lbs.Lock(name)()
 	old, err := s.store.GetLoadBalancer(ctx, name)
 	exists := err == nil
 	if err != nil && !isNotFound(err) {
@@ -151,13 +151,11 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	var vip netip.Addr
 	switch {
 	case requested.IsValid():
-		owner, err := s.store.VIPOwner(ctx, requested)
+		release, err := s.claimVIP(ctx, name, requested)
 		if err != nil {
 			return 0, nil, err
 		}
-		if owner != "" && owner != name {
-			return 0, nil, errorf(http.StatusConflict, api.ReasonConflict, "requested VIP %s belongs to load balancer %s", requested, owner)
-		}
+		defer release()
 		vip = requested
 	case exists:
 		vip, err = netip.ParseAddr(old.Status.VIP)
@@ -186,6 +184,53 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	return status, s.withStatus(lb), nil
 }
 
+// claimVIP claims vip for load balancer name until the returned release is called:
+// it fails with a conflict when another load balancer holds vip or is about to. The
+// store's write checks the owner again; the claim keeps a second request from opening
+// listeners on an address the first is about to store.
+func (s *Server) claimVIP(ctx context.Context, name string, vip netip.Addr) (release func(), err error) {
+	s.vipMu.Lock()
+	defer s.vipMu.Unlock()
+	owner, err := s.store.VIPOwner(ctx, vip)
+	if err != nil {
+		return nil, err
+	}
+	if other, ok := s.claimed[vip]; ok && owner == "" {
+		owner = other
+	}
+	if owner != "" && owner != name {
+		return nil, errorf(http.StatusConflict, api.ReasonConflict, "requested VIP %s belongs to load balancer %s", vip, owner)
+	}
+	return s.claim(name, vip), nil
+}
+
+// claimFreeVIP claims the lowest free address of the pool that no load balancer holds
+// or is about to, and skip does not reject, until the returned release is called.
+func (s *Server) claimFreeVIP(ctx context.Context, name string, skip func(netip.Addr) bool) (vip netip.Addr, release func(), err error) {
+	s.vipMu.Lock()
+	defer s.vipMu.Unlock()
+	vip, err = s.store.FreeVIP(ctx, s.cfg.VIPPool, func(a netip.Addr) bool {
+		_, taken := s.claimed[a]
+		return taken || skip(a)
+	})
+	if err != nil {
+		return netip.Addr{}, nil, err
+	}
+	return vip, s.claim(name, vip), nil
+}
+
+// claim records vip as name's; called with vipMu held.
+func (s *Server) claim(name string, vip netip.Addr) (release func()) {
+	s.claimed[vip] = name
+	return func() {
+		s.vipMu.Lock()
+		defer s.vipMu.Unlock()
+		if s.claimed[vip] == name {
+			delete(s.claimed, vip)
+		}
+	}
+}
+
 // maxVIPAttempts bounds how many pool addresses a new load balancer tries when other
 // processes on the machine hold its ports there.
 const maxVIPAttempts = 16
@@ -193,12 +238,12 @@ const maxVIPAttempts = 16
 // createWithFreeVIP creates load balancer name on a free VIP. The pool is on the
 // machine's loopback range, which other programs (another local cloud, a test) may use
 // too: an address whose ports something else holds is skipped, as a cloud would never
-// hand out an address it cannot serve. Called with lbMu held.
+// hand out an address it cannot serve. Called with name's lock held.
 func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSpec) (int, any, error) {
 	busy := map[netip.Addr]bool{}
 	var lastConflict error
 	for {
-		vip, err := s.store.FreeVIP(c.r.Context(), s.cfg.VIPPool, func(a netip.Addr) bool { return busy[a] })
+		vip, release, err := s.claimFreeVIP(c.r.Context(), name, func(a netip.Addr) bool { return busy[a] })
 		if err != nil && lastConflict != nil {
 			// The pool is not full of load balancers: say what took the rest.
 			return 0, nil, fmt.Errorf("%w (%d addresses skipped because other programs hold their ports, the last: %v)", err, len(busy), lastConflict)
@@ -209,6 +254,7 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 		now := time.Now().UTC()
 		lb := api.LoadBalancer{Name: name, Spec: spec, Status: api.LoadBalancerStatus{VIP: vip.String()}, CreatedAt: now, UpdatedAt: now}
 		err = s.apply(c, lb)
+		release()
 		var conflict *dataplane.ConflictError
 		if errors.As(err, &conflict) && len(busy) < maxVIPAttempts-1 {
 			s.log.Info("VIP in use by another program, trying the next", "vip", vip, "loadBalancer", name, "conflict", conflict.Error())
@@ -223,7 +269,7 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 	}
 }
 
-// apply opens lb's listeners and stores lb, both or neither. Called with lbMu held.
+// apply opens lb's listeners and stores lb, both or neither. Called with lb's lock held.
 func (s *Server) apply(c *call, lb api.LoadBalancer) error {
 	dp, err := toDataPlane(&lb)
 	if err != nil {
@@ -252,8 +298,7 @@ func (s *Server) updateBackends(c *call) (int, any, error) {
 	if upd.Backends == nil {
 		upd.Backends = []api.Backend{}
 	}
-	s.lbMu.Lock()
-	defer s.lbMu.Unlock()
+	defer s.lbs.Lock(name)()
 	lb, err := s.store.GetLoadBalancer(c.r.Context(), name)
 	if err != nil {
 		return 0, nil, err
@@ -271,8 +316,7 @@ func (s *Server) deleteLoadBalancer(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	s.lbMu.Lock()
-	defer s.lbMu.Unlock()
+	defer s.lbs.Lock(name)()
 	if _, err := s.store.DeleteLoadBalancer(c.r.Context(), name); err != nil {
 		return 0, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,5 +424,77 @@ func TestRestartWithTakenPortReportsError(t *testing.T) {
 	fixed := must(c.client.EnsureLoadBalancer(ctx(), "web", got.Spec)).of(t)
 	if fixed.Status.Error != "" || !testnet.Listening(netip.AddrPortFrom(vip, port)) {
 		t.Fatalf("ensure after the port was freed: error %q", fixed.Status.Error)
+	}
+}
+
+// TestConcurrentLoadBalancerChanges makes changes to many load balancers at once, as
+// the controllers' workers do: creations get distinct VIPs and serve, and of two
+// creations asking for the same VIP exactly one gets it.
+func TestConcurrentLoadBalancerChanges(t *testing.T) {
+	c := startCloud(t)
+	const n = 24
+	type answer struct {
+		lb  *api.LoadBalancer
+		err error
+	}
+	answers := make(chan answer, n)
+	for i := range n {
+		go func() {
+			lb, err := c.client.EnsureLoadBalancer(ctx(), fmt.Sprintf("lb-%d", i), api.LoadBalancerSpec{
+				Ports: []api.Port{tcpPort(80, 30080)}, Backends: []api.Backend{backend("node-1", nodeA)},
+			})
+			answers <- answer{lb, err}
+		}()
+	}
+	vips := map[string]string{}
+	for range n {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("concurrent ensure: %v", a.err)
+		}
+		if other, taken := vips[a.lb.Status.VIP]; taken {
+			t.Errorf("load balancers %s and %s both got VIP %s", other, a.lb.Name, a.lb.Status.VIP)
+		}
+		vips[a.lb.Status.VIP] = a.lb.Name
+	}
+	for vip := range vips {
+		// The backend does not listen, so the load balancer may reset the connection
+		// at once; only a refusal means nothing listens on the VIP.
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), 5*time.Second)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("load balancer on %s does not listen: %v", vip, err)
+		}
+		if err == nil {
+			_ = conn.Close()
+		}
+	}
+
+	// Two new load balancers ask for one free VIP at once.
+	want := c.cfg.VIPPool.Addr().Next()
+	for range n {
+		want = want.Next()
+	}
+	for i := range 2 {
+		go func() {
+			lb, err := c.client.EnsureLoadBalancer(ctx(), fmt.Sprintf("wants-%d", i), api.LoadBalancerSpec{
+				Ports: []api.Port{tcpPort(80, 30080)}, Backends: []api.Backend{backend("node-1", nodeA)}, RequestedIP: want.String(),
+			})
+			answers <- answer{lb, err}
+		}()
+	}
+	won, lost := 0, 0
+	for range 2 {
+		a := <-answers
+		switch {
+		case a.err == nil && a.lb.Status.VIP == want.String():
+			won++
+		case statusOf(a.err) == http.StatusConflict:
+			lost++
+		default:
+			t.Errorf("ensure asking for %s: %+v, %v; want the VIP or a conflict", want, a.lb, a.err)
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Errorf("%d got the requested VIP and %d a conflict, want one each", won, lost)
 	}
 }

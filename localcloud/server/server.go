@@ -17,6 +17,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/faults"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/keylock"
 	"github.com/nephele-dev/nephele/localcloud/store"
 )
 
@@ -122,15 +123,20 @@ type Server struct {
 	serrMu   sync.Mutex
 	serr     error
 
-	// lbMu serializes load balancer changes: VIP choice, listeners and the write
-	// of one change happen together.
-	lbMu sync.Mutex
+	// lbs serializes the changes to one load balancer, so that its listeners and its
+	// record change together; changes to different load balancers run in parallel, as
+	// a cloud serves them.
+	lbs keylock.Locks
+	// vipMu guards claimed: the VIPs that changes in flight are about to store, so
+	// that two creations never pick, or two requests never take, the same address.
+	vipMu   sync.Mutex
+	claimed map[netip.Addr]string
 
 	// machine makes host instances; nil when they are disabled.
 	machine *hosts.Machine
 	// instances serializes the changes to one instance, so that its record and its
 	// host on the machine change together.
-	instances keyedLocks
+	instances keylock.Locks
 	// routeMu serializes reading the routes and programming them into the machine, so
 	// an older reading never overwrites a newer one.
 	routeMu sync.Mutex
@@ -152,7 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, fmt.Errorf("local cloud configuration: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dpErrors: map[string]string{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dpErrors: map[string]string{}, claimed: map[netip.Addr]string{}}
 	reg := prometheus.NewRegistry()
 	var err error
 	if s.metrics, err = newMetrics(reg); err != nil {

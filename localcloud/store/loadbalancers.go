@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 
@@ -68,9 +69,19 @@ func (s *Store) PutLoadBalancer(ctx context.Context, lb api.LoadBalancer) error 
 	if err != nil {
 		return err
 	}
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	raw, err := json.Marshal(lb)
+	if err != nil {
+		return fmt.Errorf("encoding load balancer %s: %w", lb.Name, err)
+	}
+	err = s.batch(ctx, func(tx *bolt.Tx) error {
 		lbs, vips := tx.Bucket(bucketLBs), tx.Bucket(bucketVIPs)
-		var old api.LoadBalancer
+		// Only the old VIP matters here: decoding into this skips the backends, which
+		// are most of a big load balancer's record.
+		var old struct {
+			Status struct {
+				VIP string `json:"vip"`
+			} `json:"status"`
+		}
 		existed, err := getJSON(lbs, []byte(lb.Name), &old)
 		if err != nil {
 			return err
@@ -79,7 +90,7 @@ func (s *Store) PutLoadBalancer(ctx context.Context, lb api.LoadBalancer) error 
 			return fmt.Errorf("VIP %s belongs to load balancer %s: %w", vip, owner, ErrConflict)
 		}
 		if existed {
-			if oldVIP, err := parseVIP(&old); err == nil && oldVIP != vip {
+			if oldVIP, err := netip.ParseAddr(old.Status.VIP); err == nil && oldVIP != vip {
 				if err := vips.Delete(vipKey(oldVIP)); err != nil {
 					return err
 				}
@@ -88,7 +99,7 @@ func (s *Store) PutLoadBalancer(ctx context.Context, lb api.LoadBalancer) error 
 		if err := vips.Put(vipKey(vip), []byte(lb.Name)); err != nil {
 			return err
 		}
-		return putJSON(lbs, []byte(lb.Name), lb)
+		return lbs.Put([]byte(lb.Name), raw)
 	})
 	if err != nil {
 		return fmt.Errorf("storing load balancer %s: %w", lb.Name, err)
@@ -99,7 +110,8 @@ func (s *Store) PutLoadBalancer(ctx context.Context, lb api.LoadBalancer) error 
 // DeleteLoadBalancer removes a load balancer, releases its VIP and returns what it was.
 func (s *Store) DeleteLoadBalancer(ctx context.Context, name string) (api.LoadBalancer, error) {
 	var out api.LoadBalancer
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
+		out = api.LoadBalancer{}
 		lbs := tx.Bucket(bucketLBs)
 		ok, err := getJSON(lbs, []byte(name), &out)
 		if err != nil {

@@ -79,12 +79,13 @@ func (s *Store) CreateRoute(ctx context.Context, cluster string, spec api.RouteS
 	if name == "" {
 		name = api.RouteName(dest)
 	}
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.batch(ctx, func(tx *bolt.Tx) error {
+		route, created = api.Route{}, false
 		target, err := resolveTarget(tx, spec)
 		if err != nil {
 			return err
 		}
-		b, err := tx.Bucket(bucketRoutes).CreateBucketIfNotExists([]byte(cluster))
+		b, dests, err := routeBuckets(tx, cluster)
 		if err != nil {
 			return err
 		}
@@ -111,26 +112,23 @@ func (s *Store) CreateRoute(ctx context.Context, cluster string, spec api.RouteS
 		}
 		// One destination has one route: a second one would make the route table
 		// ambiguous.
-		errFound := fmt.Errorf("found")
-		err = b.ForEach(func(k, v []byte) error {
+		if other := dests.Get([]byte(want.DestinationCIDR)); other != nil {
 			var r api.Route
-			if err := jsonUnmarshal(k, v, &r); err != nil {
+			ok, err := getJSON(b, other, &r)
+			if err != nil {
 				return err
 			}
-			if r.DestinationCIDR != want.DestinationCIDR {
-				return nil
+			if !ok {
+				return fmt.Errorf("the destination index names route %s for %s, which does not exist", other, want.DestinationCIDR)
 			}
 			if r.TargetInstance != want.TargetInstance {
 				return fmt.Errorf("route %s already sends %s to %s (%s): %w",
 					r.Name, r.DestinationCIDR, r.TargetNode, r.TargetInstance, ErrConflict)
 			}
 			route = r
-			return errFound
-		})
-		switch {
-		case err == errFound:
 			return nil
-		case err != nil:
+		}
+		if err := dests.Put([]byte(want.DestinationCIDR), []byte(name)); err != nil {
 			return err
 		}
 		route, created = want, true
@@ -167,10 +165,23 @@ func resolveTarget(tx *bolt.Tx, spec api.RouteSpec) (api.Instance, error) {
 
 // DeleteRoute removes the named route of cluster.
 func (s *Store) DeleteRoute(ctx context.Context, cluster, name string) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
-		if b == nil || b.Get([]byte(name)) == nil {
+		var r api.Route
+		ok := false
+		if b != nil {
+			var err error
+			if ok, err = getJSON(b, []byte(name), &r); err != nil {
+				return err
+			}
+		}
+		if !ok {
 			return fmt.Errorf("route %s: %w", name, ErrNotFound)
+		}
+		if dests := tx.Bucket(bucketRouteDests).Bucket([]byte(cluster)); dests != nil && string(dests.Get([]byte(r.DestinationCIDR))) == name {
+			if err := dests.Delete([]byte(r.DestinationCIDR)); err != nil {
+				return err
+			}
 		}
 		return b.Delete([]byte(name))
 	})
@@ -178,4 +189,37 @@ func (s *Store) DeleteRoute(ctx context.Context, cluster, name string) error {
 		return fmt.Errorf("deleting route %s of cluster %s: %w", name, cluster, err)
 	}
 	return nil
+}
+
+// routeBuckets returns cluster's route table and destination index, creating them.
+func routeBuckets(tx *bolt.Tx, cluster string) (routes, dests *bolt.Bucket, err error) {
+	if routes, err = tx.Bucket(bucketRoutes).CreateBucketIfNotExists([]byte(cluster)); err != nil {
+		return nil, nil, err
+	}
+	if dests, err = tx.Bucket(bucketRouteDests).CreateBucketIfNotExists([]byte(cluster)); err != nil {
+		return nil, nil, err
+	}
+	return routes, dests, nil
+}
+
+// indexRouteDestinations builds the destination index of every cluster's routes: the
+// migration to schema version 2. Where an older file holds two routes to one
+// destination (which CreateRoute never allowed), the first by name is indexed.
+func indexRouteDestinations(tx *bolt.Tx) error {
+	return tx.Bucket(bucketRoutes).ForEachBucket(func(cluster []byte) error {
+		b, dests, err := routeBuckets(tx, string(cluster))
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var r api.Route
+			if err := jsonUnmarshal(k, v, &r); err != nil {
+				return err
+			}
+			if dests.Get([]byte(r.DestinationCIDR)) != nil {
+				return nil
+			}
+			return dests.Put([]byte(r.DestinationCIDR), k)
+		})
+	})
 }

@@ -24,8 +24,9 @@ var (
 )
 
 // schemaVersion is written into new files; a file with a newer version is refused
-// rather than misread.
-const schemaVersion = 1
+// rather than misread, and an older one is migrated when opened (see migrations).
+// Version 2 added the route destination index.
+const schemaVersion = 2
 
 var (
 	bucketMeta          = []byte("meta")
@@ -34,7 +35,10 @@ var (
 	bucketLBs           = []byte("loadbalancers")
 	bucketVIPs          = []byte("vips")
 	bucketRoutes        = []byte("routes")
-	keySchema           = []byte("schema")
+	// bucketRouteDests holds, per cluster, a bucket from a route's destination CIDR to
+	// its name: a new route's conflict check is one lookup, not a scan of the table.
+	bucketRouteDests = []byte("route-destinations")
+	keySchema        = []byte("schema")
 )
 
 // Store is the local cloud's state file. It is safe for concurrent use.
@@ -50,7 +54,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("opening state file %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketInstances, bucketInstanceNames, bucketLBs, bucketVIPs, bucketRoutes} {
+		for _, b := range [][]byte{bucketMeta, bucketInstances, bucketInstanceNames, bucketLBs, bucketVIPs, bucketRoutes, bucketRouteDests} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", b, err)
 			}
@@ -61,10 +65,17 @@ func Open(path string) (*Store, error) {
 			return meta.Put(keySchema, []byte(strconv.Itoa(schemaVersion)))
 		}
 		n, err := strconv.Atoi(string(v))
-		if err != nil || n > schemaVersion {
-			return fmt.Errorf("schema version %q: this localcloud understands version %d or older", v, schemaVersion)
+		if err != nil || n > schemaVersion || n < 1 {
+			return fmt.Errorf("schema version %q: this localcloud understands versions 1 to %d", v, schemaVersion)
 		}
-		return nil
+		// Migrate an older file in the same transaction: it is either fully migrated or
+		// left as it was.
+		for ; n < schemaVersion; n++ {
+			if err := migrate(tx, n); err != nil {
+				return fmt.Errorf("migrating from schema version %d to %d: %w", n, n+1, err)
+			}
+		}
+		return meta.Put(keySchema, []byte(strconv.Itoa(schemaVersion)))
 	})
 	if err != nil {
 		_ = db.Close()
@@ -96,6 +107,28 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	return s.db.Update(fn)
+}
+
+// batch is update for the writes many clients make at once (load balancer and route
+// changes): bbolt joins the calls that arrive together into one transaction, so they
+// share one write to disk (fsync) instead of queueing for one each. fn may run more
+// than once (bbolt runs a batch again without a call that failed), so it must set its
+// results afresh on every run and have no effect outside tx.
+func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Batch(fn)
+}
+
+// migrate brings a file from schema version from to from+1, inside Open's transaction.
+func migrate(tx *bolt.Tx, from int) error {
+	switch from {
+	case 1:
+		return indexRouteDestinations(tx)
+	default:
+		return fmt.Errorf("no migration from schema version %d", from)
+	}
 }
 
 func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/nephele-dev/nephele/localcloud/api"
 )
 
@@ -342,5 +344,71 @@ func TestOpenRefusesLockedFile(t *testing.T) {
 	_, path := newStore(t)
 	if _, err := Open(path); err == nil {
 		t.Fatal("a second Open of a held state file succeeded")
+	}
+}
+
+func TestOpenMigratesSchemaOneToTheRouteIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	createInstance(t, s, "n1")
+	createInstance(t, s, "n2")
+	for _, dest := range []string{"10.244.1.0/24", "10.244.2.0/24"} {
+		if _, _, err := s.CreateRoute(ctx, "k", api.RouteSpec{DestinationCIDR: dest, TargetNode: "n1"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Make it a version 1 file, which had no destination index.
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketRouteDests); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte("1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openStore(t, path)
+	defer func() { _ = s.Close() }()
+	var version string
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		version = string(tx.Bucket(bucketMeta).Get(keySchema))
+		return nil
+	})
+	if version != "2" {
+		t.Errorf("schema version after migration = %q, want 2", version)
+	}
+	// The index knows the old routes: a second route to one of their destinations
+	// conflicts, the same route again is found, and a deleted one frees its destination.
+	if _, _, err := s.CreateRoute(ctx, "k", api.RouteSpec{Name: "other", DestinationCIDR: "10.244.1.0/24", TargetNode: "n2"}, time.Now()); !errors.Is(err, ErrConflict) {
+		t.Errorf("a second route to a migrated route's destination: %v, want a conflict", err)
+	}
+	if r, created, err := s.CreateRoute(ctx, "k", api.RouteSpec{Name: "again", DestinationCIDR: "10.244.2.0/24", TargetNode: "n1"}, time.Now()); err != nil || created || r.Name != "r-10-244-2-0-24" {
+		t.Errorf("the same route under another name = %+v, created %v, %v; want the migrated route", r, created, err)
+	}
+	if err := s.DeleteRoute(ctx, "k", "r-10-244-1-0-24"); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := s.CreateRoute(ctx, "k", api.RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n2"}, time.Now()); err != nil || !created {
+		t.Errorf("a route to a freed destination: created %v, %v", created, err)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, []byte("99")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path); err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a file with a newer schema succeeded")
 	}
 }

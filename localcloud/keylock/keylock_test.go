@@ -1,18 +1,18 @@
-package server
+package keylock
 
 import (
 	"sync"
 	"testing"
 )
 
-func TestKeyedLocksSerializeOneKeyAndForgetIt(t *testing.T) {
-	var k keyedLocks
+func TestLocksSerializeOneKeyAndForgetIt(t *testing.T) {
+	var k Locks
 	var wg sync.WaitGroup
 	counts := map[string]*int{"a": new(int), "b": new(int)}
 	for i := range 200 {
 		key := []string{"a", "b"}[i%2]
 		wg.Go(func() {
-			defer k.lock(key)()
+			defer k.Lock(key)()
 			*counts[key]++ // the race detector fails the test if two holders of one key overlap
 		})
 	}
