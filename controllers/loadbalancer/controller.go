@@ -162,6 +162,9 @@ func New(cfg Config) (*Controller, error) {
 		Loops:       []worker.Loop{c.batchNodeChanges},
 		Health:      cfg.Health,
 		Logger:      cfg.Logger,
+		// A Service waiting for its load balancer, or for its deletion, goes before
+		// backend updates of load balancers that already serve (see enqueue).
+		Prioritized: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("service-lb-controller: %w", err)
@@ -228,11 +231,21 @@ func (c *Controller) serviceDeleted(obj any) {
 	}
 	// Only a Service whose load balancer we ensured needs work once it is gone.
 	if c.hasState(k) {
-		c.worker.Add(k)
+		c.worker.AddCritical(k)
 	}
 }
 
-func (c *Controller) enqueue(svc *corev1.Service) { c.worker.Add(key(svc)) }
+// enqueue queues svc: ahead of backend updates when it has no address yet or its load
+// balancer is to be deleted, the work that leaves a Service unserved or a cloud
+// resource leaking until it is done; behind them otherwise.
+func (c *Controller) enqueue(svc *corev1.Service) {
+	if svc.DeletionTimestamp != nil || needsCleanup(svc, c.class) ||
+		(wantsLoadBalancer(svc, c.class) && len(svc.Status.LoadBalancer.Ingress) == 0) {
+		c.worker.AddCritical(key(svc))
+		return
+	}
+	c.worker.Add(key(svc))
+}
 
 func key(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
 

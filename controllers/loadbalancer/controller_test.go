@@ -146,6 +146,49 @@ func TestClassFiltering(t *testing.T) {
 	}
 }
 
+func TestNewLoadBalancersGoBeforeBackendUpdates(t *testing.T) {
+	// One worker, so that the order of the cloud calls is the queue's order.
+	h := newHarness(t, func(c *Config) { c.Workers = 1 }, newNode("n1"))
+	for i := range 4 {
+		h.waitIngress("ns", h.createService(newService("ns", fmt.Sprintf("old-%d", i))).Name)
+	}
+	h.quiesce()
+	h.cloud.ResetCalls()
+
+	// A node joins: four backend updates are queued; the first one hangs and holds the
+	// worker while a new Service arrives behind the other three.
+	h.cloud.Hang(cloud.OpUpdateLoadBalancerBackends, "")
+	h.createNode(newNode("n2"))
+	poll.Eventually(t, "the first backend update in flight", func() error {
+		if h.cloud.InFlight() == 0 {
+			return errors.New("no call in flight")
+		}
+		return nil
+	})
+	h.createService(newService("ns", "new"))
+	poll.Eventually(t, "the new Service queued", func() error {
+		if h.ctrl.worker.Len() < 4 {
+			return fmt.Errorf("%d keys queued, want the three other updates and the new Service", h.ctrl.worker.Len())
+		}
+		return nil
+	})
+	h.cloud.Unhang(cloud.OpUpdateLoadBalancerBackends, "")
+	h.waitIngress("ns", "new")
+	h.quiesce()
+
+	var order []cloud.Operation
+	for _, c := range h.cloud.CallLog() {
+		if c.Op == cloud.OpEnsureLoadBalancer || c.Op == cloud.OpUpdateLoadBalancerBackends {
+			order = append(order, c.Op)
+		}
+	}
+	want := []cloud.Operation{cloud.OpUpdateLoadBalancerBackends, cloud.OpEnsureLoadBalancer,
+		cloud.OpUpdateLoadBalancerBackends, cloud.OpUpdateLoadBalancerBackends, cloud.OpUpdateLoadBalancerBackends}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("cloud calls in order %v, want the new load balancer's ensure right after the update in flight: %v", order, want)
+	}
+}
+
 func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 	h := newHarness(t, nil, newNode("n1"))
 	var names []string

@@ -52,6 +52,11 @@ type Config struct {
 	Health *manager.Progress
 	// Logger logs retries and terminal errors; the zero value discards.
 	Logger logr.Logger
+	// Prioritized queues keys by priority: a key added with AddCritical goes before
+	// the keys added with Add, first come first served within each, though never so
+	// long that the others starve (see refineEvery). A retry keeps the priority the
+	// key was synced with.
+	Prioritized bool
 }
 
 // Worker runs a controller's queue. Create it with New before registering event
@@ -59,6 +64,8 @@ type Config struct {
 type Worker struct {
 	cfg   Config
 	queue workqueue.TypedRateLimitingInterface[string]
+	// prio orders queue when Config.Prioritized is set; nil otherwise.
+	prio *priorityFIFO
 }
 
 // New checks cfg and builds the worker with its queue.
@@ -75,15 +82,33 @@ func New(cfg Config) (*Worker, error) {
 	if rl == nil {
 		rl = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}
-	return &Worker{
-		cfg: cfg,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(rl,
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}),
-	}, nil
+	w := &Worker{cfg: cfg}
+	qc := workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}
+	if cfg.Prioritized {
+		w.prio = newPriorityFIFO()
+		qc.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+			Name:  cfg.Name,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: cfg.Name, Queue: w.prio}),
+		})
+	}
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, qc)
+	return w, nil
 }
 
-// Add queues key for a sync. Keys already queued are synced once.
+// Add queues key for a sync. Keys already queued are synced once; in a prioritized
+// worker, at the higher of the priorities they were added with.
 func (w *Worker) Add(key string) { w.queue.Add(key) }
+
+// AddCritical queues key ahead of every key added with Add, in a worker with
+// Config.Prioritized; in another it is Add. It is for work that keeps something
+// unusable until it is done (a Service without its load balancer), as against work
+// that only refines what already serves.
+func (w *Worker) AddCritical(key string) {
+	if w.prio != nil {
+		_ = w.prio.mark(key)
+	}
+	w.queue.Add(key)
+}
 
 // AddAfter queues key after d.
 func (w *Worker) AddAfter(key string, d time.Duration) { w.queue.AddAfter(key, d) }
@@ -171,13 +196,18 @@ func (w *Worker) processNext(ctx context.Context) bool {
 	}
 	defer w.queue.Done(key)
 	res, err := w.cfg.Sync(ctx, key)
-	w.handle(ctx, key, res, err)
+	// A retry of critical work stays critical: marked before it is queued again, the
+	// mark taken back when it is not (unless an event marked it meanwhile).
+	ours := w.prio != nil && w.prio.finish(key) && !w.prio.mark(key)
+	if !w.handle(ctx, key, res, err) && ours {
+		w.prio.unmark(key)
+	}
 	w.cfg.Health.Progressed()
 	return true
 }
 
-// handle decides when key is synced again.
-func (w *Worker) handle(ctx context.Context, key string, res Result, err error) {
+// handle decides when key is synced again, and returns whether it queued key again.
+func (w *Worker) handle(ctx context.Context, key string, res Result, err error) (requeued bool) {
 	log := w.cfg.Logger
 	switch {
 	case err == nil:
@@ -199,11 +229,13 @@ func (w *Worker) handle(ctx context.Context, key string, res Result, err error) 
 		if after, ok := cloud.RetryAfter(err); ok {
 			log.V(2).Info("Cloud throttled the sync, retrying after its Retry-After", "key", key, "retryAfter", after)
 			w.queue.AddAfter(key, after)
-			return
+			return true
 		}
 		log.Error(err, "Sync failed, will retry", "key", key, "retries", w.queue.NumRequeues(key))
 		w.queue.AddRateLimited(key)
+		return true
 	}
+	return err == nil && res.RequeueAfter > 0
 }
 
 // terminalError marks a failure that retrying cannot fix.

@@ -90,33 +90,107 @@ func TestResults(t *testing.T) {
 			return Result{}, fmt.Errorf("ensuring load balancer: %w", instrumented.ErrFenced)
 		}, 1, 0},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &recorder{calls: map[string][]time.Time{}, answer: func(_ string, n int) (Result, error) {
-				if n == 1 {
-					return tt.first()
-				}
-				return Result{}, nil
-			}}
-			w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2,
-				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
-			w.Add("k")
-			calls := r.waitCalls(t, "k", tt.wantCalls)
-			if tt.wantCalls > 1 {
-				if gap := calls[1].Sub(calls[0]); gap < tt.minGap {
-					t.Errorf("second sync %v after the first, want at least %v", gap, tt.minGap)
-				}
-			}
-			// A key that is done is not synced again: give a wrongly queued retry the
-			// time to show (the longest wait above, with room), then count.
-			w.Add("marker")
-			r.waitCalls(t, "marker", 1)
-			time.Sleep(2 * wait)
-			if got := len(r.times("k")); got != tt.wantCalls {
-				t.Errorf("key synced %d times, want %d", got, tt.wantCalls)
-			}
-		})
+	for _, prioritized := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/prioritized=%v", tt.name, prioritized), func(t *testing.T) {
+				testResult(t, prioritized, tt.first, tt.wantCalls, tt.minGap, wait)
+			})
+		}
 	}
+}
+
+// testResult checks what the worker does after a first sync answers first.
+func testResult(t *testing.T, prioritized bool, first func() (Result, error), wantCalls int, minGap, wait time.Duration) {
+	t.Helper()
+	r := &recorder{calls: map[string][]time.Time{}, answer: func(_ string, n int) (Result, error) {
+		if n == 1 {
+			return first()
+		}
+		return Result{}, nil
+	}}
+	w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2, Prioritized: prioritized,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+	w.Add("k")
+	calls := r.waitCalls(t, "k", wantCalls)
+	if wantCalls > 1 {
+		if gap := calls[1].Sub(calls[0]); gap < minGap {
+			t.Errorf("second sync %v after the first, want at least %v", gap, minGap)
+		}
+	}
+	// A key that is done is not synced again: give a wrongly queued retry the time to
+	// show (the longest wait above, with room), then count.
+	w.Add("marker")
+	r.waitCalls(t, "marker", 1)
+	time.Sleep(2 * wait)
+	if got := len(r.times("k")); got != wantCalls {
+		t.Errorf("key synced %d times, want %d", got, wantCalls)
+	}
+}
+
+func TestCriticalKeysGoFirstAndRetryAsCritical(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	gate := make(chan struct{})
+	var w *Worker
+	sync := func(ctx context.Context, key string) (Result, error) {
+		mu.Lock()
+		order = append(order, key)
+		n := len(order)
+		mu.Unlock()
+		switch {
+		case key == "gate":
+			<-gate
+		case key == "critical" && n == 2:
+			return Result{}, errors.New("first attempt fails")
+		case key == "refine-1":
+			// Hold the only worker until the failed critical key is back in the queue
+			// (its retry waits 1ms), so that the next pick chooses between it and
+			// refine-2.
+			if err := poll.Until(ctx, poll.Timeout, func(context.Context) error {
+				if w.Len() < 2 {
+					return errors.New("the critical key's retry is not queued yet")
+				}
+				return nil
+			}); err != nil {
+				return Result{}, err
+			}
+		}
+		return Result{}, nil
+	}
+	w = start(t, Config{Name: "prio", Sync: sync, Workers: 1, Prioritized: true,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+	w.Add("gate")
+	poll.Eventually(t, "the gate key in work", func() error {
+		if w.Len() != 0 {
+			return errors.New("still queued")
+		}
+		return nil
+	})
+	w.Add("refine-1")
+	w.Add("refine-2")
+	w.AddCritical("critical")
+	close(gate)
+	want := []string{"gate", "critical", "refine-1", "critical", "refine-2"}
+	poll.Eventually(t, "every key synced", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(order) < len(want) {
+			return fmt.Errorf("synced %v", order)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("sync order %v, want %v", order, want)
+	}
+}
+
+func TestAddCriticalWithoutPrioritiesIsAdd(t *testing.T) {
+	r := &recorder{calls: map[string][]time.Time{}, answer: func(string, int) (Result, error) { return Result{}, nil }}
+	w := start(t, Config{Name: "plain", Sync: r.sync, Workers: 1})
+	w.AddCritical("k")
+	r.waitCalls(t, "k", 1)
 }
 
 func TestProgressAndPending(t *testing.T) {
@@ -222,5 +296,57 @@ func TestTerminal(t *testing.T) {
 	}
 	if !IsTerminal(fmt.Errorf("wrapped: %w", errors.Join(err, Terminal(errors.New("also bad"))))) {
 		t.Error("a wrapped join of terminal errors is not terminal")
+	}
+}
+
+func TestPriorityFIFOOrderAndNoStarvation(t *testing.T) {
+	tests := []struct {
+		name     string
+		refine   []string
+		critical []string
+		want     []string
+	}{
+		{"refine only is FIFO", []string{"r1", "r2", "r3"}, nil, []string{"r1", "r2", "r3"}},
+		{"critical first", []string{"r1", "r2"}, []string{"c1", "c2"}, []string{"c1", "c2", "r1", "r2"}},
+		{"one refine in every refineEvery pops while both wait",
+			[]string{"r1", "r2"}, []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"},
+			[]string{"c1", "c2", "c3", "c4", "r1", "c5", "c6", "c7", "c8", "r2", "c9"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newPriorityFIFO()
+			for _, k := range tt.refine {
+				q.Push(k)
+			}
+			for _, k := range tt.critical {
+				q.mark(k)
+				q.Push(k)
+			}
+			var got []string
+			for q.Len() > 0 {
+				got = append(got, q.Pop())
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("pops %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// A queued refining key marked later moves behind the critical keys already queued.
+	q := newPriorityFIFO()
+	q.Push("r1")
+	q.Push("r2")
+	q.mark("c1")
+	q.Push("c1")
+	q.mark("r2")
+	q.Touch("r2")
+	var got []string
+	for q.Len() > 0 {
+		got = append(got, q.Pop())
+	}
+	if want := "[c1 r2 r1]"; fmt.Sprint(got) != want {
+		t.Errorf("pops after a touch %v, want %v", got, want)
+	}
+	if !q.finish("r2") || q.finish("r1") {
+		t.Error("finish does not tell the keys popped as critical from the others")
 	}
 }

@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"slices"
+	"sync"
+)
+
+// refineEvery bounds how long refining keys wait behind critical ones: while keys of
+// both priorities are queued, one pop in refineEvery takes the oldest refining key, so
+// a steady stream of critical work cannot starve the rest (the same share the cloud
+// budget's classes keep, instrumented.RefineEvery).
+const refineEvery = 5
+
+// priorityFIFO is a client-go workqueue.Queue that hands out critical keys before the
+// others, first come first served within each priority. client-go's queue keeps its
+// guarantees (a key is synced by one worker at a time, added keys are deduplicated,
+// delays and rate limits); this only chooses the order. The workqueue calls Touch,
+// Push, Len and Pop under its own lock; mark and the bookkeeping of what was popped
+// come from workers and event handlers, hence mu.
+type priorityFIFO struct {
+	mu sync.Mutex
+	// marked are the keys to queue as critical when they are next pushed or touched.
+	marked map[string]bool
+	// popped are the keys handed out as critical and not finished yet.
+	popped   map[string]bool
+	critical []string
+	refine   []string
+	// streak counts critical pops in a row while refining keys waited.
+	streak int
+}
+
+func newPriorityFIFO() *priorityFIFO {
+	return &priorityFIFO{marked: map[string]bool{}, popped: map[string]bool{}}
+}
+
+// mark makes key critical when the workqueue next pushes or touches it; the caller adds
+// key to the workqueue right after. It returns whether key was marked already.
+func (q *priorityFIFO) mark(key string) (was bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	was = q.marked[key]
+	q.marked[key] = true
+	return was
+}
+
+// unmark takes back a mark that was not followed by an add.
+func (q *priorityFIFO) unmark(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.marked, key)
+}
+
+// finish forgets that key was popped as critical and returns whether it was, so that a
+// retry can be marked again.
+func (q *priorityFIFO) finish(key string) (critical bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	critical = q.popped[key]
+	delete(q.popped, key)
+	return critical
+}
+
+// Touch moves a queued key that was marked since it was pushed to the critical queue.
+func (q *priorityFIFO) Touch(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.marked[key] {
+		return
+	}
+	if i := slices.Index(q.refine, key); i >= 0 {
+		q.refine = slices.Delete(q.refine, i, i+1)
+		q.critical = append(q.critical, key)
+	}
+}
+
+// Push queues a key that is not queued.
+func (q *priorityFIFO) Push(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.marked[key] {
+		q.critical = append(q.critical, key)
+		return
+	}
+	q.refine = append(q.refine, key)
+}
+
+// Len returns how many keys are queued.
+func (q *priorityFIFO) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.critical) + len(q.refine)
+}
+
+// Pop takes the next key: the oldest critical one, but for every refineEvery-th pop
+// while refining keys wait, which takes the oldest of those. The workqueue pops only
+// when Len is positive.
+func (q *priorityFIFO) Pop() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var key string
+	if len(q.critical) > 0 && (len(q.refine) == 0 || q.streak < refineEvery-1) {
+		key, q.critical = q.critical[0], q.critical[1:]
+		if len(q.refine) > 0 {
+			q.streak++
+		}
+		if q.marked[key] {
+			q.popped[key] = true
+			delete(q.marked, key)
+		}
+		return key
+	}
+	key, q.refine = q.refine[0], q.refine[1:]
+	q.streak = 0
+	if q.marked[key] {
+		// Marked while it waited but not touched since: it was critical all the same.
+		q.popped[key] = true
+		delete(q.marked, key)
+	}
+	return key
+}
