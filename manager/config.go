@@ -36,8 +36,12 @@ func DefaultControllerConfig() ControllerConfig {
 		// Upstream's is 10s; routes are re-checked when nodes change, so the period is
 		// only a safety net against drift in the cloud.
 		RouteReconciliationPeriod: 5 * time.Minute,
-		// Upstream's is 1, which lets one slow load balancer hold up every other.
-		ConcurrentServiceSyncs: 10,
+		// Upstream's is 1, which lets one slow load balancer hold up every other. A
+		// load balancer with thousands of backends takes a cloud call of a few hundred
+		// milliseconds and two apiserver writes to create; at a quota of 50 calls/s that
+		// is ten to twenty syncs in flight, and the shared cloud budget, not the number
+		// of workers, keeps the calls within the quota.
+		ConcurrentServiceSyncs: 20,
 		// Upstream's is 1. One worker's writes bounded the initialization of a burst
 		// (about 130 nodes/s); ten make the apiserver the limit instead.
 		ConcurrentNodeSyncs:           10,

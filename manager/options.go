@@ -269,8 +269,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The period for reconciling routes created for Nodes by cloud provider. (nephele: default 5m, upstream 10s: "+
 			"routes are re-checked when nodes change, so the period is only a safety net against drift in the cloud.)")
 	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs,
-		"The number of services that are allowed to sync concurrently. (nephele: default 10, upstream 1, "+
-			"so that one slow load balancer does not hold up the others.)")
+		"The number of services that are allowed to sync concurrently. (nephele: default 20, upstream 1, "+
+			"so that one slow load balancer does not hold up the others and slow cloud calls still fill the cloud's quota; "+
+			"the shared cloud budget keeps the calls within it.)")
 	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs,
 		"Number of workers concurrently synchronizing nodes. (nephele: default 10, upstream 1, so that the apiserver, "+
 			"not one worker's writes, bounds how fast a burst of joining nodes is initialized; the instances still come "+

@@ -510,7 +510,7 @@ func TestFlagDefaults(t *testing.T) {
 		"node-monitor-period":               "5s",
 		"node-status-update-frequency":      "5m0s",
 		"route-reconciliation-period":       "5m0s", // nephele
-		"concurrent-service-syncs":          "10",   // nephele
+		"concurrent-service-syncs":          "20",   // nephele
 		"concurrent-node-syncs":             "10",   // nephele
 		"concurrent-route-syncs":            "10",
 		"node-deletion-grace-period":        "40s",

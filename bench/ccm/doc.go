@@ -17,4 +17,6 @@
 // Beside the manager, the process samples its Go runtime's memory every quarter second
 // and serves the current and peak values as JSON on a loopback port (see Stats), so the
 // harness can read the heap without either manager's metrics endpoint and its auth.
+// The same port serves the process's pprof profiles (/debug/pprof/), to find where a
+// run's memory and CPU go.
 package ccm

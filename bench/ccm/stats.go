@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -47,7 +48,7 @@ var sampleNames = []string{
 	"/sched/goroutines:goroutines",
 }
 
-// sampler keeps Stats up to date and serves them.
+// sampler keeps Stats up to date and serves them, and the process's profiles.
 type sampler struct {
 	mu      sync.Mutex
 	stats   Stats
@@ -81,6 +82,11 @@ func startStats(ctx context.Context, addrFile string) (*sampler, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.current())
 	})
+	// Profiles of the manager under test, for finding where its memory and CPU go
+	// during a run (go tool pprof http://ADDR/debug/pprof/heap). The endpoint is on
+	// loopback and exists only in the benchmark's wrapper.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
