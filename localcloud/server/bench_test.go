@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
@@ -130,30 +131,14 @@ func BenchmarkLoadBalancerCalls(b *testing.B) {
 func BenchmarkCreateRoute(b *testing.B) {
 	c := startBenchCloud(b)
 	const existing = 5000
-	ctx := context.Background()
-	instances := existing + b.N
-	ids := make([]string, instances)
-	sem := make(chan struct{}, 32)
-	errs := make(chan error, instances)
-	for i := range instances {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			inst, err := c.CreateInstance(ctx, api.InstanceSpec{Name: fmt.Sprintf("node-%06d", i)})
-			if err != nil {
-				errs <- err
-				return
-			}
+	ids := make([]string, existing+b.N)
+	inParallel(b, len(ids), func(ctx context.Context, i int) error {
+		inst, err := c.CreateInstance(ctx, api.InstanceSpec{Name: fmt.Sprintf("node-%06d", i)})
+		if err == nil {
 			ids[i] = inst.ID
-		}()
-	}
-	for range cap(sem) {
-		sem <- struct{}{}
-	}
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+		}
+		return err
+	})
 	route := func(ctx context.Context, i int) error {
 		_, err := c.CreateRoute(ctx, "bench", api.RouteSpec{
 			DestinationCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + i>>16), byte(i >> 8), byte(i)}), 32).String(),
@@ -161,10 +146,20 @@ func BenchmarkCreateRoute(b *testing.B) {
 		})
 		return err
 	}
-	for i := range existing {
-		if err := route(ctx, i); err != nil {
-			b.Fatal(err)
-		}
-	}
+	inParallel(b, existing, route)
 	runParallel(b, func(ctx context.Context, i int) error { return route(ctx, existing+i) })
+}
+
+// inParallel calls fn for 0..n-1 from 32 goroutines, failing b on the first error: the
+// set-up of a benchmark's state.
+func inParallel(b *testing.B, n int, fn func(ctx context.Context, i int) error) {
+	b.Helper()
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(32)
+	for i := range n {
+		g.Go(func() error { return fn(ctx, i) })
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
 }
