@@ -26,6 +26,8 @@ type Client struct {
 	token     string
 	hc        *http.Client
 	userAgent string
+	// minimal asks for minimal answers to load balancer writes (WithMinimalAnswers).
+	minimal bool
 }
 
 // Option configures a Client.
@@ -44,6 +46,12 @@ func WithTimeout(d time.Duration) Option {
 		c.hc = &hc
 	}
 }
+
+// WithMinimalAnswers asks the cloud to answer load balancer writes (EnsureLoadBalancer,
+// UpdateLoadBalancerBackends) without the backends and their health (Prefer:
+// return=minimal, RFC 7240): the VIP, ports and any data plane error still come back.
+// For callers that send thousands of backends and need none of them back.
+func WithMinimalAnswers() Option { return func(c *Client) { c.minimal = true } }
 
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
@@ -158,6 +166,11 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // do sends a request and decodes a 2xx JSON answer into out (unless out is nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	return c.doWith(ctx, method, path, query, nil, in, out)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, path string, query url.Values, header http.Header, in, out any) error {
 	u, err := c.url(path)
 	if err != nil {
 		return fmt.Errorf("local cloud: %s %s: %w", method, path, err)
@@ -180,6 +193,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("User-Agent", c.userAgent)
 	req.Header.Set("Accept", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -138,14 +138,22 @@ func (c *Client) Console(ctx context.Context, id string, tailBytes int) (*api.Co
 }
 
 // EnsureLoadBalancer creates the named load balancer or updates it to spec, and
-// returns it with its VIP. A port already in use on the VIP fails with a 409 *Error
+// returns it with its VIP (without its backends for a client made WithMinimalAnswers). A port already in use on the VIP fails with a 409 *Error
 // and changes nothing.
 func (c *Client) EnsureLoadBalancer(ctx context.Context, name string, spec api.LoadBalancerSpec) (*api.LoadBalancer, error) {
 	var out api.LoadBalancer
-	if err := c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+seg(name), nil, spec, &out); err != nil {
+	if err := c.doWith(ctx, http.MethodPut, "/v1/loadbalancers/"+seg(name), nil, c.writeHeader(), spec, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// writeHeader is the extra headers of a load balancer write.
+func (c *Client) writeHeader() http.Header {
+	if !c.minimal {
+		return nil
+	}
+	return http.Header{"Prefer": {"return=minimal"}}
 }
 
 // UpdateLoadBalancerBackends sets the backends of an existing load balancer.
@@ -154,7 +162,7 @@ func (c *Client) UpdateLoadBalancerBackends(ctx context.Context, name string, ba
 		backends = []api.Backend{}
 	}
 	var out api.LoadBalancer
-	if err := c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+seg(name)+"/backends", nil, api.BackendsUpdate{Backends: backends}, &out); err != nil {
+	if err := c.doWith(ctx, http.MethodPut, "/v1/loadbalancers/"+seg(name)+"/backends", nil, c.writeHeader(), api.BackendsUpdate{Backends: backends}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/nephele-dev/nephele/localcloud/api"
@@ -69,6 +70,33 @@ func (s *Server) withStatus(lb api.LoadBalancer) api.LoadBalancer {
 		lb.Status.Backends = append(lb.Status.Backends, api.BackendStatus{NodeName: b.NodeName, Address: b.Address, Health: h})
 	}
 	return lb
+}
+
+// written is the answer to a write of lb: lb with its status, or, when the request
+// asks for a minimal answer (Prefer: return=minimal, RFC 7240), lb without its backends
+// and their health. A caller that sent thousands of backends rarely needs them back,
+// and a cloud's own API answers such writes with little.
+func (s *Server) written(c *call, lb api.LoadBalancer) api.LoadBalancer {
+	if !prefersMinimal(c.r) {
+		return s.withStatus(lb)
+	}
+	c.w.Header().Set("Preference-Applied", "return=minimal")
+	lb.Status.Error = s.dpError(lb.Name)
+	lb.Spec.Backends = nil
+	lb.Status.Backends = nil
+	return lb
+}
+
+// prefersMinimal reports whether r's Prefer headers ask for return=minimal.
+func prefersMinimal(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(pref), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) lbName(c *call) (string, error) {
@@ -167,7 +195,7 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	}
 
 	if exists && old.Status.VIP == vip.String() && sameSpec(&old.Spec, &spec) && s.dpError(name) == "" {
-		return http.StatusOK, s.withStatus(old), nil
+		return http.StatusOK, s.written(c, old), nil
 	}
 	now := time.Now().UTC()
 	lb := api.LoadBalancer{Name: name, Spec: spec, Status: api.LoadBalancerStatus{VIP: vip.String()}, CreatedAt: now, UpdatedAt: now}
@@ -181,7 +209,7 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	if !exists {
 		status = http.StatusCreated
 	}
-	return status, s.withStatus(lb), nil
+	return status, s.written(c, lb), nil
 }
 
 // claimVIP claims vip for load balancer name until the returned release is called:
@@ -265,7 +293,7 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusCreated, s.withStatus(lb), nil
+		return http.StatusCreated, s.written(c, lb), nil
 	}
 }
 
@@ -308,7 +336,7 @@ func (s *Server) updateBackends(c *call) (int, any, error) {
 	if err := s.apply(c, lb); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, s.withStatus(lb), nil
+	return http.StatusOK, s.written(c, lb), nil
 }
 
 func (s *Server) deleteLoadBalancer(c *call) (int, any, error) {

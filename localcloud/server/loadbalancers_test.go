@@ -498,3 +498,37 @@ func TestConcurrentLoadBalancerChanges(t *testing.T) {
 		t.Errorf("%d got the requested VIP and %d a conflict, want one each", won, lost)
 	}
 }
+
+func TestMinimalAnswersToLoadBalancerWrites(t *testing.T) {
+	c := startCloud(t)
+	minimal, err := client.New(c.srv.URL(), token, client.WithMinimalAnswers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := api.LoadBalancerSpec{Ports: []api.Port{tcpPort(80, 30080)}, Backends: []api.Backend{backend("node-1", nodeA), backend("node-2", nodeB)}}
+	tests := []struct {
+		name  string
+		write func(*client.Client) (*api.LoadBalancer, error)
+	}{
+		{"ensure", func(cl *client.Client) (*api.LoadBalancer, error) { return cl.EnsureLoadBalancer(ctx(), "web", spec) }},
+		{"update backends", func(cl *client.Client) (*api.LoadBalancer, error) {
+			return cl.UpdateLoadBalancerBackends(ctx(), "web", spec.Backends[:1])
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lb := must(tt.write(minimal)).of(t)
+			if lb.Status.VIP == "" || len(lb.Spec.Ports) != 1 || lb.Spec.Backends != nil || lb.Status.Backends != nil {
+				t.Errorf("minimal answer %+v: want the VIP and ports without backends", lb)
+			}
+			full := must(tt.write(c.client)).of(t)
+			if full.Status.VIP != lb.Status.VIP || len(full.Spec.Backends) == 0 || len(full.Status.Backends) != len(full.Spec.Backends) {
+				t.Errorf("full answer %+v: want the VIP, backends and their health", full)
+			}
+		})
+	}
+	// The stored load balancer keeps its backends whatever the answer left out.
+	if got := must(c.client.GetLoadBalancer(ctx(), "web")).of(t); len(got.Spec.Backends) != 1 {
+		t.Errorf("stored backends %v, want the one of the last update", got.Spec.Backends)
+	}
+}
