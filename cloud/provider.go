@@ -101,7 +101,9 @@ type LoadBalancerSpec struct {
 	Service types.NamespacedName
 	// Ports are the Service ports to listen on and the node ports to forward to.
 	Ports []LoadBalancerPort
-	// Backends are the nodes to forward to, sorted by node name.
+	// Backends are the nodes to forward to, sorted by node name. The slice is shared
+	// with the controller and every other load balancer's spec of the same node set
+	// (thousands of entries each): read it, never modify it; copy it to change it.
 	Backends []Backend
 	// HealthCheckNodePort is set for externalTrafficPolicy Local: health-check each
 	// backend over HTTP on this port.
