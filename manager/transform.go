@@ -2,6 +2,7 @@ package manager
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 )
@@ -59,4 +60,11 @@ func trimNode(n *corev1.Node) {
 	s.RuntimeHandlers = nil
 	s.Features = nil
 	s.Phase = ""
+	// Conditions stay (the lifecycle controller reads Ready, the route controller
+	// NetworkUnavailable's status and reason, hosted providers may read more), but not
+	// their human messages or the heartbeat time a kubelet moves every few seconds.
+	for i := range s.Conditions {
+		s.Conditions[i].Message = ""
+		s.Conditions[i].LastHeartbeatTime = metav1.Time{}
+	}
 }

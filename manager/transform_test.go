@@ -2,6 +2,7 @@ package manager
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +28,13 @@ func fatNode() *corev1.Node {
 			Unschedulable: true,
 		},
 		Status: corev1.NodeStatus{
-			Addresses:    []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
-			Conditions:   []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}, {Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+					LastHeartbeatTime: metav1.Unix(1700000100, 0), LastTransitionTime: metav1.Unix(1700000000, 0)},
+				{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "RouteCreated", Message: "the route controller created a route",
+					LastHeartbeatTime: metav1.Unix(1700000100, 0), LastTransitionTime: metav1.Unix(1700000000, 0)},
+			},
 			Capacity:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
 			Allocatable:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
 			Images:       []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1}},
@@ -62,7 +68,10 @@ func TestTrimForCacheKeepsWhatControllersRead(t *testing.T) {
 		{"provided node IP annotation", n.Annotations, map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "10.0.0.1"}},
 		{"spec", n.Spec, in.Spec},
 		{"addresses", n.Status.Addresses, in.Status.Addresses},
-		{"conditions", n.Status.Conditions, in.Status.Conditions},
+		{"condition types", conditionField(n, func(c corev1.NodeCondition) string { return string(c.Type) }), conditionField(in, func(c corev1.NodeCondition) string { return string(c.Type) })},
+		{"condition statuses", conditionField(n, func(c corev1.NodeCondition) string { return string(c.Status) }), conditionField(in, func(c corev1.NodeCondition) string { return string(c.Status) })},
+		{"condition reasons", conditionField(n, func(c corev1.NodeCondition) string { return c.Reason }), conditionField(in, func(c corev1.NodeCondition) string { return c.Reason })},
+		{"condition transition times", conditionField(n, func(c corev1.NodeCondition) string { return c.LastTransitionTime.String() }), conditionField(in, func(c corev1.NodeCondition) string { return c.LastTransitionTime.String() })},
 	}
 	for _, k := range kept {
 		if !reflect.DeepEqual(k.got, k.want) {
@@ -79,12 +88,28 @@ func TestTrimForCacheKeepsWhatControllersRead(t *testing.T) {
 		{"images", n.Status.Images},
 		{"volumesInUse", n.Status.VolumesInUse},
 		{"nodeInfo", n.Status.NodeInfo},
+		{"condition messages", strings.Join(conditionField(n, func(c corev1.NodeCondition) string { return c.Message }), "")},
+		{"condition heartbeats", strings.Join(conditionField(n, func(c corev1.NodeCondition) string {
+			if c.LastHeartbeatTime.IsZero() {
+				return ""
+			}
+			return c.LastHeartbeatTime.String()
+		}), "")},
 	}
 	for _, d := range dropped {
 		if !reflect.ValueOf(d.v).IsZero() {
 			t.Errorf("%s kept after the trim: %v", d.name, d.v)
 		}
 	}
+}
+
+// conditionField returns one field of each of node's conditions, in order.
+func conditionField(node *corev1.Node, field func(corev1.NodeCondition) string) []string {
+	out := make([]string, 0, len(node.Status.Conditions))
+	for _, c := range node.Status.Conditions {
+		out = append(out, field(c))
+	}
+	return out
 }
 
 func TestTrimForCacheServicesAndOthers(t *testing.T) {
