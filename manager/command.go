@@ -61,6 +61,7 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 			// client-go logs through klog; send it to the same structured sink at the
 			// same verbosity.
 			klog.SetLogger(log)
+			log.Info("Garbage collector target", "gcPercent", tuneGC())
 			klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 			klog.InitFlags(klogFlags)
 			_ = klogFlags.Set("v", strconv.Itoa(o.Verbosity))

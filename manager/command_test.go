@@ -51,3 +51,25 @@ func TestAPIServerConfigBadKubeconfig(t *testing.T) {
 		t.Fatal("apiserverConfig accepted a missing kubeconfig")
 	}
 }
+
+func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   int
+		wantOK bool
+	}{
+		{"unset: nephele's default", nil, DefaultGCPercent, true},
+		{"set: the runtime follows it", map[string]string{"GOGC": "200"}, 0, false},
+		{"set off: the runtime follows it", map[string]string{"GOGC": "off"}, 0, false},
+		{"set empty: still set by the operator", map[string]string{"GOGC": ""}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := gcPercent(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("gcPercent = %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
