@@ -123,6 +123,7 @@ func (r *rowRun) scenarioNeighbour(ctx context.Context) error {
 		return err
 	}
 	r.allServices += len(names)
+	maps.Copy(r.lbNames, lbNames)
 	keys := slices.Sorted(maps.Keys(lbNames))
 	routed := func() map[string]time.Time {
 		routes := r.w.tap.Routes()

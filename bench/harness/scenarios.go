@@ -258,10 +258,29 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 		}
 		return n
 	}
+	// So are backend updates still draining: nephele queues them behind new load
+	// balancers, and the last burst's can outlast its scenario.
+	want := map[string]string{}
+	for _, n := range slices.Concat(r.nodes, r.fanNodes, r.nbNodes) {
+		want[n] = r.addrs[n]
+	}
+	lbs := make([]string, 0, len(r.lbNames))
+	for _, name := range r.lbNames {
+		lbs = append(lbs, name)
+	}
+	lacking := func() int {
+		n := 0
+		for _, name := range lbs {
+			if _, ok := r.w.tap.HasBackends(name, want); !ok {
+				n++
+			}
+		}
+		return n
+	}
 	waitStart := time.Now()
 	if r.s.RouteWait > 0 {
-		r.logf("steady state: waiting up to %s for every node's route", r.s.RouteWait)
-		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return missing() == 0 }); err != nil && ctx.Err() != nil {
+		r.logf("steady state: waiting up to %s for every node's route and every load balancer's backends", r.s.RouteWait)
+		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return missing() == 0 && lacking() == 0 }); err != nil && ctx.Err() != nil {
 			return err
 		}
 	}
@@ -269,7 +288,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
-	out.RoutesMissing = missing()
+	out.RoutesMissing, out.BackendsMissing = missing(), lacking()
 	before, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -285,8 +304,8 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	}
 	out.Seconds = time.Since(start).Seconds()
 	out.Calls = results.Calls(after.Since(before))
-	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing at the start)",
-		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing)
+	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing and %d load balancers lacking nodes at the start)",
+		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, out.BackendsMissing)
 	return nil
 }
 

@@ -61,7 +61,7 @@ type Params struct {
 	CloudBurst     int      `json:"cloudBurst"`
 	// RequestTimeout bounds one cloud request in both providers.
 	RequestTimeout Duration `json:"requestTimeout"`
-	// RouteWait bounds the wait for every node's route before the steady window.
+	// RouteWait bounds the wait for every node's route, and every load balancer's backends, before the steady window.
 	RouteWait    Duration `json:"routeWait"`
 	SteadyWindow Duration `json:"steadyWindow"`
 	// OverlappedSteady is set when this row's steady-state window ran while other
@@ -283,12 +283,16 @@ type Steady struct {
 	Seconds  float64 `json:"seconds"`
 	Calls    Calls   `json:"calls"`
 	// RoutesWaitSeconds is how long the harness waited, before the quiet period, for
-	// every node to have its route.
+	// every node to have its route and every load balancer every node.
 	RoutesWaitSeconds float64 `json:"routesWaitSeconds"`
 	// RoutesMissing is how many nodes still had no route when the window began: a
 	// controller still catching up, whose route creations in the window are not
 	// recurring cost.
 	RoutesMissing int `json:"routesMissing"`
+	// BackendsMissing is how many load balancers of the S and noisy-neighbour
+	// Services still lacked a node of the bursts when the window began: backend
+	// updates still draining, the bursts' work as well.
+	BackendsMissing int `json:"backendsMissing"`
 }
 
 // CatchUpOp is the operation that a converged controller never calls in steady state:
