@@ -288,7 +288,8 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
-	out.RoutesMissing, out.BackendsMissing = missing(), lacking()
+	lb := lacking()
+	out.RoutesMissing, out.BackendsMissing = missing(), &lb
 	before, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -305,7 +306,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	out.Seconds = time.Since(start).Seconds()
 	out.Calls = results.Calls(after.Since(before))
 	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing and %d load balancers lacking nodes at the start)",
-		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, out.BackendsMissing)
+		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, lb)
 	return nil
 }
 

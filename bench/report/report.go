@@ -386,7 +386,17 @@ func (r *report) initSection(p func(string, ...any), charts map[string]*chart.Ch
 }
 
 func (r *report) steadySection(p func(string, ...any)) {
-	p("## 2. Steady state\n\nAfter the scenarios (and up to %s for every node's route and every load balancer's backends), a quiet period, then cloud calls counted over the window below, "+
+	// Results from before the harness waited for backend updates to drain have no
+	// count of them: say what those runs waited for.
+	backends := true
+	for _, x := range r.runs {
+		backends = backends && x.Steady.BackendsMissing != nil
+	}
+	waited := "every node's route"
+	if backends {
+		waited += " and every load balancer's backends"
+	}
+	p("## 2. Steady state\n\nAfter the scenarios (and up to %s for "+waited+"), a quiet period, then cloud calls counted over the window below, "+
 		"extrapolated to calls per node per hour over the Nodes and Services present (in the table). "+
 		"A converged controller never creates a route in steady state, so route creations in the window are a controller still catching up "+
 		"with the bursts: they are shown, but not counted as recurring calls.\n\n",
@@ -402,7 +412,9 @@ func (r *report) steadySection(p func(string, ...any)) {
 	}
 	r.line(p, sc, "recurring cloud calls in the window", func(x *results.Run) float64 { return float64(x.Steady.Recurring().Total()) }, count, true)
 	r.line(p, sc, "nodes without a route when the window began", func(x *results.Run) float64 { return float64(x.Steady.RoutesMissing) }, count, false)
-	r.line(p, sc, "load balancers lacking a node when the window began", func(x *results.Run) float64 { return float64(x.Steady.BackendsMissing) }, count, false)
+	if backends {
+		r.line(p, sc, "load balancers lacking a node when the window began", func(x *results.Run) float64 { return float64(*x.Steady.BackendsMissing) }, count, false)
+	}
 	r.line(p, sc, "route creations in the window (catch-up, incl. throttled)", func(x *results.Run) float64 { return float64(x.Steady.Calls.Op(results.CatchUpOp)) }, count, false)
 	p("\n")
 	r.target(p, "at most 0.1 cloud calls per node per hour", sc, []string{results.RowNephele}, func(n, _, _ *results.Run) (verdict, string) {

@@ -255,6 +255,32 @@ func TestReportRoutesOnlyInTheirSection(t *testing.T) {
 	}
 }
 
+func TestReportBackendsDrainedOnlyWhenEveryRowMeasuredIt(t *testing.T) {
+	withCount := func(row string, f float64, n int) *results.Run {
+		r := run(row, f)
+		r.Steady.BackendsMissing = &n
+		return r
+	}
+	tests := []struct {
+		name string
+		runs []*results.Run
+		want bool
+	}{
+		{"every row measured it", []*results.Run{withCount("nephele", 1, 0), withCount("upstream-tuned", 5, 3)}, true},
+		{"a row from before the harness waited", []*results.Run{withCount("nephele", 1, 0), run("upstream-tuned", 5)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, md := write(t, tt.runs...)
+			line := strings.Contains(md, "load balancers lacking a node when the window began")
+			text := strings.Contains(md, "every node's route and every load balancer's backends")
+			if line != tt.want || text != tt.want {
+				t.Errorf("backends line %v and text %v, want %v", line, text, tt.want)
+			}
+		})
+	}
+}
+
 func TestReportCharts(t *testing.T) {
 	r := newReport([]*results.Run{run("nephele", 1), crashed("upstream-tuned", 5), run("upstream-defaults", 20)})
 	_, charts := r.markdown(nil)

@@ -291,8 +291,9 @@ type Steady struct {
 	RoutesMissing int `json:"routesMissing"`
 	// BackendsMissing is how many load balancers of the S and noisy-neighbour
 	// Services still lacked a node of the bursts when the window began: backend
-	// updates still draining, the bursts' work as well.
-	BackendsMissing int `json:"backendsMissing"`
+	// updates still draining, the bursts' work as well. Nil in results from before the
+	// harness waited for them.
+	BackendsMissing *int `json:"backendsMissing,omitempty"`
 }
 
 // CatchUpOp is the operation that a converged controller never calls in steady state:
