@@ -14,7 +14,7 @@ import (
 // balancer) adds short-lived request data on top. At GOGC=100 the heap may grow to
 // twice what was live at the last collection, so a burst's peak resident set is about
 // twice the live heap; at 50 it is about one and a half times. The controllers spend
-// little CPU (in the large benchmark, under a sixth of upstream's over the same run),
+// little CPU (in the large benchmark, about a tenth of upstream's over the same run),
 // so collecting twice as often is cheap, while the memory limit a cluster operator
 // must set is what the peak costs. GOGC (and GOMEMLIMIT) set in the environment win,
 // as for any Go program.
