@@ -3,16 +3,15 @@ package worker
 import (
 	"slices"
 	"sync"
+
+	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
-// refineEvery bounds how long refining keys wait behind critical ones: while keys of
-// both priorities are queued, one pop in refineEvery takes the oldest refining key, so
-// a steady stream of critical work cannot starve the rest (the same share the cloud
-// budget's classes keep, instrumented.RefineEvery).
-const refineEvery = 5
-
 // priorityFIFO is a client-go workqueue.Queue that hands out critical keys before the
-// others, first come first served within each priority. client-go's queue keeps its
+// others, first come first served within each priority. While keys of both priorities
+// are queued, one pop in instrumented.RefineEvery takes the oldest refining key, so a
+// steady stream of critical work cannot starve the rest: the share the cloud budget's
+// classes keep. client-go's queue keeps its
 // guarantees (a key is synced by one worker at a time, added keys are deduplicated,
 // delays and rate limits); this only chooses the order. The workqueue calls Touch,
 // Push, Len and Pop under its own lock; mark and the bookkeeping of what was popped
@@ -91,30 +90,35 @@ func (q *priorityFIFO) Len() int {
 	return len(q.critical) + len(q.refine)
 }
 
-// Pop takes the next key: the oldest critical one, but for every refineEvery-th pop
-// while refining keys wait, which takes the oldest of those. The workqueue pops only
-// when Len is positive.
+// Pop takes the next key: the oldest critical one, but for every RefineEvery-th pop
+// while refining keys wait, which takes the oldest of those. A key that was marked,
+// whichever list it waited in, was popped as critical. The workqueue pops only when
+// Len is positive.
 func (q *priorityFIFO) Pop() string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var key string
-	if len(q.critical) > 0 && (len(q.refine) == 0 || q.streak < refineEvery-1) {
-		key, q.critical = q.critical[0], q.critical[1:]
+	if len(q.critical) > 0 && (len(q.refine) == 0 || q.streak < instrumented.RefineEvery-1) {
+		key = pop(&q.critical)
 		if len(q.refine) > 0 {
 			q.streak++
 		}
-		if q.marked[key] {
-			q.popped[key] = true
-			delete(q.marked, key)
-		}
-		return key
+	} else {
+		key = pop(&q.refine)
+		q.streak = 0
 	}
-	key, q.refine = q.refine[0], q.refine[1:]
-	q.streak = 0
 	if q.marked[key] {
-		// Marked while it waited but not touched since: it was critical all the same.
 		q.popped[key] = true
 		delete(q.marked, key)
 	}
+	return key
+}
+
+// pop takes the first key of list, clearing its slot so the backing array does not
+// keep it.
+func pop(list *[]string) string {
+	key := (*list)[0]
+	(*list)[0] = ""
+	*list = (*list)[1:]
 	return key
 }

@@ -54,7 +54,7 @@ type Config struct {
 	Logger logr.Logger
 	// Prioritized queues keys by priority: a key added with AddCritical goes before
 	// the keys added with Add, first come first served within each, though never so
-	// long that the others starve (see refineEvery). A retry keeps the priority the
+	// long that the others starve (see instrumented.RefineEvery). A retry keeps the priority the
 	// key was synced with.
 	Prioritized bool
 }
@@ -132,6 +132,9 @@ func (w *Worker) Drain(fn func(key string)) int {
 			break
 		}
 		fn(key)
+		if w.prio != nil {
+			w.prio.finish(key)
+		}
 		w.queue.Forget(key)
 		w.queue.Done(key)
 		n++

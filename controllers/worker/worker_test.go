@@ -93,37 +93,31 @@ func TestResults(t *testing.T) {
 	for _, prioritized := range []bool{false, true} {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/prioritized=%v", tt.name, prioritized), func(t *testing.T) {
-				testResult(t, prioritized, tt.first, tt.wantCalls, tt.minGap, wait)
+				r := &recorder{calls: map[string][]time.Time{}, answer: func(_ string, n int) (Result, error) {
+					if n == 1 {
+						return tt.first()
+					}
+					return Result{}, nil
+				}}
+				w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2, Prioritized: prioritized,
+					RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+				w.Add("k")
+				calls := r.waitCalls(t, "k", tt.wantCalls)
+				if tt.wantCalls > 1 {
+					if gap := calls[1].Sub(calls[0]); gap < tt.minGap {
+						t.Errorf("second sync %v after the first, want at least %v", gap, tt.minGap)
+					}
+				}
+				// A key that is done is not synced again: give a wrongly queued retry the
+				// time to show (the longest wait above, with room), then count.
+				w.Add("marker")
+				r.waitCalls(t, "marker", 1)
+				time.Sleep(2 * wait)
+				if got := len(r.times("k")); got != tt.wantCalls {
+					t.Errorf("key synced %d times, want %d", got, tt.wantCalls)
+				}
 			})
 		}
-	}
-}
-
-// testResult checks what the worker does after a first sync answers first.
-func testResult(t *testing.T, prioritized bool, first func() (Result, error), wantCalls int, minGap, wait time.Duration) {
-	t.Helper()
-	r := &recorder{calls: map[string][]time.Time{}, answer: func(_ string, n int) (Result, error) {
-		if n == 1 {
-			return first()
-		}
-		return Result{}, nil
-	}}
-	w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2, Prioritized: prioritized,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
-	w.Add("k")
-	calls := r.waitCalls(t, "k", wantCalls)
-	if wantCalls > 1 {
-		if gap := calls[1].Sub(calls[0]); gap < minGap {
-			t.Errorf("second sync %v after the first, want at least %v", gap, minGap)
-		}
-	}
-	// A key that is done is not synced again: give a wrongly queued retry the time to
-	// show (the longest wait above, with room), then count.
-	w.Add("marker")
-	r.waitCalls(t, "marker", 1)
-	time.Sleep(2 * wait)
-	if got := len(r.times("k")); got != wantCalls {
-		t.Errorf("key synced %d times, want %d", got, wantCalls)
 	}
 }
 
@@ -308,7 +302,7 @@ func TestPriorityFIFOOrderAndNoStarvation(t *testing.T) {
 	}{
 		{"refine only is FIFO", []string{"r1", "r2", "r3"}, nil, []string{"r1", "r2", "r3"}},
 		{"critical first", []string{"r1", "r2"}, []string{"c1", "c2"}, []string{"c1", "c2", "r1", "r2"}},
-		{"one refine in every refineEvery pops while both wait",
+		{"one refine in every RefineEvery pops while both wait",
 			[]string{"r1", "r2"}, []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"},
 			[]string{"c1", "c2", "c3", "c4", "r1", "c5", "c6", "c7", "c8", "r2", "c9"}},
 	}
@@ -348,5 +342,22 @@ func TestPriorityFIFOOrderAndNoStarvation(t *testing.T) {
 	}
 	if !q.finish("r2") || q.finish("r1") {
 		t.Error("finish does not tell the keys popped as critical from the others")
+	}
+}
+
+func TestDrainForgetsCriticalKeys(t *testing.T) {
+	w, err := New(Config{Name: "drain", Sync: func(context.Context, string) (Result, error) { return Result{}, nil }, Workers: 1, Prioritized: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.ShutDown()
+	w.Add("refine")
+	w.AddCritical("critical")
+	var got []string
+	if n := w.Drain(func(k string) { got = append(got, k) }); n != 2 || fmt.Sprint(got) != "[critical refine]" {
+		t.Errorf("Drain took %d keys %v, want [critical refine]", n, got)
+	}
+	if w.prio.finish("critical") {
+		t.Error("a drained critical key is still remembered as popped")
 	}
 }
