@@ -79,13 +79,13 @@ func settle(w *transientWindow, res syncResult) syncResult {
 		}
 		return res
 	}
-	degraded, _ := w.fail()
+	degraded, at := w.fail()
 	if degraded {
 		res.status, res.reason = metav1.ConditionFalse, ReasonSyncFailed
 		res.message = fmt.Sprintf("failing for over %s: %v", w.after, res.err)
 	} else {
 		res.status, res.reason = metav1.ConditionTrue, ReasonSynced
-		res.message = fmt.Sprintf("last sync failed, not synced if it lasts until %s: %v", w.degradedAt().UTC().Format(time.RFC3339), res.err)
+		res.message = fmt.Sprintf("last sync failed, not synced if it lasts until %s: %v", at.UTC().Format(time.RFC3339), res.err)
 	}
 	return res
 }

@@ -30,33 +30,19 @@ func newTransientWindow(after time.Duration, now func() time.Time) *transientWin
 }
 
 // fail records a transient error and reports whether it has lasted long enough to be
-// Degraded, and if not, how long until it is.
-func (w *transientWindow) fail() (degraded bool, wait time.Duration) {
+// Degraded, and when it will have if it goes on. That time does not change from one
+// failure to the next, so a condition message naming it is written once: a message that
+// counted down would change the status at every reconcile, and each status write
+// queues the next reconcile at once, past the error's back-off.
+func (w *transientWindow) fail() (degraded bool, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
 	if w.since.IsZero() {
 		w.since = now
 	}
-	elapsed := now.Sub(w.since)
-	if elapsed >= w.after {
-		return true, 0
-	}
-	return false, w.after - elapsed
-}
-
-// degradedAt is when the failures, if they go on, make the controller Degraded; zero
-// when there are none. Unlike the wait fail returns, it does not change from one
-// failure to the next, so a condition message naming it is written once: a message
-// that counted down would change the status at every reconcile, and each status write
-// queues the next reconcile at once, past the error's back-off.
-func (w *transientWindow) degradedAt() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.since.IsZero() {
-		return time.Time{}
-	}
-	return w.since.Add(w.after)
+	at = w.since.Add(w.after)
+	return !now.Before(at), at
 }
 
 // ok forgets the failures: the next transient error starts a new window.

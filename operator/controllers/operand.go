@@ -319,12 +319,12 @@ func (o *Operand) failed(err error) outcome {
 		out.progressing, out.progReason, out.progMsg = true, ReasonWaitingForConfig, missing.Error()
 		out.requeue = o.progressingRequeue()
 	default:
-		degraded, _ := o.transient.fail()
+		degraded, at := o.transient.fail()
 		if degraded {
 			out.degraded, out.degReason, out.degMsg = true, ReasonApplyFailed,
 				fmt.Sprintf("failing for over %s: %v", o.transient.after, err)
 		} else {
-			out.degReason, out.degMsg = ReasonAsExpected, fmt.Sprintf("a transient error, Degraded if it lasts until %s: %v", o.transient.degradedAt().UTC().Format(time.RFC3339), err)
+			out.degReason, out.degMsg = ReasonAsExpected, fmt.Sprintf("a transient error, Degraded if it lasts until %s: %v", at.UTC().Format(time.RFC3339), err)
 		}
 		out.err = err
 	}
