@@ -56,6 +56,14 @@ func (e *commandError) Error() string {
 
 func (e *commandError) Unwrap() error { return e.err }
 
+// linkGone reports whether err is ip(8) failing on a link that is not there: "Cannot
+// find device" when ip itself looks the name up, "No such device" when the kernel
+// answers that it went away after the lookup. A veth goes away asynchronously once the
+// namespace holding its peer is deleted, so a teardown meets the second one.
+func linkGone(err error) bool {
+	return said(err, "Cannot find device", "No such device")
+}
+
 // said reports whether err is a failed command whose message contains one of msgs:
 // how "already there" and "already gone" are told apart from real failures.
 func said(err error, msgs ...string) bool {

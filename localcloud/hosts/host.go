@@ -325,7 +325,7 @@ func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
 		}
 	}
 	if linkExists(up.Veth) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", up.Veth); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", up.Veth); err != nil && !linkGone(err) {
 			errs = append(errs, err)
 		}
 	}

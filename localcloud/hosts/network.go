@@ -319,7 +319,7 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 	// The bridge first: with it go its forwarding and every route through it, so
 	// nothing is forwarded while the guards come down.
 	if linkExists(n.Bridge) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !linkGone(err) {
 			errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
 		}
 	}
@@ -335,7 +335,7 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 		}
 	}
 	if n.Sink != "" && linkExists(n.Sink) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Sink); err != nil && !said(err, "Cannot find device") {
+		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Sink); err != nil && !linkGone(err) {
 			errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
 		}
 	}
