@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
+	"github.com/nephele-dev/nephele/internal/testlog"
 )
 
 // TestImportImageForTheNodesPlatform: images are imported for the node's platform
 // (linux and the machine's GOARCH), and a failed import says which platform it wanted.
 func TestImportImageForTheNodesPlatform(t *testing.T) {
-	if got, want := newRunner(&Node{}, testr.New(t)).ctr.platform, "linux/"+runtime.GOARCH; got != want {
+	if got, want := newRunner(&Node{}, testlog.New(t, 0)).ctr.platform, "linux/"+runtime.GOARCH; got != want {
 		t.Errorf("the runtime imports images for %s, want %s", got, want)
 	}
 	dir := t.TempDir()

@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	"github.com/nephele-dev/nephele/internal/cgroupfs"
 	"github.com/nephele-dev/nephele/internal/mountinfo"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -49,7 +48,7 @@ func openMachine(t *testing.T, dir string) *hosts.Machine {
 		Bridge: testBridge,
 		Range:  netip.MustParsePrefix(testRange),
 		Guards: []netip.Prefix{netip.MustParsePrefix(testClusterCIDR)},
-		Logger: testr.New(t),
+		Logger: testlog.New(t, 0),
 	})
 	if err != nil {
 		t.Fatalf("opening the host machine: %v", err)
@@ -60,7 +59,7 @@ func openMachine(t *testing.T, dir string) *hosts.Machine {
 		if err := m.Close(ctx); err != nil {
 			t.Errorf("closing the host machine: %v", err)
 		}
-		if err := hosts.Cleanup(ctx, dir, testr.New(t)); err != nil {
+		if err := hosts.Cleanup(ctx, dir, testlog.New(t, 0)); err != nil {
 			t.Errorf("cleaning up the host machine: %v", err)
 		}
 		if after := hoststest.Snapshot(t, markers...); after != before {

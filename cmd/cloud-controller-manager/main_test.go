@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/server"
@@ -98,7 +98,7 @@ func TestEndToEnd(t *testing.T) {
 		Token:        cloudToken,
 		VIPPool:      vipPool,
 		InstanceCIDR: nodeNet,
-		Logger:       testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		Logger:       testlog.New(t, 0),
 	}
 	cloudCfg.DataPlane.HealthInterval = 200 * time.Millisecond
 	srv, admin := servertest.Start(t, cloudCfg)

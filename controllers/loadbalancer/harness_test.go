@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/eventlog"
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testlog"
 )
 
 // harness runs a controller against a fake clientset and a fake cloud.
@@ -47,7 +47,7 @@ func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harn
 		Informers:       factory,
 		LoadBalancers:   fc,
 		Recorder:        h.events,
-		Logger:          testr.New(t),
+		Logger:          testlog.New(t, 0),
 		Metrics:         h.metrics,
 		ClusterName:     "unit",
 		Workers:         4,

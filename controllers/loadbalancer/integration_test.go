@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 )
@@ -109,7 +109,7 @@ func startRealController(t *testing.T, e *controlplane.Env, ns, class string, fa
 		Informers:         factory,
 		LoadBalancers:     lbs,
 		Recorder:          broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: manager.ServiceLBController}),
-		Logger:            testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Logger:            testlog.New(t, 1),
 		Metrics:           reg,
 		ClusterName:       "integration",
 		LoadBalancerClass: class,

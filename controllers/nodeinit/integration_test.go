@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -19,6 +18,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/nodetest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -57,7 +57,7 @@ func startHarness(t *testing.T, opts harnessOptions) *harness {
 		Informers:             c.Scope.Informers,
 		Instances:             c.Cloud,
 		Recorder:              c.Scope.Recorder(manager.CloudNodeController),
-		Logger:                testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Logger:                testlog.New(t, 2),
 		Metrics:               c.Metrics,
 		Workers:               opts.workers,
 		StatusUpdateFrequency: opts.refresh,

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/nodetest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -71,7 +71,7 @@ func newHarness(t *testing.T, withInventory bool) *harness {
 		Informers:           c.Scope.Informers,
 		Instances:           c.Cloud,
 		Recorder:            c.Scope.Recorder(manager.CloudNodeLifecycleController),
-		Logger:              testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Logger:              testlog.New(t, 2),
 		Metrics:             c.Metrics,
 		MonitorPeriod:       period,
 		DeletionGracePeriod: grace,

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/metrictest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 )
@@ -90,7 +90,7 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 		Informers:            factory,
 		Routes:               routes,
 		Recorder:             recorder,
-		Logger:               testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Logger:               testlog.New(t, 2),
 		Metrics:              h.registry,
 		ClusterName:          testCluster,
 		ClusterCIDRs:         testClusterCIDRs,

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/controllers"
 	"github.com/nephele-dev/nephele/operator/operatortest"
@@ -47,7 +47,7 @@ func TestRBACAudit(t *testing.T) {
 	}
 	s := scheme.New()
 	mgr, err := ctrl.NewManager(as, ctrl.Options{
-		Scheme: s, Cache: controllers.CacheOptions(render.DefaultNamespace), Logger: testr.New(t),
+		Scheme: s, Cache: controllers.CacheOptions(render.DefaultNamespace), Logger: testlog.New(t, 0),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		LeaderElection: true, LeaderElectionID: Name, LeaderElectionNamespace: DefaultNamespace, LeaderElectionReleaseOnCancel: true,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testlog"
 )
 
 var testNodes = []Node{
@@ -104,7 +104,7 @@ func withHealthCheckNodePort(port int32) serviceOption {
 // ready.
 func startAgent(t *testing.T, client kubernetes.Interface) *Agent {
 	t.Helper()
-	a, err := New(Config{Client: client, Nodes: testNodes, Logger: testr.New(t)})
+	a, err := New(Config{Client: client, Nodes: testNodes, Logger: testlog.New(t, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestRunClosesListenersOnStop(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	svc := newService("web", corev1.ServiceTypeLoadBalancer, withPort("", corev1.ProtocolTCP, 80, port))
 	client := fake.NewClientset(svc)
-	a, err := New(Config{Client: client, Nodes: testNodes, Logger: testr.New(t)})
+	a, err := New(Config{Client: client, Nodes: testNodes, Logger: testlog.New(t, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}

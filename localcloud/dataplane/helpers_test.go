@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
@@ -53,7 +53,7 @@ func newTestPlane(t *testing.T, mutate ...func(*Config)) (*Plane, *prometheus.Re
 		HealthTimeout:  time.Second,
 		DialTimeout:    2 * time.Second,
 		UDPIdleTimeout: 5 * time.Second,
-		Logger:         testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Logger:         testlog.New(t, 2),
 		Metrics:        reg,
 	}
 	for _, m := range mutate {

@@ -6,8 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/go-logr/logr/testr"
-
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -109,13 +108,13 @@ func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
 	if _, err := hosts.Open(ctx, tn.cfg); err == nil {
 		t.Fatal("a second Open of a directory in use succeeded")
 	}
-	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err == nil {
+	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testlog.New(t, 0)); err == nil {
 		t.Fatal("Cleanup of a directory in use succeeded")
 	}
 	if err := m.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testr.New(t)); err != nil {
+	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testlog.New(t, 0)); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
 	gone(t, "the boot process", pid)

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testlog"
 )
 
 // TestCloseReturnsWhenAnAdoptedProcessLivesOn: an adopted boot process that survives
@@ -51,7 +50,7 @@ func TestCloseReturnsWhenAnAdoptedProcessLivesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMachine(Config{Dir: dir, StopTimeout: 100 * time.Millisecond, Logger: testr.New(t)}, nil, lock, j)
+	m := newMachine(Config{Dir: dir, StopTimeout: 100 * time.Millisecond, Logger: testlog.New(t, 0)}, nil, lock, j)
 	h := &host{spec: HostSpec{ID: "i-1"}, phase: PhaseRunning, gen: 1}
 	m.mu.Lock()
 	m.hosts["i-1"] = h

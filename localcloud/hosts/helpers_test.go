@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/procstat"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
@@ -67,7 +66,7 @@ func newTestNet(t *testing.T, n int) testNet {
 		StopTimeout:       2 * time.Second,
 		RestartBackoff:    100 * time.Millisecond,
 		MaxRestartBackoff: time.Second,
-		Logger:            testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Logger:            testlog.New(t, 1),
 	}
 	return testNet{cfg: cfg, markers: []string{
 		cfg.Bridge, dir, fmt.Sprintf("10.250.%d.", n), fmt.Sprintf("10.251.%d.", n), fmt.Sprintf("10.252.%d.", n),
@@ -123,7 +122,7 @@ func closeMachine(t *testing.T, m *hosts.Machine) {
 	if err := m.Close(ctx); err != nil {
 		t.Errorf("closing the machine: %v", err)
 	}
-	if err := hosts.Cleanup(ctx, m.Dir(), testr.New(t)); err != nil {
+	if err := hosts.Cleanup(ctx, m.Dir(), testlog.New(t, 0)); err != nil {
 		t.Errorf("cleaning up: %v", err)
 	}
 }

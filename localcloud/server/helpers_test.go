@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
@@ -38,7 +37,7 @@ func startCloud(t *testing.T, mutate ...func(*server.Config)) *testCloud {
 		Token:     token,
 		VIPPool:   testnet.LoopbackPrefix(102),
 		FaultSeed: 7,
-		Logger:    testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Logger:    testlog.New(t, 1),
 	}
 	cfg.DataPlane.HealthInterval = 50 * time.Millisecond
 	cfg.DataPlane.UDPIdleTimeout = 10 * time.Second

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +28,7 @@ import (
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/profiles"
 	"github.com/nephele-dev/nephele/operator/scheme"
@@ -72,7 +72,7 @@ func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: s, Cache: CacheOptions(ns), Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Logger: testr.New(t), Controller: ctrlConfigSkipNameValidation(),
+		HealthProbeBindAddress: "0", Logger: testlog.New(t, 0), Controller: ctrlConfigSkipNameValidation(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/internal/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
@@ -39,7 +38,7 @@ func startRealCloud(t *testing.T, extraConfig ...string) *realCloud {
 		VIPPool:      testnet.LoopbackPrefix(107),
 		InstanceCIDR: testnet.LoopbackPrefix(108),
 		FaultSeed:    1,
-		Logger:       testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Logger:       testlog.New(t, 1),
 	}
 	cfg.DataPlane.HealthInterval = 50 * time.Millisecond
 	srv, admin := servertest.Start(t, cfg)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +25,7 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/upstream"
 )
@@ -84,7 +84,7 @@ func TestManagerInitializesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), testr.NewWithOptions(t, testr.Options{Verbosity: 2})))
+	ctx, cancel := context.WithCancel(logr.NewContext(t.Context(), testlog.New(t, 2)))
 	done := make(chan error, 1)
 	go func() { done <- manager.Run(ctx, cfg, reg) }()
 	t.Cleanup(func() {
