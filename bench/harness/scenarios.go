@@ -28,6 +28,8 @@ func (r *rowRun) scenarioInit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	created := time.Since(start).Seconds()
+	out.Created = &created
 	r.allNodes += len(r.nodes)
 	werr := r.waitFor(ctx, r.s.Timeout, func() bool { return r.trk.allInitialized(r.nodes) })
 	done := r.trk.initialized(r.nodes)
@@ -45,7 +47,7 @@ func (r *rowRun) scenarioInit(ctx context.Context) error {
 		return fmt.Errorf("%d of %d nodes initialized: %w", len(done), len(r.nodes), werr)
 	}
 	out.Seconds = last(done).Sub(start).Seconds()
-	r.logf("init: %d nodes in %.1fs, %d cloud calls", len(done), out.Seconds, out.Calls.Total())
+	r.logf("init: %d nodes in %.1fs (created in %.1fs), %d cloud calls", len(done), out.Seconds, created, out.Calls.Total())
 	return nil
 }
 

@@ -342,6 +342,12 @@ func (r *report) initSection(p func(string, ...any), charts map[string]*chart.Ch
 	r.timeLine(p, sc, "time until all initialized (s)", func(x *results.Run) (float64, bool) { return x.Init.Seconds, x.Init.TimedOut },
 		r.initLimit())
 	r.textLine(p, sc, "initialized / joined", func(x *results.Run) string { return doneOf(x.Init.Initialized, x.Init.Nodes, x.Init.TimedOut) })
+	r.textLine(p, sc, "every Node created by the harness after (s)", func(x *results.Run) string {
+		if x.Init.Created == nil {
+			return "not measured"
+		}
+		return dec1(*x.Init.Created)
+	})
 	r.line(p, sc, "per node, median (s)", func(x *results.Run) float64 { return x.Init.P50 }, dec1, true)
 	r.line(p, sc, "per node, p99 (s)", func(x *results.Run) float64 { return x.Init.P99 }, dec1, true)
 	r.callLines(p, sc, func(x *results.Run) results.Calls { return x.Init.Calls })
