@@ -261,37 +261,38 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 		return n
 	}
 	// So are backend updates still draining: nephele queues them behind new load
-	// balancers, and the last burst's can outlast its scenario.
-	want := map[string]string{}
-	for _, n := range slices.Concat(r.nodes, r.fanNodes, r.nbNodes) {
-		want[n] = r.addrs[n]
-	}
-	lbs := make([]string, 0, len(r.lbNames))
-	for _, name := range r.lbNames {
-		lbs = append(lbs, name)
-	}
-	lacking := func() int {
+	// balancers, and the last burst's can outlast its scenario. The tap keeps only the
+	// fan-out's nodes of each load balancer's backends (Watch), so it cannot tell
+	// whether every load balancer has every node; a load balancer call issued tells
+	// that a controller still has work, whichever controller it is.
+	lbCalls := func() int {
 		n := 0
-		for _, name := range lbs {
-			if _, ok := r.w.tap.HasBackends(name, want); !ok {
-				n++
-			}
+		for _, c := range r.w.tap.Counts() {
+			n += c.Updates + c.Ensures
 		}
 		return n
 	}
+	prevCalls, lastCall := lbCalls(), time.Now()
+	drained := func() bool {
+		if n := lbCalls(); n != prevCalls {
+			prevCalls, lastCall = n, time.Now()
+		}
+		return time.Since(lastCall) >= r.s.Settle
+	}
 	waitStart := time.Now()
 	if r.s.RouteWait > 0 {
-		r.logf("steady state: waiting up to %s for every node's route and every load balancer's backends", r.s.RouteWait)
-		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return missing() == 0 && lacking() == 0 }); err != nil && ctx.Err() != nil {
+		r.logf("steady state: waiting up to %s for every node's route and for load balancer calls to stop for %s", r.s.RouteWait, r.s.Settle)
+		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return missing() == 0 && drained() }); err != nil && ctx.Err() != nil {
 			return err
 		}
 	}
 	out.RoutesWaitSeconds = time.Since(waitStart).Seconds()
+	settling := lbCalls()
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
-	lb := lacking()
-	out.RoutesMissing, out.BackendsMissing = missing(), &lb
+	lb := lbCalls() - settling
+	out.RoutesMissing, out.LBCallsBeforeWindow = missing(), &lb
 	before, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -307,7 +308,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	}
 	out.Seconds = time.Since(start).Seconds()
 	out.Calls = results.Calls(after.Since(before))
-	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing and %d load balancers lacking nodes at the start)",
+	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing and %d load balancer calls in the quiet period before)",
 		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, lb)
 	return nil
 }

@@ -396,11 +396,11 @@ func (r *report) steadySection(p func(string, ...any)) {
 	// count of them: say what those runs waited for.
 	backends := true
 	for _, x := range r.runs {
-		backends = backends && x.Steady.BackendsMissing != nil
+		backends = backends && x.Steady.LBCallsBeforeWindow != nil
 	}
 	waited := "every node's route"
 	if backends {
-		waited += " and every load balancer's backends"
+		waited += " and for load balancer calls to stop"
 	}
 	p("## 2. Steady state\n\nAfter the scenarios (and up to %s for "+waited+"), a quiet period, then cloud calls counted over the window below, "+
 		"extrapolated to calls per node per hour over the Nodes and Services present (in the table). "+
@@ -419,7 +419,7 @@ func (r *report) steadySection(p func(string, ...any)) {
 	r.line(p, sc, "recurring cloud calls in the window", func(x *results.Run) float64 { return float64(x.Steady.Recurring().Total()) }, count, true)
 	r.line(p, sc, "nodes without a route when the window began", func(x *results.Run) float64 { return float64(x.Steady.RoutesMissing) }, count, false)
 	if backends {
-		r.line(p, sc, "load balancers lacking a node when the window began", func(x *results.Run) float64 { return float64(*x.Steady.BackendsMissing) }, count, false)
+		r.line(p, sc, "load balancer calls in the quiet period before the window", func(x *results.Run) float64 { return float64(*x.Steady.LBCallsBeforeWindow) }, count, false)
 	}
 	r.line(p, sc, "route creations in the window (catch-up, incl. throttled)", func(x *results.Run) float64 { return float64(x.Steady.Calls.Op(results.CatchUpOp)) }, count, false)
 	p("\n")

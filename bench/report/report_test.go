@@ -259,10 +259,10 @@ func TestReportRoutesOnlyInTheirSection(t *testing.T) {
 	}
 }
 
-func TestReportBackendsDrainedOnlyWhenEveryRowMeasuredIt(t *testing.T) {
+func TestReportLBCallsBeforeWindowOnlyWhenEveryRowMeasuredIt(t *testing.T) {
 	withCount := func(row string, f float64, n int) *results.Run {
 		r := run(row, f)
-		r.Steady.BackendsMissing = &n
+		r.Steady.LBCallsBeforeWindow = &n
 		return r
 	}
 	tests := []struct {
@@ -276,10 +276,10 @@ func TestReportBackendsDrainedOnlyWhenEveryRowMeasuredIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, md := write(t, tt.runs...)
-			line := strings.Contains(md, "load balancers lacking a node when the window began")
-			text := strings.Contains(md, "every node's route and every load balancer's backends")
+			line := strings.Contains(md, "load balancer calls in the quiet period before the window")
+			text := strings.Contains(md, "every node's route and for load balancer calls to stop")
 			if line != tt.want || text != tt.want {
-				t.Errorf("backends line %v and text %v, want %v", line, text, tt.want)
+				t.Errorf("load balancer calls line %v and text %v, want %v", line, text, tt.want)
 			}
 		})
 	}

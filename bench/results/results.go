@@ -61,7 +61,7 @@ type Params struct {
 	CloudBurst     int      `json:"cloudBurst"`
 	// RequestTimeout bounds one cloud request in both providers.
 	RequestTimeout Duration `json:"requestTimeout"`
-	// RouteWait bounds the wait for every node's route, and every load balancer's backends, before the steady window.
+	// RouteWait bounds the wait for every node's route, and for load balancer calls to stop, before the steady window.
 	RouteWait    Duration `json:"routeWait"`
 	SteadyWindow Duration `json:"steadyWindow"`
 	// OverlappedSteady is set when this row's steady-state window ran while other
@@ -287,17 +287,17 @@ type Steady struct {
 	Seconds  float64 `json:"seconds"`
 	Calls    Calls   `json:"calls"`
 	// RoutesWaitSeconds is how long the harness waited, before the quiet period, for
-	// every node to have its route and every load balancer every node.
+	// every node to have its route and for load balancer calls to stop.
 	RoutesWaitSeconds float64 `json:"routesWaitSeconds"`
 	// RoutesMissing is how many nodes still had no route when the window began: a
 	// controller still catching up, whose route creations in the window are not
 	// recurring cost.
 	RoutesMissing int `json:"routesMissing"`
-	// BackendsMissing is how many load balancers of the S and noisy-neighbour
-	// Services still lacked a node of the bursts when the window began: backend
-	// updates still draining, the bursts' work as well. Nil in results from before the
-	// harness waited for them.
-	BackendsMissing *int `json:"backendsMissing,omitempty"`
+	// LBCallsBeforeWindow is how many load balancer calls (ensures and backend
+	// updates) were issued in the quiet period just before the window: 0 once the
+	// bursts' backend updates have drained, more when the wait gave up on them. Nil in
+	// results from before the harness waited for them.
+	LBCallsBeforeWindow *int `json:"lbCallsBeforeWindow,omitempty"`
 }
 
 // CatchUpOp is the operation that a converged controller never calls in steady state:
