@@ -16,18 +16,37 @@ import (
 //	rate(t) = Scale·(t − K)³ + W,   K = ∛(W·(1 − Beta) / Scale)
 //
 // t is the time since the last cut; rate(0) = Beta·W.
+//
+// Two departures from the SDKs' curve keep the throttled share low when the quota left
+// to the client is small (a neighbour on the same account takes most of it). W is the
+// lowest of the rate, the measured send rate and the measured accepted rate at the cut:
+// sends that were throttled do not count as quota found. And K is at least
+// CubicProbeCalls/W seconds (at most CubicMaxK), the cubic's scale shrunk to match:
+// each probe above W costs a throttled answer or two, and with the SDKs' scale a client
+// left 5 calls/s would probe every few seconds, a throttled answer in 20 of its calls.
+// At the quotas clouds give (tens of calls/s) the SDKs' K is the longer one and the
+// curve is theirs. The price is a slower climb from a small rate: from 5 calls/s back
+// to 25 once the neighbour leaves takes about 17 s instead of 5, from the floor of 1/s
+// to 20/s 25 s instead of 4.5.
 const (
 	// CubicBeta is the share of the rate kept after a throttled answer.
 	CubicBeta = 0.7
 	// CubicScale is the cubic's scale, in calls/s per s³: how fast the rate comes back.
 	CubicScale = 0.4
+	// CubicProbeCalls bounds how often the rate probes above the quota it found: the
+	// curve takes at least the time of this many calls at W to come back to W.
+	CubicProbeCalls = 80
+	// CubicMaxK bounds that stretch, in seconds: a client cut to a small rate (a cloud
+	// throttling everything for a while) still finds its quota again within tens of
+	// seconds.
+	CubicMaxK = 5.0
 	// RefineEvery is the share of tokens refine calls are sure of: while calls of both
 	// classes wait, one token in RefineEvery goes to the oldest refine call.
 	RefineEvery = 5
 
-	// measureInterval and measureSmoothing make the measured send rate: calls sent
-	// per interval, smoothed exponentially. The rate never grows above twice the
-	// measured rate, so a quiet client does not climb to its ceiling unseen.
+	// measureInterval and measureSmoothing make the measured rates: events per
+	// interval, smoothed exponentially. The rate never grows above twice the measured
+	// send rate, so a quiet client does not climb to its ceiling unseen.
 	measureInterval  = 500 * time.Millisecond
 	measureSmoothing = 0.8
 )
@@ -53,19 +72,41 @@ type adaptiveRate struct {
 	min, max float64
 	rate     float64
 	// lastMax is W, the rate at the last cut (or start/Beta at the start, so that the
-	// curve begins at the start rate), epoch the time of that cut and k the seconds
-	// after it at which the curve is back at lastMax.
+	// curve begins at the start rate), epoch the time of that cut, k the seconds
+	// after it at which the curve is back at lastMax and scale the cubic's scale
+	// that makes it so.
 	lastMax float64
 	epoch   time.Time
 	k       float64
+	scale   float64
 
-	measured     float64
-	measureStart time.Time
-	measureCount int
+	// sent measures the calls sent, accepted the answers that were not throttled.
+	sent, accepted meter
+}
+
+// meter measures a rate of events.
+type meter struct {
+	rate  float64
+	start time.Time
+	count int
+}
+
+// add notes n events at now; n = 0 only moves the measure on, so that a rate falls
+// while nothing happens but the events that do not count.
+func (m *meter) add(now time.Time, n int) {
+	m.count += n
+	d := now.Sub(m.start)
+	if d < measureInterval {
+		return
+	}
+	cur := float64(m.count) / d.Seconds()
+	m.rate = measureSmoothing*cur + (1-measureSmoothing)*m.rate
+	m.count = 0
+	m.start = now
 }
 
 func newAdaptiveRate(start, lo, hi float64, now time.Time) *adaptiveRate {
-	r := &adaptiveRate{min: lo, max: hi, measureStart: now}
+	r := &adaptiveRate{min: lo, max: hi, sent: meter{start: now}, accepted: meter{start: now}}
 	r.rate = r.clamp(start)
 	r.restart(r.rate/CubicBeta, now)
 	return r
@@ -77,31 +118,27 @@ func (r *adaptiveRate) restart(lastMax float64, now time.Time) {
 	r.lastMax = lastMax
 	r.epoch = now
 	r.k = math.Cbrt(lastMax * (1 - CubicBeta) / CubicScale)
+	r.scale = CubicScale
+	if minK := min(CubicProbeCalls/lastMax, CubicMaxK); r.k < minK {
+		r.k = minK
+		r.scale = lastMax * (1 - CubicBeta) / (minK * minK * minK)
+	}
 }
 
 // curve is the cubic at now.
 func (r *adaptiveRate) curve(now time.Time) float64 {
 	t := now.Sub(r.epoch).Seconds() - r.k
-	return CubicScale*t*t*t + r.lastMax
+	return r.scale*t*t*t + r.lastMax
 }
 
-// sent notes one call sent at now, for the measured rate.
-func (r *adaptiveRate) sent(now time.Time) {
-	r.measureCount++
-	d := now.Sub(r.measureStart)
-	if d < measureInterval {
-		return
-	}
-	cur := float64(r.measureCount) / d.Seconds()
-	r.measured = measureSmoothing*cur + (1-measureSmoothing)*r.measured
-	r.measureCount = 0
-	r.measureStart = now
-}
+// callSent notes one call sent at now, for the measured send rate.
+func (r *adaptiveRate) callSent(now time.Time) { r.sent.add(now, 1) }
 
 // succeeded moves the rate along the curve after an answer that was not throttled,
 // never above twice the measured rate unless it is already there.
 func (r *adaptiveRate) succeeded(now time.Time) {
-	r.rate = r.clamp(min(r.curve(now), max(r.rate, 2*r.measured)))
+	r.accepted.add(now, 1)
+	r.rate = r.clamp(min(r.curve(now), max(r.rate, 2*r.sent.rate)))
 }
 
 // throttled cuts the rate after a throttled answer to a call sent at sentAt, and
@@ -110,12 +147,15 @@ func (r *adaptiveRate) succeeded(now time.Time) {
 // (as TCP cuts once per window), or a burst of throttled answers would take the rate
 // to its floor.
 func (r *adaptiveRate) throttled(sentAt, now time.Time) bool {
+	r.accepted.add(now, 0)
 	if sentAt.Before(r.epoch) {
 		return false
 	}
 	use := r.rate
-	if r.measured > 0 && r.measured < use {
-		use = r.measured
+	for _, m := range []float64{r.sent.rate, r.accepted.rate} {
+		if m > 0 && m < use {
+			use = m
+		}
 	}
 	r.restart(use, now)
 	r.rate = r.clamp(use * CubicBeta)
@@ -274,7 +314,7 @@ func (b *budget) dispatchLocked() {
 	for b.tokens >= 1 && b.waiting() {
 		w := b.next()
 		b.tokens--
-		b.rate.sent(now)
+		b.rate.callSent(now)
 		w.granted = now
 		close(w.ready)
 	}

@@ -96,7 +96,7 @@ func tryTake(b *budget) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	b.tokens--
-	b.rate.sent(now)
+	b.rate.callSent(now)
 	return now, true
 }
 
@@ -214,6 +214,10 @@ func TestAdaptiveBudget(t *testing.T) {
 			retryAfter: time.Second, wantMinRate: 0.7 * 30, wantMaxThrottled: 0.02, wantMaxNeighbourThr: 0.05},
 		{name: "slow profile: 25/s, 100ms calls, whole-second Retry-Afters", start: 20, lo: 1, hi: 100, quota: 25, latency: 100 * time.Millisecond,
 			retryAfter: time.Second, wantMinRate: 0.8 * 25, wantMaxThrottled: 0.02},
+		{name: "slow profile with a neighbour: 5/s left, 100ms calls, whole-second Retry-Afters", start: 20, lo: 1, hi: 100, quota: 25, latency: 100 * time.Millisecond,
+			// The SDKs' curve had 5.3% of nephele's calls throttled here, probing every
+			// few seconds (see CubicProbeCalls).
+			neighbour: 20, retryAfter: time.Second, wantMinRate: 0.7 * 5, wantMaxThrottled: 0.03, wantMaxNeighbourThr: 0.05},
 		{name: "never exceeds the ceiling", start: 10, lo: 1, hi: 30, quota: 100, latency: 50 * time.Millisecond,
 			wantMinRate: 0.95 * 30, ceiling: 30},
 		{name: "the floor holds under a tiny quota", start: 10, lo: 5, hi: 100, quota: 2, latency: 50 * time.Millisecond,
@@ -453,5 +457,47 @@ func TestBudgetHoldEmptiesTheBucket(t *testing.T) {
 		if _, got := tryTake(b); got != tt.wantGet {
 			t.Errorf("%s: token = %v, want %v", tt.name, got, tt.wantGet)
 		}
+	}
+}
+
+// climb returns how long the rate takes, after a cut at w, to reach target with every
+// call answered: what the stretched cubic costs a client whose quota came back.
+func climb(w, target float64) time.Duration {
+	now := time.Unix(1_000_000, 0)
+	r := newAdaptiveRate(w, 1, 100, now)
+	// A throttled answer to a call sent now, at rate w, cuts it there.
+	r.sent.rate, r.accepted.rate = w, w
+	r.throttled(now, now)
+	start, step, owed := now, 10*time.Millisecond, 0.0
+	for now.Sub(start) < 5*time.Minute && r.rate < target {
+		now = now.Add(step)
+		for owed += r.rate * step.Seconds(); owed >= 1; owed-- {
+			r.callSent(now)
+			r.succeeded(now)
+		}
+	}
+	return now.Sub(start)
+}
+
+func TestRateClimbsBackFromACut(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		w, target float64
+		within    time.Duration
+	}{
+		// The SDKs' curve: the stretch does not apply at tens of calls/s.
+		{"50/s back to 50/s", 50, 50, 4 * time.Second},
+		// A neighbour left: 5 calls/s were left, the quota is 25 again.
+		{"5/s up to 25/s", 5, 25, 20 * time.Second},
+		// The cloud throttled everything: the floor, then the quota again.
+		{"1/s up to 20/s", 1, 20, 30 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := climb(tt.w, tt.target)
+			t.Logf("%.0f/s to %.0f/s in %s", tt.w, tt.target, got)
+			if got > tt.within {
+				t.Errorf("took %s to climb from %.0f/s to %.0f/s, want at most %s", got, tt.w, tt.target, tt.within)
+			}
+		})
 	}
 }
