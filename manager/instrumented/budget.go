@@ -49,6 +49,7 @@ const (
 	// send rate, so a quiet client does not climb to its ceiling unseen.
 	measureInterval  = 500 * time.Millisecond
 	measureSmoothing = 0.8
+	measureIdle      = 4 * measureInterval
 )
 
 // clock is time as the budget sees it; tests use a fake one.
@@ -92,11 +93,18 @@ type meter struct {
 }
 
 // add notes n events at now; n = 0 only moves the measure on, so that a rate falls
-// while nothing happens but the events that do not count.
+// while nothing happens but the events that do not count. A gap of measureIdle or
+// more with no call at all tells nothing of the rate the cloud allows, only that the
+// manager was idle: the measure starts again and keeps its rate. Counted, a quiet
+// minute would make a burst's first throttled answer cut from next to nothing.
 func (m *meter) add(now time.Time, n int) {
 	m.count += n
 	d := now.Sub(m.start)
 	if d < measureInterval {
+		return
+	}
+	if d >= measureIdle {
+		m.start, m.count = now, n
 		return
 	}
 	cur := float64(m.count) / d.Seconds()

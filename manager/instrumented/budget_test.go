@@ -501,3 +501,31 @@ func TestRateClimbsBackFromACut(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstAfterIdleIsCutFromItsOwnRate: a manager idle for a minute, then throttled by
+// the first answers of a burst, is cut from the rate it ran at, not from the idle
+// minute's: with the minute counted it was cut from 40 calls/s to 2.8, where the
+// stretched curve climbs slowly.
+func TestBurstAfterIdleIsCutFromItsOwnRate(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := newAdaptiveRate(20, 1, 100, now)
+	call := func() {
+		r.callSent(now)
+		r.succeeded(now)
+	}
+	for range 200 { // 10 s at 20 calls/s
+		now = now.Add(50 * time.Millisecond)
+		call()
+	}
+	busy := r.rate
+	now = now.Add(time.Minute)
+	call()
+	sent := now
+	now = now.Add(100 * time.Millisecond)
+	if !r.throttled(sent, now) {
+		t.Fatal("the throttled answer did not cut the rate")
+	}
+	if want := 0.5 * CubicBeta * busy; r.rate < want {
+		t.Errorf("cut to %.2f calls/s after running at %.1f, want at least %.2f", r.rate, busy, want)
+	}
+}
