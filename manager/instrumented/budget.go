@@ -19,13 +19,13 @@ import (
 //
 // Two departures from the SDKs' curve keep the throttled share low when the quota left
 // to the client is small (a neighbour on the same account takes most of it). W is the
-// lowest of the rate, the measured send rate and the measured accepted rate at the cut:
-// sends that were throttled do not count as quota found. And K is at least
+// lowest of the rate, the measured send rate and the measured accepted rate at the cut,
+// never below the floor: sends that were throttled do not count as quota found. And K is at least
 // CubicProbeCalls/W seconds (at most CubicMaxK), the cubic's scale shrunk to match:
 // each probe above W costs a throttled answer or two, and with the SDKs' scale a client
 // left 5 calls/s would probe every few seconds, a throttled answer in 20 of its calls.
-// At the quotas clouds give (tens of calls/s) the SDKs' K is the longer one and the
-// curve is theirs. The price is a slower climb from a small rate: from 5 calls/s back
+// Above about 29 calls/s (where ∛(0.75·W) = 80/W) the SDKs' K is the longer one and
+// the curve is theirs. The price is a slower climb from a small rate: from 5 calls/s back
 // to 25 once the neighbour leaves takes about 17 s instead of 5, from the floor of 1/s
 // to 20/s 25 s instead of 4.5.
 const (
@@ -85,26 +85,33 @@ type adaptiveRate struct {
 	sent, accepted meter
 }
 
-// meter measures a rate of events.
+// meter measures a rate of events. Its rate is 0 while it knows none: before its
+// first interval, and again after an idle gap; the first interval after that counts
+// for measureSmoothing of it, as any other.
 type meter struct {
 	rate  float64
-	start time.Time
+	start time.Time // of the current interval
+	last  time.Time // of the last add
 	count int
 }
 
-// add notes n events at now; n = 0 only moves the measure on, so that a rate falls
-// while nothing happens but the events that do not count. A gap of measureIdle or
-// more with no call at all tells nothing of the rate the cloud allows, only that the
-// manager was idle: the measure starts again and keeps its rate. Counted, a quiet
-// minute would make a burst's first throttled answer cut from next to nothing.
+// add notes n events at now; n = 0 notes activity without events (a throttled answer
+// for the accepted rate), so that a rate falls while only those come. A gap of
+// measureIdle or more since the last add tells nothing of the rate the cloud allows,
+// only that the manager was idle: the meter forgets its rate and starts again. Counted,
+// a quiet minute would make a burst's first throttled answer cut from next to
+// nothing; kept, a manager calling every few seconds would go on showing the rate of
+// its last burst.
 func (m *meter) add(now time.Time, n int) {
+	idle := now.Sub(m.last) >= measureIdle
+	m.last = now
+	if idle {
+		m.rate, m.start, m.count = 0, now, n
+		return
+	}
 	m.count += n
 	d := now.Sub(m.start)
 	if d < measureInterval {
-		return
-	}
-	if d >= measureIdle {
-		m.start, m.count = now, n
 		return
 	}
 	cur := float64(m.count) / d.Seconds()
@@ -114,7 +121,7 @@ func (m *meter) add(now time.Time, n int) {
 }
 
 func newAdaptiveRate(start, lo, hi float64, now time.Time) *adaptiveRate {
-	r := &adaptiveRate{min: lo, max: hi, sent: meter{start: now}, accepted: meter{start: now}}
+	r := &adaptiveRate{min: lo, max: hi, sent: meter{start: now, last: now}, accepted: meter{start: now, last: now}}
 	r.rate = r.clamp(start)
 	r.restart(r.rate/CubicBeta, now)
 	return r
@@ -165,6 +172,10 @@ func (r *adaptiveRate) throttled(sentAt, now time.Time) bool {
 			use = m
 		}
 	}
+	// Never below the floor: the accepted rate of a cloud that throttled everything
+	// for a while is next to nothing, and a curve back to next to nothing would keep
+	// the rate at the floor until the next cut.
+	use = max(use, r.min)
 	r.restart(use, now)
 	r.rate = r.clamp(use * CubicBeta)
 	return true

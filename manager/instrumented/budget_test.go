@@ -479,6 +479,61 @@ func climb(w, target float64) time.Duration {
 	return now.Sub(start)
 }
 
+// TestRateClimbsBackAfterEverythingWasThrottled: a cloud that throttled every call for
+// a minute makes the accepted rate next to nothing; the cut must still be from the
+// floor, or the curve back to next to nothing would hold the rate at the floor until
+// the next cut (found in review: still at the floor after an hour).
+func TestRateClimbsBackAfterEverythingWasThrottled(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := newAdaptiveRate(20, 1, 100, now)
+	step, owed := 10*time.Millisecond, 0.0
+	// run sends at the rate for d, every answer throttled or every one accepted.
+	run := func(d time.Duration, throttled bool) {
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(step)
+			for owed += r.rate * step.Seconds(); owed >= 1; owed-- {
+				r.callSent(now)
+				if throttled {
+					r.throttled(now, now)
+				} else {
+					r.succeeded(now)
+				}
+			}
+		}
+	}
+	run(10*time.Second, false)
+	run(time.Minute, true)
+	start := now
+	for now.Sub(start) < 5*time.Minute && r.rate < 20 {
+		run(100*time.Millisecond, false)
+	}
+	if got := now.Sub(start); got > 30*time.Second {
+		t.Errorf("took %s to climb back to 20/s after a minute of throttled answers, want at most 30s (rate %.2f, W %.3g)", got, r.rate, r.lastMax)
+	}
+}
+
+// TestSlowCallerDoesNotClimbUnseen: a manager calling every few seconds after a busy
+// spell does not go on showing its busy rate, so its budget does not climb on it.
+func TestSlowCallerDoesNotClimbUnseen(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := newAdaptiveRate(20, 1, 100, now)
+	for range 200 { // 10 s at 20 calls/s
+		now = now.Add(50 * time.Millisecond)
+		r.callSent(now)
+		r.succeeded(now)
+	}
+	for range 200 { // 10 minutes, a call every 3 s
+		now = now.Add(3 * time.Second)
+		r.callSent(now)
+		r.succeeded(now)
+	}
+	// The rate may grow to twice the measured send rate: the busy spell's 20/s must
+	// not be it any more.
+	if r.sent.rate > 1 {
+		t.Errorf("after 10 minutes of a call every 3 s the measured send rate is %.1f calls/s", r.sent.rate)
+	}
+}
+
 func TestRateClimbsBackFromACut(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
