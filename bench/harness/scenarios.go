@@ -282,7 +282,9 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	waitStart := time.Now()
 	if r.s.RouteWait > 0 {
 		r.logf("steady state: waiting up to %s for every node's route and for load balancer calls to stop for %s", r.s.RouteWait, r.s.Settle)
-		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return missing() == 0 && drained() }); err != nil && ctx.Err() != nil {
+		// drained runs at every poll, so that calls that stopped while routes were
+		// still missing count as quiet time.
+		if err := r.waitFor(ctx, r.s.RouteWait, func() bool { d := drained(); return missing() == 0 && d }); err != nil && ctx.Err() != nil {
 			return err
 		}
 	}
@@ -291,8 +293,11 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
-	lb := lbCalls() - settling
-	out.RoutesMissing, out.LBCallsBeforeWindow = missing(), &lb
+	out.RoutesMissing = missing()
+	quiet := lbCalls() - settling
+	if r.s.RouteWait > 0 {
+		out.LBCallsBeforeWindow = &quiet
+	}
 	before, err := r.w.calls(ctx)
 	if err != nil {
 		return err
@@ -309,7 +314,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	out.Seconds = time.Since(start).Seconds()
 	out.Calls = results.Calls(after.Since(before))
 	r.logf("steady state: %d calls in %.0fs over %d nodes: %.3f recurring calls per node per hour (%d routes missing and %d load balancer calls in the quiet period before)",
-		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, lb)
+		out.Calls.Total(), out.Seconds, out.Nodes, out.PerNodeHour(""), out.RoutesMissing, quiet)
 	return nil
 }
 

@@ -295,8 +295,10 @@ type Steady struct {
 	RoutesMissing int `json:"routesMissing"`
 	// LBCallsBeforeWindow is how many load balancer calls (ensures and backend
 	// updates) were issued in the quiet period just before the window: 0 once the
-	// bursts' backend updates have drained, more when the wait gave up on them. Nil in
-	// results from before the harness waited for them.
+	// bursts' backend updates have drained. More means the wait ran to its bound:
+	// updates still draining, or a controller whose recurring load balancer calls come
+	// more often than the quiet period (its window shows which). Nil in results from
+	// before the harness waited for them, and when it did not wait (no RouteWait).
 	LBCallsBeforeWindow *int `json:"lbCallsBeforeWindow,omitempty"`
 }
 
