@@ -34,3 +34,14 @@ func TestLinkGone(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteLinkOfNoLink checks that a link that is not there, and an empty name (a
+// record that names none), are removed without running ip.
+func TestDeleteLinkOfNoLink(t *testing.T) {
+	var m Machine // no exec: running ip would panic on its nil fields
+	for _, name := range []string{"", "nphnolink0"} {
+		if err := m.deleteLink(t.Context(), name); err != nil {
+			t.Errorf("deleteLink(%q) = %v, want nil", name, err)
+		}
+	}
+}

@@ -324,10 +324,8 @@ func (m *Machine) teardownHost(ctx context.Context, rec *hostRecord) error {
 			errs = append(errs, err)
 		}
 	}
-	if linkExists(up.Veth) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", up.Veth); err != nil && !linkGone(err) {
-			errs = append(errs, err)
-		}
+	if err := m.deleteLink(ctx, up.Veth); err != nil {
+		errs = append(errs, err)
 	}
 	if err := m.cg.remove(up.Cgroup, killTimeout); err != nil {
 		errs = append(errs, err)

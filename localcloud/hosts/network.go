@@ -22,6 +22,19 @@ func linkExists(name string) bool {
 	return err == nil
 }
 
+// deleteLink removes network interface name. One that is not there, or that goes away
+// while it is removed (see linkGone), is removed; so is the none an empty name names
+// (linkExists would find /sys/class/net itself).
+func (m *Machine) deleteLink(ctx context.Context, name string) error {
+	if name == "" || !linkExists(name) {
+		return nil
+	}
+	if _, err := m.exec(ctx, "", "ip", "link", "del", name); err != nil && !linkGone(err) {
+		return err
+	}
+	return nil
+}
+
 // netnsExists reports whether a named network namespace exists.
 func netnsExists(name string) bool {
 	_, err := os.Stat(netnsPath(name))
@@ -318,10 +331,8 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 	var errs []error
 	// The bridge first: with it go its forwarding and every route through it, so
 	// nothing is forwarded while the guards come down.
-	if linkExists(n.Bridge) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Bridge); err != nil && !linkGone(err) {
-			errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
-		}
+	if err := m.deleteLink(ctx, n.Bridge); err != nil {
+		errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
 	}
 	if n.Table != 0 {
 		table := strconv.FormatUint(uint64(n.Table), 10)
@@ -334,10 +345,8 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 			errs = append(errs, fmt.Errorf("removing routing table %s: %w", table, err))
 		}
 	}
-	if n.Sink != "" && linkExists(n.Sink) {
-		if _, err := m.exec(ctx, "", "ip", "link", "del", n.Sink); err != nil && !linkGone(err) {
-			errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
-		}
+	if err := m.deleteLink(ctx, n.Sink); err != nil {
+		errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
 	}
 	for _, r := range n.Routes {
 		if err := m.delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {
