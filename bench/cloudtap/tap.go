@@ -173,6 +173,19 @@ func (t *Tap) Counts() map[string]Counts {
 	return out
 }
 
+// Issued returns how many ensure and backend-update requests were issued, over every
+// load balancer, whatever their answer: what a scenario polls to see that calls stopped,
+// without copying every load balancer's counters.
+func (t *Tap) Issued() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, lb := range t.lbs {
+		n += lb.Ensures + lb.Updates
+	}
+	return n
+}
+
 // HasBackends reports whether the cloud confirmed every node of want, at its address,
 // in load balancer name's backends, and when those backends last changed. It copies
 // nothing, so it is cheap to poll for many load balancers with many backends.

@@ -95,6 +95,10 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 	if c := tap.Counts()["lb1"]; c.Ensures != 1 || c.Updates != 2 || c.Held != 0 {
 		t.Fatalf("Counts = %+v", c)
 	}
+	// lb1's ensure and two updates, and the refused update of "missing".
+	if n := tap.Issued(); n != 4 {
+		t.Fatalf("Issued = %d, want 4", n)
+	}
 	if at, ok := tap.HasBackends("lb1", map[string]string{"n2": b2.Address}); !ok || !at.Equal(lb.Changed) {
 		t.Fatalf("HasBackends(n2) = %v, %v; want true, %v", at, ok, lb.Changed)
 	}

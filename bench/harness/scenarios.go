@@ -145,19 +145,12 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 
 	// Count what is still issued after the load balancers are complete, until a quiet
 	// period passes without any.
-	issued := func() int {
-		n := 0
-		for _, c := range r.w.tap.Counts() {
-			n += c.Updates + c.Ensures
-		}
-		return n
-	}
 	quietDeadline := time.Now().Add(r.s.Timeout / 2)
-	for prev := issued(); time.Now().Before(quietDeadline); {
+	for prev := r.w.tap.Issued(); time.Now().Before(quietDeadline); {
 		if err := sleep(ctx, r.s.Settle); err != nil {
 			return err
 		}
-		cur := issued()
+		cur := r.w.tap.Issued()
 		if cur == prev {
 			break
 		}
@@ -265,16 +258,9 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	// fan-out's nodes of each load balancer's backends (Watch), so it cannot tell
 	// whether every load balancer has every node; a load balancer call issued tells
 	// that a controller still has work, whichever controller it is.
-	lbCalls := func() int {
-		n := 0
-		for _, c := range r.w.tap.Counts() {
-			n += c.Updates + c.Ensures
-		}
-		return n
-	}
-	prevCalls, lastCall := lbCalls(), time.Now()
+	prevCalls, lastCall := r.w.tap.Issued(), time.Now()
 	drained := func() bool {
-		if n := lbCalls(); n != prevCalls {
+		if n := r.w.tap.Issued(); n != prevCalls {
 			prevCalls, lastCall = n, time.Now()
 		}
 		return time.Since(lastCall) >= r.s.Settle
@@ -289,12 +275,12 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 		}
 	}
 	out.RoutesWaitSeconds = time.Since(waitStart).Seconds()
-	settling := lbCalls()
+	settling := r.w.tap.Issued()
 	if err := sleep(ctx, r.s.Settle); err != nil {
 		return err
 	}
 	out.RoutesMissing = missing()
-	quiet := lbCalls() - settling
+	quiet := r.w.tap.Issued() - settling
 	if r.s.RouteWait > 0 {
 		out.LBCallsBeforeWindow = &quiet
 	}

@@ -392,14 +392,14 @@ func (r *report) initSection(p func(string, ...any), charts map[string]*chart.Ch
 }
 
 func (r *report) steadySection(p func(string, ...any)) {
-	// Results from before the harness waited for backend updates to drain have no
+	// Results from before the harness waited for load balancer calls to stop have no
 	// count of them: say what those runs waited for.
-	backends := true
+	lbQuiet := true
 	for _, x := range r.runs {
-		backends = backends && x.Steady.LBCallsBeforeWindow != nil
+		lbQuiet = lbQuiet && x.Steady.LBCallsBeforeWindow != nil
 	}
 	waited := "every node's route"
-	if backends {
+	if lbQuiet {
 		waited += " and for load balancer calls to stop"
 	}
 	p("## 2. Steady state\n\nAfter the scenarios (and up to %s for "+waited+"), a quiet period, then cloud calls counted over the window below, "+
@@ -418,7 +418,7 @@ func (r *report) steadySection(p func(string, ...any)) {
 	}
 	r.line(p, sc, "recurring cloud calls in the window", func(x *results.Run) float64 { return float64(x.Steady.Recurring().Total()) }, count, true)
 	r.line(p, sc, "nodes without a route when the window began", func(x *results.Run) float64 { return float64(x.Steady.RoutesMissing) }, count, false)
-	if backends {
+	if lbQuiet {
 		r.line(p, sc, "load balancer calls in the quiet period before the window", func(x *results.Run) float64 { return float64(*x.Steady.LBCallsBeforeWindow) }, count, false)
 	}
 	r.line(p, sc, "route creations in the window (catch-up, incl. throttled)", func(x *results.Run) float64 { return float64(x.Steady.Calls.Op(results.CatchUpOp)) }, count, false)
