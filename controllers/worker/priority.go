@@ -11,11 +11,10 @@ import (
 // others, first come first served within each priority. While keys of both priorities
 // are queued, one pop in instrumented.RefineEvery takes the oldest refining key, so a
 // steady stream of critical work cannot starve the rest: the share the cloud budget's
-// classes keep. client-go's queue keeps its
-// guarantees (a key is synced by one worker at a time, added keys are deduplicated,
-// delays and rate limits); this only chooses the order. The workqueue calls Touch,
-// Push, Len and Pop under its own lock; mark and the bookkeeping of what was popped
-// come from workers and event handlers, hence mu.
+// classes keep. client-go's queue keeps its guarantees (a key is synced by one worker
+// at a time, added keys are deduplicated, delays and rate limits); this only chooses
+// the order. The workqueue calls Touch, Push, Len and Pop under its own lock; mark and
+// the bookkeeping of what was popped come from workers and event handlers, hence mu.
 type priorityFIFO struct {
 	mu sync.Mutex
 	// marked are the keys to queue as critical when they are next pushed or touched.

@@ -54,8 +54,8 @@ type Config struct {
 	Logger logr.Logger
 	// Prioritized queues keys by priority: a key added with AddCritical goes before
 	// the keys added with Add, first come first served within each, though never so
-	// long that the others starve (see instrumented.RefineEvery). A retry keeps the priority the
-	// key was synced with.
+	// long that the others starve (see instrumented.RefineEvery). A retry keeps the
+	// priority the key was synced with.
 	Prioritized bool
 }
 

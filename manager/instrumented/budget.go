@@ -19,15 +19,15 @@ import (
 //
 // Two departures from the SDKs' curve keep the throttled share low when the quota left
 // to the client is small (a neighbour on the same account takes most of it). W is the
-// lowest of the rate, the measured send rate and the measured accepted rate at the cut,
-// never below the floor: sends that were throttled do not count as quota found. And K is at least
-// CubicProbeCalls/W seconds (at most CubicMaxK), the cubic's scale shrunk to match:
-// each probe above W costs a throttled answer or two, and with the SDKs' scale a client
-// left 5 calls/s would probe every few seconds, a throttled answer in 20 of its calls.
-// Above about 29 calls/s (where ∛(0.75·W) = 80/W) the SDKs' K is the longer one and
-// the curve is theirs. The price is a slower climb from a small rate: from 5 calls/s back
-// to 25 once the neighbour leaves takes about 17 s instead of 5, from the floor of 1/s
-// to 20/s 25 s instead of 4.5.
+// lowest of the rate, the measured send rate and the measured accepted rate at the
+// cut, never below the floor: sends that were throttled do not count as quota found.
+// And K is at least CubicProbeCalls/W seconds (at most CubicMaxK), the cubic's scale
+// shrunk to match: each probe above W costs a throttled answer or two, and with the
+// SDKs' scale a client left 5 calls/s would probe every few seconds, a throttled
+// answer in 20 of its calls. Above about 29 calls/s (where ∛(0.75·W) = 80/W) the SDKs'
+// K is the longer one and the curve is theirs. The price is a slower climb from a
+// small rate: from 5 calls/s back to 25 once the neighbour leaves takes about 17 s
+// instead of 5, from the floor of 1/s to 20/s 25 s instead of 4.5.
 const (
 	// CubicBeta is the share of the rate kept after a throttled answer.
 	CubicBeta = 0.7

@@ -460,23 +460,61 @@ func TestBudgetHoldEmptiesTheBucket(t *testing.T) {
 	}
 }
 
+// driver sends calls through an adaptive rate on a fake clock, as fast as the rate
+// allows, and answers each at once.
+type driver struct {
+	r    *adaptiveRate
+	now  time.Time
+	owed float64 // calls the rate allows but not yet sent
+}
+
+// driverStep is the driver's clock step.
+const driverStep = 10 * time.Millisecond
+
+func newDriver(start float64) *driver {
+	now := time.Unix(1_000_000, 0)
+	return &driver{r: newAdaptiveRate(start, 1, 100, now), now: now}
+}
+
+// step moves the clock on one step and sends what the rate allows in it, every answer
+// throttled or every one accepted.
+func (d *driver) step(throttled bool) {
+	d.now = d.now.Add(driverStep)
+	for d.owed += d.r.rate * driverStep.Seconds(); d.owed >= 1; d.owed-- {
+		d.r.callSent(d.now)
+		if throttled {
+			d.r.throttled(d.now, d.now)
+		} else {
+			d.r.succeeded(d.now)
+		}
+	}
+}
+
+// run steps for dur.
+func (d *driver) run(dur time.Duration, throttled bool) {
+	for end := d.now.Add(dur); d.now.Before(end); {
+		d.step(throttled)
+	}
+}
+
+// climb returns how long the rate takes to reach target with every call accepted,
+// giving up after 5 minutes.
+func (d *driver) climb(target float64) time.Duration {
+	start := d.now
+	for d.now.Sub(start) < 5*time.Minute && d.r.rate < target {
+		d.step(false)
+	}
+	return d.now.Sub(start)
+}
+
 // climb returns how long the rate takes, after a cut at w, to reach target with every
 // call answered: what the stretched cubic costs a client whose quota came back.
 func climb(w, target float64) time.Duration {
-	now := time.Unix(1_000_000, 0)
-	r := newAdaptiveRate(w, 1, 100, now)
+	d := newDriver(w)
 	// A throttled answer to a call sent now, at rate w, cuts it there.
-	r.sent.rate, r.accepted.rate = w, w
-	r.throttled(now, now)
-	start, step, owed := now, 10*time.Millisecond, 0.0
-	for now.Sub(start) < 5*time.Minute && r.rate < target {
-		now = now.Add(step)
-		for owed += r.rate * step.Seconds(); owed >= 1; owed-- {
-			r.callSent(now)
-			r.succeeded(now)
-		}
-	}
-	return now.Sub(start)
+	d.r.sent.rate, d.r.accepted.rate = w, w
+	d.r.throttled(d.now, d.now)
+	return d.climb(target)
 }
 
 // TestRateClimbsBackAfterEverythingWasThrottled: a cloud that throttled every call for
@@ -484,31 +522,11 @@ func climb(w, target float64) time.Duration {
 // floor, or the curve back to next to nothing would hold the rate at the floor until
 // the next cut (found in review: still at the floor after an hour).
 func TestRateClimbsBackAfterEverythingWasThrottled(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	r := newAdaptiveRate(20, 1, 100, now)
-	step, owed := 10*time.Millisecond, 0.0
-	// run sends at the rate for d, every answer throttled or every one accepted.
-	run := func(d time.Duration, throttled bool) {
-		for end := now.Add(d); now.Before(end); {
-			now = now.Add(step)
-			for owed += r.rate * step.Seconds(); owed >= 1; owed-- {
-				r.callSent(now)
-				if throttled {
-					r.throttled(now, now)
-				} else {
-					r.succeeded(now)
-				}
-			}
-		}
-	}
-	run(10*time.Second, false)
-	run(time.Minute, true)
-	start := now
-	for now.Sub(start) < 5*time.Minute && r.rate < 20 {
-		run(100*time.Millisecond, false)
-	}
-	if got := now.Sub(start); got > 30*time.Second {
-		t.Errorf("took %s to climb back to 20/s after a minute of throttled answers, want at most 30s (rate %.2f, W %.3g)", got, r.rate, r.lastMax)
+	d := newDriver(20)
+	d.run(10*time.Second, false)
+	d.run(time.Minute, true)
+	if got := d.climb(20); got > 30*time.Second {
+		t.Errorf("took %s to climb back to 20/s after a minute of throttled answers, want at most 30s (rate %.2f, W %.3g)", got, d.r.rate, d.r.lastMax)
 	}
 }
 
@@ -540,7 +558,7 @@ func TestRateClimbsBackFromACut(t *testing.T) {
 		w, target float64
 		within    time.Duration
 	}{
-		// The SDKs' curve: the stretch does not apply at tens of calls/s.
+		// The SDKs' curve: the stretch does not apply above about 29 calls/s.
 		{"50/s back to 50/s", 50, 50, 4 * time.Second},
 		// A neighbour left: 5 calls/s were left, the quota is 25 again.
 		{"5/s up to 25/s", 5, 25, 20 * time.Second},
