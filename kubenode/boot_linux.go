@@ -133,6 +133,9 @@ func (r *runner) boot(ctx context.Context) error {
 	if err := privatize(keep, r.log); err != nil {
 		return err
 	}
+	if err := bindNodeDirs(n.Paths.Binds); err != nil {
+		return err
+	}
 	files, err := Render(n)
 	if err != nil {
 		return err

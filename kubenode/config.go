@@ -313,9 +313,6 @@ func (c Config) Complete(getenv func(string) string, lookPath func(string) (stri
 		}
 		n.Binaries.Runc = p
 	}
-	if err := n.Paths.check(); err != nil {
-		errs = append(errs, err)
-	}
 	if len(errs) > 0 {
 		return nil, configError(errs)
 	}

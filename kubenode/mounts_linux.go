@@ -170,6 +170,22 @@ func privatizeTree(tree string, keep []string) error {
 	return nil
 }
 
+// bindNodeDirs binds each of the node's directories to the standard path the node sees it
+// at. The targets are in the private trees, fresh every boot, so nothing is bound twice.
+func bindNodeDirs(binds []Bind) error {
+	for _, b := range binds {
+		for _, dir := range []string{b.Source, b.Target} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("bind %s to %s: %w", b.Source, b.Target, err)
+			}
+		}
+		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s to %s: %w", b.Source, b.Target, err)
+		}
+	}
+	return nil
+}
+
 // maskSysctls binds a file holding kubelet's value over each sysctl that differs.
 func maskSysctls(log logr.Logger) error {
 	if err := os.MkdirAll(maskDir, 0o755); err != nil {

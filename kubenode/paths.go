@@ -1,7 +1,6 @@
 package kubenode
 
 import (
-	"fmt"
 	"path/filepath"
 )
 
@@ -9,15 +8,34 @@ import (
 // (the local cloud) may keep files of its own beside it.
 const nodeSubdir = "node"
 
-// maxSocketPath is the longest unix socket path containerd accepts: 104 bytes, the
-// portable limit (BSD's sun_path less its NUL) that containerd enforces on every platform,
-// below Linux's 107. A longer one makes containerd exit at once ("unix socket path too
-// long (> 104)").
-const maxSocketPath = 104
+// Where a node sees its own runtime state: the standard paths of a machine, inside the
+// node's mount namespace. They are short and fixed whatever the host directory's path:
+// the unix sockets under them (containerd's gRPC and ttrpc sockets, kubelet's
+// pod-resources and plugin registration sockets, CSI drivers' sockets) must stay under
+// the kernel's 107 bytes, and containerd's own 104, which a host directory under a long
+// checkout path would pass.
+const (
+	// inNodeKubeletRoot is kubelet's --root-dir, bound from HostDir/node/kubelet.
+	inNodeKubeletRoot = "/var/lib/kubelet"
+	// inNodeContainerdRoot is containerd's root, bound from HostDir/node/containerd/root.
+	inNodeContainerdRoot = "/var/lib/containerd"
+	// inNodeContainerdState is containerd's state: on the node's own /run, a fresh tmpfs
+	// every boot, as on a machine that just started.
+	inNodeContainerdState = "/run/containerd"
+)
 
-// Paths are the files and directories of one node, all under HostDir/node. State that
-// does not outlive a boot (containerd's state, the CNI configuration and address
-// allocations) is removed when the node boots; the rest persists like a disk.
+// Bind is a directory of the node's host directory that the node sees at a standard path
+// of a machine (Target), bound there in its mount namespace when it boots.
+type Bind struct {
+	Source, Target string
+}
+
+// Paths are the files and directories of one node. Those outside the node (Dir and what
+// is under it) are under HostDir/node and persist like a disk; inside the node,
+// kubelet's root and containerd's root are seen at their standard paths through Binds,
+// and containerd's state is on the node's own /run. State that does not outlive a boot
+// (containerd's state, the CNI configuration and address allocations) starts empty at
+// every boot.
 type Paths struct {
 	// Dir is HostDir/node.
 	Dir string
@@ -31,10 +49,14 @@ type Paths struct {
 	// a crash.
 	CgroupMarker string
 
+	// Binds are the directories of Dir the node sees at a standard path (kubelet's and
+	// containerd's roots).
+	Binds []Bind
+
 	ContainerdConfig string // containerd's config.toml
-	ContainerdRoot   string // containerd's root: content store, snapshots, metadata
-	ContainerdState  string // containerd's state: sockets, shim bundles, pod netns mounts
-	ContainerdSocket string // containerd's gRPC socket
+	ContainerdRoot   string // containerd's root: content store, snapshots, metadata (in the node)
+	ContainerdState  string // containerd's state: sockets, shim bundles, pod netns mounts (in the node)
+	ContainerdSocket string // containerd's gRPC socket (in the node)
 	RuncRoot         string // runc's state directory
 	ContainerdOpt    string // containerd's opt directory
 	RegistryHosts    string // containerd's registry hosts directory (config_path)
@@ -45,7 +67,7 @@ type Paths struct {
 
 	KubeletConfig     string // KubeletConfiguration
 	KubeletKubeconfig string
-	KubeletRoot       string // kubelet --root-dir
+	KubeletRoot       string // kubelet --root-dir (in the node)
 	KubeletCerts      string // kubelet --cert-dir
 	PodLogs           string // kubelet podLogsDir
 	ResolvConf        string // the resolv.conf pods get
@@ -57,17 +79,21 @@ type Paths struct {
 func newPaths(hostDir string) Paths {
 	dir := filepath.Join(hostDir, nodeSubdir)
 	cfg := filepath.Join(dir, "config")
-	state := filepath.Join(dir, "containerd", "state")
+	state := inNodeContainerdState
 	cni := filepath.Join(dir, "cni")
 	return Paths{
-		Dir:          dir,
+		Dir: dir,
+		Binds: []Bind{
+			{Source: filepath.Join(dir, "kubelet"), Target: inNodeKubeletRoot},
+			{Source: filepath.Join(dir, "containerd", "root"), Target: inNodeContainerdRoot},
+		},
 		Config:       cfg,
 		Logs:         filepath.Join(dir, "logs"),
 		Status:       filepath.Join(dir, "status.json"),
 		CgroupMarker: filepath.Join(dir, "cgroups-created"),
 
 		ContainerdConfig: filepath.Join(cfg, "containerd.toml"),
-		ContainerdRoot:   filepath.Join(dir, "containerd", "root"),
+		ContainerdRoot:   inNodeContainerdRoot,
 		ContainerdState:  state,
 		ContainerdSocket: filepath.Join(state, "containerd.sock"),
 		RuncRoot:         filepath.Join(state, "runc"),
@@ -80,7 +106,7 @@ func newPaths(hostDir string) Paths {
 
 		KubeletConfig:     filepath.Join(cfg, "kubelet.yaml"),
 		KubeletKubeconfig: filepath.Join(cfg, "kubelet.kubeconfig"),
-		KubeletRoot:       filepath.Join(dir, "kubelet"),
+		KubeletRoot:       inNodeKubeletRoot,
 		KubeletCerts:      filepath.Join(dir, "kubelet-pki"),
 		PodLogs:           filepath.Join(dir, "pod-logs"),
 		ResolvConf:        filepath.Join(cfg, "resolv.conf"),
@@ -90,22 +116,9 @@ func newPaths(hostDir string) Paths {
 	}
 }
 
-// CheckHostDir says whether a node can run in hostDir: an error when its sockets' paths
-// would be longer than containerd accepts. A cluster checks its hosts' directories with
-// it before it creates any.
-func CheckHostDir(hostDir string) error { return newPaths(hostDir).check() }
-
-// check refuses a host directory whose socket paths containerd cannot take.
-func (p Paths) check() error {
-	// containerd also listens on <socket>.ttrpc.
-	if l := len(p.ContainerdSocket + ".ttrpc"); l > maxSocketPath {
-		return fmt.Errorf("hostDir: %s is too long: containerd's socket %s.ttrpc would be %d bytes, over the %d containerd takes; use a shorter directory",
-			filepath.Dir(p.Dir), p.ContainerdSocket, l, maxSocketPath)
-	}
-	return nil
-}
-
-// ephemeral are the directories removed at boot: what a machine loses when it restarts.
+// ephemeral are the directories of Dir removed at boot: what a machine loses when it
+// restarts. (containerd's state is on the node's /run, a new tmpfs every boot; it is
+// never removed from outside the node, where /run is the machine's.)
 func (p Paths) ephemeral() []string {
-	return []string{p.ContainerdState, p.CNIConf, p.CNIIPAM}
+	return []string{p.CNIConf, p.CNIIPAM}
 }

@@ -72,6 +72,10 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 	return c.CCMURL, err
 }
 
+// CCMStarted reports whether the cloud-controller-manager was started: by Start, or by
+// StartCCM on a cluster started with Config.DeferCCM.
+func (c *Cluster) CCMStarted() bool { return c.ccmStarted }
+
 // waitNodesInitialized waits until the CCM has initialized every node.
 func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))

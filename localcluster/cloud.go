@@ -22,7 +22,8 @@ import (
 // cgroups, chains) after SIGTERM before everything in the host is killed.
 const hostStopTimeout = 90 * time.Second
 
-// startCloud starts the local cloud with host instances on a fresh state.
+// startCloud starts the local cloud on a fresh state: with host instances on a bridge for
+// real nodes, on loopback for kwok nodes.
 func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 	dir := c.cfg.cloudDir()
 	raw := make([]byte, 24)
@@ -35,25 +36,35 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("write the local cloud's token: %w", err)
 	}
 	addrFile := filepath.Join(dir, "address")
-	// The cloud listens on the bridge's address (the cloud creates the bridge before it
-	// listens): the CCM reaches it there from the machine and from pods on the nodes.
-	c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)
-	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "localcloud"),
+	args := []string{
 		"--state", filepath.Join(dir, "state.db"),
 		"--token-file", c.CloudTokenFile,
-		"--listen", net.JoinHostPort(c.Gateway.String(), "0"),
 		"--address-file", addrFile,
 		"--vip-pool", c.cfg.VIPPool.String(),
 		"--instance-cidr", c.cfg.InstanceCIDR.String(),
-		"--hosts",
-		"--bridge", c.cfg.Bridge,
-		"--host-dir", c.cfg.hostDir(),
-		"--host-stop-timeout", hostStopTimeout.String(),
-		// Pod and Service addresses never follow the machine's default route out: a
-		// pod CIDR without a route in the cloud is unreachable, here.
-		"--guard-cidr", c.cfg.ClusterCIDR.String(),
-		"--guard-cidr", c.cfg.ServiceCIDR.String(),
-	)
+	}
+	if c.cfg.NodeMode == NodesReal {
+		// The cloud listens on the bridge's address (the cloud creates the bridge before
+		// it listens): the CCM reaches it there from the machine and from pods on the
+		// nodes.
+		c.Gateway = hosts.Gateway(c.cfg.InstanceCIDR)
+		args = append(args,
+			"--listen", net.JoinHostPort(c.Gateway.String(), "0"),
+			"--hosts",
+			"--bridge", c.cfg.Bridge,
+			"--host-dir", c.cfg.hostDir(),
+			"--host-stop-timeout", hostStopTimeout.String(),
+			// Pod and Service addresses never follow the machine's default route out: a
+			// pod CIDR without a route in the cloud is unreachable, here.
+			"--guard-cidr", c.cfg.ClusterCIDR.String(),
+			"--guard-cidr", c.cfg.ServiceCIDR.String(),
+		)
+	} else {
+		// Kwok nodes' instances are plain records on loopback addresses, and so is
+		// everything that talks to the cloud.
+		args = append(args, "--listen", "127.0.0.1:0")
+	}
+	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "localcloud"), args...)
 	p, err := controlplane.StartLogged("localcloud", cmd, filepath.Join(dir, "localcloud.log"))
 	if err != nil {
 		return "", err
@@ -61,6 +72,9 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 	c.cloudProc = p
 	if c.CloudURL, c.Cloud, err = WaitForCloud(ctx, p, addrFile, token, "nephele-localcluster"); err != nil {
 		return "", err
+	}
+	if c.cfg.NodeMode == NodesKwok {
+		return c.CloudURL, nil
 	}
 	return fmt.Sprintf("%s, bridge %s %s", c.CloudURL, c.cfg.Bridge, c.Gateway), nil
 }

@@ -32,7 +32,8 @@ type Cluster struct {
 	Cloud          *client.Client
 	CloudURL       string
 	CloudTokenFile string
-	// Gateway is the bridge's address: where hosts and pods reach the machine.
+	// Gateway is the bridge's address: where hosts and pods reach the machine (real nodes;
+	// with kwok nodes everything is on loopback and Gateway is the zero Addr).
 	Gateway netip.Addr
 	// Nodes are the nodes, in name order.
 	Nodes []Node
@@ -48,6 +49,7 @@ type Cluster struct {
 	cfg         Config
 	cloudProc   *controlplane.Process
 	registryLog *os.File
+	agent       *nodeAgent // kwok nodes only
 	ccmStarted  bool
 
 	stopOnce sync.Once
@@ -71,14 +73,14 @@ func (c *Cluster) Config() Config { return c.cfg }
 func NodeName(i int) string { return "node-" + strconv.Itoa(i+1) }
 
 // Start brings the cluster up (see the package documentation), reporting each step to
-// cfg.Progress. It checks Preflight first and changes nothing on the machine when that
-// fails. On any other error, whatever was started is stopped again and the machine
+// cfg.Progress. It checks what the machine lacks first (Preflight for real nodes) and
+// changes nothing on the machine when anything is missing. On any other error, whatever was started is stopped again and the machine
 // cleaned; the logs stay in cfg.Dir. ctx bounds starting only.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	if err := Preflight(cfg.BinDir); err != nil {
+	if err := cfg.preflight(); err != nil {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, Kubectl: filepath.Join(cfg.BinDir, "kubectl")}
@@ -95,15 +97,26 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 
 func (c *Cluster) start(ctx context.Context) error {
 	n := c.cfg.Nodes
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func(context.Context) (string, error)
-	}{
-		{"clean up after the previous run", c.cleanPrevious},
-		{"start the local cloud (hosts on " + c.cfg.Bridge + ")", c.startCloud},
-		{"start the image registry and push " + plural(len(Images), "image"), c.startRegistry},
-		{"start etcd and kube-apiserver", c.startControlPlane},
-		{"start kube-controller-manager", func(ctx context.Context) (string, error) {
+	}
+	steps := []step{{"clean up after the previous run", c.cleanPrevious}}
+	if c.cfg.BuildFrom != "" {
+		steps = append(steps, step{"build " + strings.Join(c.cfg.built(), ", "), c.build})
+	}
+	real := c.cfg.NodeMode == NodesReal
+	if real {
+		steps = append(steps,
+			step{"start the local cloud (hosts on " + c.cfg.Bridge + ")", c.startCloud},
+			step{"start the image registry and push " + plural(len(Images), "image"), c.startRegistry},
+		)
+	} else {
+		steps = append(steps, step{"start the local cloud", c.startCloud})
+	}
+	steps = append(steps,
+		step{"start etcd and kube-apiserver", c.startControlPlane},
+		step{"start kube-controller-manager", func(ctx context.Context) (string, error) {
 			args := append([]string{
 				"--allocate-node-cidrs=true",
 				"--cluster-cidr=" + c.cfg.ClusterCIDR.String(),
@@ -114,13 +127,24 @@ func (c *Cluster) start(ctx context.Context) error {
 			_, err := c.Env.StartControllerManager(ctx, args...)
 			return "", err
 		}},
-		{"start kube-scheduler", func(ctx context.Context) (string, error) {
+		step{"start kube-scheduler", func(ctx context.Context) (string, error) {
 			_, err := c.Env.StartScheduler(ctx)
 			return "", err
 		}},
-		{"create " + plural(n, "host instance") + " booting nephele node boot", c.createNodes},
-		{"wait for " + plural(n, "node") + " to register and be Ready", c.waitNodesReady},
+	)
+	if real {
+		steps = append(steps, step{"create " + plural(n, "host instance") + " booting nephele node boot", c.createNodes})
+	} else {
+		steps = append(steps,
+			step{"start kwok (simulated kubelets)", func(ctx context.Context) (string, error) {
+				_, err := c.Env.StartKwok(ctx)
+				return "", err
+			}},
+			step{"create " + plural(n, "instance") + " and register their Nodes", c.registerKwokNodes},
+			step{"start the node agent", c.startNodeAgent},
+		)
 	}
+	steps = append(steps, step{"wait for " + plural(n, "node") + " to register and be Ready", c.waitNodesReady})
 	for _, s := range steps {
 		if err := c.cfg.Progress.Step(ctx, s.name, s.fn); err != nil {
 			return err
@@ -179,10 +203,16 @@ func (c *Cluster) startControlPlane(ctx context.Context) (string, error) {
 func (c *Cluster) Wait(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var agentDone <-chan struct{} // nil, never ready, without kwok nodes
+	if c.agent != nil {
+		agentDone = c.agent.done
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-agentDone:
+			return fmt.Errorf("the node agent stopped: %v; its log: %s", c.agent.err, c.agent.log.Name())
 		case <-tick.C:
 		}
 		procs := []*controlplane.Process{c.cloudProc, c.CCM}

@@ -2,15 +2,15 @@ package localcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
-	"github.com/nephele-dev/nephele/kubenode"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
@@ -19,9 +19,12 @@ import (
 const (
 	DefaultNodes       = 3
 	DefaultClusterName = "kubernetes"
-	// MaxNodes bounds Config.Nodes: each node runs a kubelet, containerd and kube-proxy
-	// (about 200 MiB together) on this one machine.
+	// MaxNodes bounds Config.Nodes of real nodes: each runs a kubelet, containerd and
+	// kube-proxy (about 200 MiB together) on this one machine.
 	MaxNodes = 20
+	// MaxKwokNodes bounds Config.Nodes of kwok nodes: each is a Node object, a cloud
+	// instance and a set of node agent listeners on this machine.
+	MaxKwokNodes = 100
 	// nodeCIDRMaskSize is the size of each node's pod CIDR (kube-controller-manager's
 	// --node-cidr-mask-size).
 	nodeCIDRMaskSize = 24
@@ -30,8 +33,31 @@ const (
 // DefaultClusterCIDR is the pod range of a cluster started without Config.ClusterCIDR.
 var DefaultClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
 
+// loopback is where kwok nodes' addresses and every cluster's VIPs are: addresses this
+// machine answers on without root.
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
+// NodeMode is what a cluster's nodes are.
+type NodeMode string
+
+const (
+	// NodesReal are host instances of the local cloud (network and mount namespaces on
+	// the cloud's bridge) each booting `nephele node boot`: containerd, kubelet and
+	// kube-proxy, so pods, routes and load balancers are all real. It needs Linux and
+	// root (Preflight).
+	NodesReal NodeMode = "real"
+	// NodesKwok are Node objects registered as a kubelet with --cloud-provider=external
+	// would, kept Ready by kwok, each backed by an instance of the local cloud on a
+	// loopback address where a node agent (internal/nodeagent) answers on the Services'
+	// node ports in place of kube-proxy and a workload. Pods do not run. It needs no
+	// root: everything listens on loopback.
+	NodesKwok NodeMode = "kwok"
+)
+
 // Config says what cluster Start brings up.
 type Config struct {
+	// NodeMode says what the nodes are; default NodesReal.
+	NodeMode NodeMode
 	// Dir is the cluster's directory: the control plane in Dir/run, the local cloud in
 	// Dir/cloud, its hosts in Dir/hosts, the nodes' configurations (and after Stop, their
 	// logs) in Dir/nodes. Start removes what an earlier run left in them. Required.
@@ -41,13 +67,16 @@ type Config struct {
 	// cloud-controller-manager and nephele (make build), and the image archives in
 	// BinDir/images (ImageDir). Required.
 	BinDir string
-	// Nodes is the number of nodes, 1 to MaxNodes; default DefaultNodes.
+	// Nodes is the number of nodes, 1 to MaxNodes (MaxKwokNodes for kwok nodes);
+	// default DefaultNodes.
 	Nodes int
-	// Bridge is the local cloud's bridge; default hosts.DefaultBridge. It names the
-	// hosts' network namespaces and cgroups, so two clusters need two bridges.
+	// Bridge is the local cloud's bridge for real nodes; default hosts.DefaultBridge. It
+	// names the hosts' network namespaces and cgroups, so two clusters need two bridges.
 	Bridge string
-	// InstanceCIDR is the range of the hosts' addresses; the bridge, and the apiserver,
-	// get its first address. Default hosts.DefaultRange.
+	// InstanceCIDR is the range of the nodes' addresses. For real nodes it is on the
+	// bridge, whose address (and the apiserver's) is its first; default
+	// hosts.DefaultRange. For kwok nodes it must be inside 127.0.0.0/8; default
+	// server.DefaultInstanceCIDR.
 	InstanceCIDR netip.Prefix
 	// ClusterCIDR is the pod range: each node gets a /24 of it. Default
 	// DefaultClusterCIDR.
@@ -68,7 +97,8 @@ type Config struct {
 	// CCMArgs are added to the cloud-controller-manager's flags, e.g. a short
 	// --route-reconciliation-period.
 	CCMArgs []string
-	// CCM says where nephele's cloud-controller-manager runs; default CCMProcess.
+	// CCM says where nephele's cloud-controller-manager runs; default CCMProcess, the
+	// only mode of kwok nodes (nothing runs in a kwok cluster's pods).
 	CCM CCMMode
 	// CCMReplicas is the CCM Deployment's replicas (CCMInCluster, CCMOperator); default
 	// render.DefaultReplicas.
@@ -76,6 +106,11 @@ type Config struct {
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
 	// but uninitialized and nothing routes pod traffic between them, until StartCCM.
 	DeferCCM bool
+	// BuildFrom, when set, is nephele's source tree: Start builds nephele's commands
+	// (BuiltBinaries) and, for real nodes, the image archives (Images) into BinDir from it
+	// before anything else, and Preflight does not ask for them. Empty: they must be in
+	// BinDir (make build, make node-images).
+	BuildFrom string
 	// Progress receives every step of Start and Stop; nil runs them silently.
 	Progress Progress
 }
@@ -127,26 +162,34 @@ var Images = images.InCluster
 // DemoImage is the reference of the demo HTTP server's image on every node.
 var DemoImage = images.DemoHTTP.Ref(images.DefaultVersion)
 
+// ConfigError lists what is wrong with a Config, one field error per problem; the
+// fields are the Config's, named as in JSON (nodes, instanceCIDR, ...), so a command can
+// name its own flag for each.
+type ConfigError struct {
+	Errs field.ErrorList
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string { return "localcluster: " + e.Errs.ToAggregate().Error() }
+
+// Validate checks cfg as Start would, without starting anything: a *ConfigError names
+// every problem.
+func (c Config) Validate() error { return c.complete() }
+
 // complete checks c and fills in the defaults.
 func (c *Config) complete() error {
-	var errs []error
+	var errs field.ErrorList
+	bad := func(name string, value any, format string, args ...any) {
+		errs = append(errs, field.Invalid(field.NewPath(name), value, fmt.Sprintf(format, args...)))
+	}
 	if c.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
+		errs = append(errs, field.Required(field.NewPath("dir"), "the cluster's directory"))
 	}
 	if c.BinDir == "" {
-		errs = append(errs, errors.New("BinDir is required"))
+		errs = append(errs, field.Required(field.NewPath("binDir"), "the directory of the binaries (make tools)"))
 	}
 	if c.Nodes == 0 {
 		c.Nodes = DefaultNodes
-	}
-	if c.Nodes < 1 || c.Nodes > MaxNodes {
-		errs = append(errs, fmt.Errorf("nodes %d: want 1 to %d", c.Nodes, MaxNodes))
-	}
-	if c.Bridge == "" {
-		c.Bridge = hosts.DefaultBridge
-	}
-	if err := hosts.ValidateBridgeName(c.Bridge); err != nil {
-		errs = append(errs, err)
 	}
 	def := func(p *netip.Prefix, d netip.Prefix) {
 		if !p.IsValid() {
@@ -154,28 +197,59 @@ func (c *Config) complete() error {
 		}
 		*p = p.Masked()
 	}
-	def(&c.InstanceCIDR, hosts.DefaultRange)
+	switch c.NodeMode {
+	case "", NodesReal:
+		c.NodeMode = NodesReal
+		if c.Nodes < 1 || c.Nodes > MaxNodes {
+			bad("nodes", c.Nodes, "want 1 to %d", MaxNodes)
+		}
+		if c.Bridge == "" {
+			c.Bridge = hosts.DefaultBridge
+		}
+		if err := hosts.ValidateBridgeName(c.Bridge); err != nil {
+			bad("bridge", c.Bridge, "%v", err)
+		}
+		def(&c.InstanceCIDR, hosts.DefaultRange)
+		if err := hosts.ValidateRange(c.InstanceCIDR); err != nil {
+			bad("instanceCIDR", c.InstanceCIDR.String(), "%v", err)
+		} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.Nodes > max-1 {
+			bad("instanceCIDR", c.InstanceCIDR.String(), "room for %s, fewer than %d nodes", plural(max-1, "host"), c.Nodes)
+		}
+	case NodesKwok:
+		if c.Nodes < 1 || c.Nodes > MaxKwokNodes {
+			bad("nodes", c.Nodes, "want 1 to %d with kwok nodes", MaxKwokNodes)
+		}
+		if c.Bridge != "" {
+			bad("bridge", c.Bridge, "kwok nodes have no bridge (they listen on loopback addresses)")
+		}
+		def(&c.InstanceCIDR, server.DefaultInstanceCIDR)
+		if !loopback.Contains(c.InstanceCIDR.Addr()) || c.InstanceCIDR.Bits() < loopback.Bits() {
+			bad("instanceCIDR", c.InstanceCIDR.String(), "kwok nodes need a range inside %s, which needs no root", loopback)
+		} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.InstanceCIDR.Bits() < 32 && c.Nodes > max {
+			bad("instanceCIDR", c.InstanceCIDR.String(), "room for %s, fewer than %d nodes", plural(max, "node"), c.Nodes)
+		}
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("nodeMode"), c.NodeMode, []NodeMode{NodesReal, NodesKwok}))
+	}
 	def(&c.ClusterCIDR, DefaultClusterCIDR)
 	def(&c.ServiceCIDR, controlplane.DefaultServiceCIDR)
 	def(&c.VIPPool, server.DefaultVIPPool)
-	if err := hosts.ValidateRange(c.InstanceCIDR); err != nil {
-		errs = append(errs, err)
-	} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.Nodes > max-1 {
-		errs = append(errs, fmt.Errorf("instance range %s has room for %s, fewer than %d nodes", c.InstanceCIDR, plural(max-1, "host"), c.Nodes))
+	if !loopback.Contains(c.VIPPool.Addr()) || c.VIPPool.Bits() < loopback.Bits() {
+		bad("vipPool", c.VIPPool.String(), "want a range inside %s, which the local cloud's data plane binds without root", loopback)
 	}
 	if !c.ClusterCIDR.Addr().Is4() || c.ClusterCIDR.Bits() > nodeCIDRMaskSize-1 {
-		errs = append(errs, fmt.Errorf("cluster CIDR %s: want an IPv4 range larger than a /%d", c.ClusterCIDR, nodeCIDRMaskSize))
+		bad("clusterCIDR", c.ClusterCIDR.String(), "want an IPv4 range larger than a /%d", nodeCIDRMaskSize)
 	} else if perNode := 1 << (nodeCIDRMaskSize - c.ClusterCIDR.Bits()); c.Nodes > perNode {
-		errs = append(errs, fmt.Errorf("cluster CIDR %s has %d pod CIDRs of /%d, fewer than %d nodes", c.ClusterCIDR, perNode, nodeCIDRMaskSize, c.Nodes))
+		bad("clusterCIDR", c.ClusterCIDR.String(), "%d pod CIDRs of /%d, fewer than %d nodes", perNode, nodeCIDRMaskSize, c.Nodes)
 	}
 	ranges := []struct {
 		name string
 		p    netip.Prefix
-	}{{"instance range", c.InstanceCIDR}, {"cluster CIDR", c.ClusterCIDR}, {"service CIDR", c.ServiceCIDR}, {"VIP pool", c.VIPPool}}
+	}{{"instanceCIDR", c.InstanceCIDR}, {"clusterCIDR", c.ClusterCIDR}, {"serviceCIDR", c.ServiceCIDR}, {"vipPool", c.VIPPool}}
 	for i, a := range ranges {
 		for _, b := range ranges[i+1:] {
 			if a.p.Overlaps(b.p) {
-				errs = append(errs, fmt.Errorf("%s %s overlaps %s %s", a.name, a.p, b.name, b.p))
+				bad(b.name, b.p.String(), "overlaps %s %s", a.name, a.p)
 			}
 		}
 	}
@@ -185,34 +259,37 @@ func (c *Config) complete() error {
 	switch c.CCM {
 	case "":
 		c.CCM = CCMProcess
-	case CCMProcess, CCMInCluster, CCMOperator:
+	case CCMProcess:
+	case CCMInCluster, CCMOperator:
+		if c.NodeMode == NodesKwok {
+			bad("ccm", c.CCM, "kwok nodes run no pods, so the CCM runs as a process (%s)", CCMProcess)
+		}
 	default:
-		errs = append(errs, fmt.Errorf("ccm %q: want %s, %s or %s", c.CCM, CCMProcess, CCMInCluster, CCMOperator))
+		errs = append(errs, field.NotSupported(field.NewPath("ccm"), c.CCM, CCMModes))
 	}
 	if c.CCMReplicas == 0 {
 		c.CCMReplicas = render.DefaultReplicas
 	}
 	if c.CCMReplicas < 1 {
-		errs = append(errs, fmt.Errorf("ccm replicas %d: want at least 1", c.CCMReplicas))
+		bad("ccmReplicas", c.CCMReplicas, "want at least 1")
 	} else if c.CCM == CCMProcess && c.CCMReplicas != render.DefaultReplicas {
-		errs = append(errs, fmt.Errorf("ccm replicas %d: only a CCM in the cluster (ccm %s or %s) has replicas", c.CCMReplicas, CCMInCluster, CCMOperator))
+		bad("ccmReplicas", c.CCMReplicas, "only a CCM in the cluster (ccm %s or %s) has replicas", CCMInCluster, CCMOperator)
 	}
 	if c.Progress == nil {
 		c.Progress = silent{}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("localcluster: %w", errors.Join(errs...))
+		return &ConfigError{Errs: errs}
 	}
-	var err error
-	if c.Dir, err = filepath.Abs(c.Dir); err != nil {
-		return fmt.Errorf("localcluster: dir: %w", err)
-	}
-	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
-		return fmt.Errorf("localcluster: bin dir: %w", err)
-	}
-	// Every host's directory has the same length: its instance ID's is fixed.
-	if err := kubenode.CheckHostDir(hosts.HostDir(c.hostDir(), "i-000000000000")); err != nil {
-		return fmt.Errorf("localcluster: dir %s: %w", c.Dir, err)
+	for _, p := range []*string{&c.Dir, &c.BinDir, &c.BuildFrom} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("localcluster: %s: %w", *p, err)
+		}
+		*p = abs
 	}
 	return nil
 }

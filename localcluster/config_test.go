@@ -14,20 +14,29 @@ func TestConfigComplete(t *testing.T) {
 		want   string // part of the error; empty for success
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"no dir", func(c *Config) { c.Dir = "" }, "Dir is required"},
-		{"no bin dir", func(c *Config) { c.BinDir = "" }, "BinDir is required"},
+		{"no dir", func(c *Config) { c.Dir = "" }, "dir: Required value"},
+		{"no bin dir", func(c *Config) { c.BinDir = "" }, "binDir: Required value"},
 		{"too many nodes", func(c *Config) { c.Nodes = MaxNodes + 1 }, "want 1 to 20"},
 		{"bad bridge", func(c *Config) { c.Bridge = "a bridge" }, "bridge name"},
 		{"loopback instance range", func(c *Config) { c.InstanceCIDR = netip.MustParsePrefix("127.0.0.0/24") }, "outside 127.0.0.0/8"},
 		{"instance range too small", func(c *Config) { c.InstanceCIDR = netip.MustParsePrefix("10.88.0.0/30"); c.Nodes = 2 }, "room for 1 host,"},
+		{"several problems at once", func(c *Config) { c.Nodes = -1; c.CCM = "x" }, "[nodes: Invalid value: -1: want 1 to 20, ccm: Unsupported value"},
 		{"cluster CIDR too small", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/24") }, "larger than a /24"},
 		{"cluster CIDR for too few nodes", func(c *Config) { c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/23"); c.Nodes = 3 }, "2 pod CIDRs"},
-		{"dir too long for containerd's sockets", func(c *Config) { c.Dir = "/tmp/" + strings.Repeat("d", 40) }, "containerd takes; use a shorter directory"},
+		// The nodes' sockets are at fixed paths inside each node, whatever the directory.
+		{"long directory", func(c *Config) { c.Dir = "/tmp/" + strings.Repeat("d", 200) }, ""},
+		{"kwok nodes", func(c *Config) { c.NodeMode = NodesKwok; c.Nodes = MaxKwokNodes }, ""},
+		{"too many kwok nodes", func(c *Config) { c.NodeMode = NodesKwok; c.Nodes = MaxKwokNodes + 1 }, "nodes: Invalid value: 101: want 1 to 100 with kwok nodes"},
+		{"kwok nodes off loopback", func(c *Config) { c.NodeMode = NodesKwok; c.InstanceCIDR = netip.MustParsePrefix("10.88.0.0/24") }, "instanceCIDR: Invalid value: \"10.88.0.0/24\": kwok nodes need a range inside 127.0.0.0/8"},
+		{"kwok nodes with a bridge", func(c *Config) { c.NodeMode = NodesKwok; c.Bridge = "br0" }, "kwok nodes have no bridge"},
+		{"kwok nodes with the CCM in the cluster", func(c *Config) { c.NodeMode = NodesKwok; c.CCM = CCMInCluster }, "kwok nodes run no pods"},
+		{"unknown node mode", func(c *Config) { c.NodeMode = "vm" }, `nodeMode: Unsupported value: "vm"`},
+		{"VIP pool off loopback", func(c *Config) { c.VIPPool = netip.MustParsePrefix("10.99.0.0/24") }, "vipPool: Invalid value"},
 		{"in-cluster replicas", func(c *Config) { c.CCM = CCMInCluster; c.CCMReplicas = 3 }, ""},
 		{"operator replicas", func(c *Config) { c.CCM = CCMOperator; c.CCMReplicas = 3 }, ""},
 		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only a CCM in the cluster"},
-		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm "sidecar": want process, in-cluster or operator`},
-		{"overlapping ranges", func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "cluster CIDR 10.244.0.0/16 overlaps service CIDR"},
+		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm: Unsupported value: "sidecar": supported values: "process", "in-cluster", "operator"`},
+		{"overlapping ranges", func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "serviceCIDR: Invalid value: \"10.244.128.0/20\": overlaps clusterCIDR 10.244.0.0/16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -119,8 +119,11 @@ func (c *Cluster) waitNodesReady(ctx context.Context) (string, error) {
 		}
 		return nil
 	})
+	if err != nil && c.cfg.NodeMode == NodesReal {
+		err = errors.Join(err, c.nodeDiagnostics(context.WithoutCancel(ctx)))
+	}
 	if err != nil {
-		return "", errors.Join(err, c.nodeDiagnostics(context.WithoutCancel(ctx)))
+		return "", err
 	}
 	return strings.Join(ready, ", "), nil
 }
@@ -163,7 +166,7 @@ func IsReady(node *corev1.Node) bool {
 	return false
 }
 
-// NodeStatus reads the status the node runtime of node name reports in its host: its
+// NodeStatus reads the status the node runtime of real node name reports in its host: its
 // phase, the process IDs of containerd, kubelet and kube-proxy, and when each boot step
 // was done.
 func (c *Cluster) NodeStatus(name string) (*kubenode.Status, error) {

@@ -21,15 +21,21 @@ type Problem struct {
 	Fix string
 }
 
-// PreflightError lists everything this machine lacks for real nodes. Nothing was
-// changed on the machine when it is returned.
+// PreflightError lists everything this machine lacks for a cluster. Nothing was changed
+// on the machine when it is returned.
 type PreflightError struct {
 	Problems []Problem
+	// Kwok is set when the cluster was of kwok nodes, which need only binaries.
+	Kwok bool
 }
 
 func (e *PreflightError) Error() string {
 	var b strings.Builder
-	b.WriteString("real nodes cannot run on this machine:")
+	if e.Kwok {
+		b.WriteString("a cluster of kwok nodes cannot run on this machine:")
+	} else {
+		b.WriteString("real nodes cannot run on this machine:")
+	}
 	for _, p := range e.Problems {
 		fmt.Fprintf(&b, "\n  - %s\n    fix: %s", p.Missing, p.Fix)
 	}
@@ -64,15 +70,56 @@ var nodeCapabilities = []struct {
 	{12, "CAP_NET_ADMIN", "the bridge, veths, routes and iptables"},
 }
 
-// Binaries every cluster runs from BinDir, by who provides them.
+// Binaries a cluster runs from BinDir, by who provides them.
 var (
 	toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 		"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr",
 		"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
-	// BuiltBinaries are nephele's own commands a cluster runs, which `nephele up`
-	// builds (or make build).
+	// kwokToolBinaries are the programs of make tools a cluster of kwok nodes runs.
+	kwokToolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+	// BuiltBinaries are nephele's own commands a cluster of real nodes runs, which
+	// Config.BuildFrom builds (or make build).
 	BuiltBinaries = []string{"localcloud", "cloud-controller-manager", "nephele"}
+	// kwokBuiltBinaries are those a cluster of kwok nodes runs: no node boots nephele.
+	kwokBuiltBinaries = []string{"localcloud", "cloud-controller-manager"}
 )
+
+// preflight checks, before anything changes, what the machine lacks for the cluster of
+// c: Preflight for real nodes; for kwok nodes, which need no root, only the binaries.
+func (c *Config) preflight() error {
+	var built []string
+	if c.BuildFrom != "" {
+		built = append(c.built(), "images")
+	}
+	if c.NodeMode == NodesReal {
+		return Preflight(c.BinDir, built...)
+	}
+	var tools, ours []string
+	for _, b := range kwokToolBinaries {
+		if !executable(filepath.Join(c.BinDir, b)) {
+			tools = append(tools, b)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(c.BinDir, "kwok-stages")); err != nil || !fi.IsDir() {
+		tools = append(tools, "kwok-stages/")
+	}
+	for _, b := range kwokBuiltBinaries {
+		if !slices.Contains(built, b) && !executable(filepath.Join(c.BinDir, b)) {
+			ours = append(ours, b)
+		}
+	}
+	var problems []Problem
+	if len(tools) > 0 {
+		problems = append(problems, Problem{Missing: "in " + c.BinDir + ": " + strings.Join(tools, ", "), Fix: "make tools"})
+	}
+	if len(ours) > 0 {
+		problems = append(problems, Problem{Missing: "in " + c.BinDir + ": " + strings.Join(ours, ", "), Fix: "make build"})
+	}
+	if len(problems) > 0 {
+		return &PreflightError{Problems: problems, Kwok: true}
+	}
+	return nil
+}
 
 // Preflight reports, without changing anything, whether this machine can run real nodes
 // from the programs in binDir: Linux, root with CAP_SYS_ADMIN and CAP_NET_ADMIN, the

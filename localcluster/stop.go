@@ -62,15 +62,22 @@ func (c *Cluster) stop(ctx context.Context) error {
 		if len(ctrl) > 0 {
 			step("stop kube-controller-manager and kube-scheduler", stopProcs(ctrl...))
 		}
-		if len(c.Nodes) > 0 {
+		if len(c.Nodes) > 0 && c.cfg.NodeMode == NodesReal {
 			step("delete every pod through the API", c.deletePods)
 		}
 	}
-	if c.Cloud != nil && len(c.Nodes) > 0 {
+	if c.Cloud != nil && len(c.Nodes) > 0 && c.cfg.NodeMode == NodesReal {
 		step("stop "+plural(len(c.Nodes), "node"), c.stopNodes)
 	}
+	if c.agent != nil {
+		step("stop the node agent", c.stopNodeAgent)
+	}
 	if c.Env != nil {
-		step("stop etcd and kube-apiserver", func(context.Context) (string, error) {
+		name := "stop etcd and kube-apiserver"
+		if c.cfg.NodeMode == NodesKwok {
+			name = "stop etcd, kube-apiserver and kwok"
+		}
+		step(name, func(context.Context) (string, error) {
 			return "", c.Env.StopKeepingLogs()
 		})
 	}
@@ -85,7 +92,9 @@ func (c *Cluster) stop(ctx context.Context) error {
 	if c.cloudProc != nil {
 		step("stop the local cloud", stopProcs(c.cloudProc))
 	}
-	step("remove the hosts, keeping the nodes' logs", c.removeHosts)
+	if c.cfg.NodeMode == NodesReal {
+		step("remove the hosts, keeping the nodes' logs", c.removeHosts)
+	}
 	return errors.Join(errs...)
 }
 

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/xml"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testnet"
 )
 
 // conformanceTimeout bounds one `nephele conformance` run; a run against the local
@@ -29,18 +31,13 @@ type runningLocalcloud struct {
 // ranges of its own; the process is stopped when the test ends.
 func startLocalcloud(t *testing.T) runningLocalcloud {
 	t.Helper()
-	bin, dir := t.TempDir(), t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
-	defer cancel()
-	if err := buildBinaries(ctx, bin, localcloudBinary); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir := clustertest.Commands(t, "localcloud"), t.TempDir()
 	tokenFile, addrFile := filepath.Join(dir, "token"), filepath.Join(dir, "addr")
 	if err := os.WriteFile(tokenFile, []byte("conformance-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vipPool, instanceCIDR := loopbackRanges()
-	p := proctest.Exec(t, "localcloud", filepath.Join(bin, localcloudBinary), "--state", filepath.Join(dir, "state.db"),
+	p := proctest.Exec(t, "localcloud", filepath.Join(bin, "localcloud"), "--state", filepath.Join(dir, "state.db"),
 		"--token-file", tokenFile, "--listen", "127.0.0.1:0", "--address-file", addrFile,
 		"--vip-pool", vipPool, "--instance-cidr", instanceCIDR, "--disable-health-checks")
 	t.Cleanup(func() { p.Stop(t, stopTimeout) })
@@ -176,10 +173,7 @@ func TestConformanceCommand(t *testing.T) {
 
 	t.Run("wrong endpoint", func(t *testing.T) {
 		junit := filepath.Join(t.TempDir(), "out.xml")
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
+		port := testnet.FreePort(t, "tcp", netip.MustParseAddr("127.0.0.1"))
 		code, out := runNephele(t, "conformance", "--provider", "local", "--cloud-config", cloudConfig(t, fmt.Sprintf("http://127.0.0.1:%d", port), lc.tokenFile), "--junit", junit)
 		if code == 0 {
 			t.Fatalf("exit code 0 against a cloud that is not there:\n%s", out)

@@ -36,27 +36,3 @@ func TestLockDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-func TestCloudToken(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "token")
-	first, err := cloudToken(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(first) < 32 {
-		t.Errorf("token %q is short", first)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("token file mode: %v, %v; want 0600", fi, err)
-	}
-	second, err := cloudToken(path)
-	if err != nil || second != first {
-		t.Errorf("second cloudToken() = %q, %v; want the kept %q", second, err, first)
-	}
-	if err := os.WriteFile(path, []byte("  \n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if third, err := cloudToken(path); err != nil || third == "" || third == first {
-		t.Errorf("cloudToken() over an empty file = %q, %v; want a new token", third, err)
-	}
-}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/handover"
+	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testenv"
@@ -142,12 +142,7 @@ func TestMigrateFromKubeControllerManagerAndBack(t *testing.T) {
 		t.Fatalf("the runbook has files %v, want kube-controller-manager's and nephele's", files)
 	}
 
-	bin := t.TempDir()
-	bctx, cancel := context.WithTimeout(ctx, buildTimeout)
-	defer cancel()
-	if err := buildBinaries(bctx, bin, ccmBinary); err != nil {
-		t.Fatal(err)
-	}
+	bin := clustertest.Commands(t, "cloud-controller-manager")
 	cloudConfig := cloudConfig(t, cloud.endpoint, cloud.tokenFile)
 	startNephele := func(migrating bool) *proctest.Process {
 		args := append([]string{"--cloud-provider=local", "--cloud-config=" + cloudConfig, "--kubeconfig=" + env.Kubeconfig,
@@ -155,7 +150,7 @@ func TestMigrateFromKubeControllerManagerAndBack(t *testing.T) {
 		if migrating {
 			args = append(args, "--enable-leader-migration", "--leader-migration-config="+nephFile)
 		}
-		return proctest.Exec(t, "nephele cloud-controller-manager", filepath.Join(bin, ccmBinary), args...)
+		return proctest.Exec(t, "nephele cloud-controller-manager", filepath.Join(bin, "cloud-controller-manager"), args...)
 	}
 	startKCM := func(migrating bool) *controlplane.Process {
 		args := append([]string{"--leader-elect=true"}, migrateTiming...)

@@ -43,27 +43,3 @@ func (p *progress) Step(ctx context.Context, name string, fn func(context.Contex
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }
-
-// checks counts smoke check outcomes and prints each as PASS or FAIL.
-type checks struct {
-	w              io.Writer
-	passed, failed int
-}
-
-// run runs one check; a failure is printed with its reason and returned.
-func (c *checks) run(ctx context.Context, name string, fn func(context.Context) (string, error)) error {
-	start := time.Now()
-	detail, err := fn(ctx)
-	took := time.Since(start).Seconds()
-	if err != nil {
-		c.failed++
-		fmt.Fprintf(c.w, "  FAIL %s (%.1fs): %v\n", name, took, err)
-		return fmt.Errorf("smoke check %q failed: %w", name, err)
-	}
-	c.passed++
-	if detail != "" {
-		detail = ": " + detail
-	}
-	fmt.Fprintf(c.w, "  PASS %s%s (%.1fs)\n", name, detail, took)
-	return nil
-}

@@ -51,26 +51,6 @@ func TestProgressStep(t *testing.T) {
 	}
 }
 
-func TestChecks(t *testing.T) {
-	var out strings.Builder
-	c := &checks{w: &out}
-	if err := c.run(context.Background(), "first", func(context.Context) (string, error) { return "fine", nil }); err != nil {
-		t.Fatal(err)
-	}
-	err := c.run(context.Background(), "second", func(context.Context) (string, error) { return "", errors.New("broken") })
-	if err == nil || !strings.Contains(err.Error(), `"second" failed: broken`) {
-		t.Errorf("run() = %v, want the check's failure", err)
-	}
-	if c.passed != 1 || c.failed != 1 {
-		t.Errorf("passed, failed = %d, %d; want 1, 1", c.passed, c.failed)
-	}
-	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "  PASS first: fine (") || !strings.HasPrefix(lines[1], "  FAIL second (") ||
-		!strings.HasSuffix(lines[1], "): broken") {
-		t.Errorf("printed:\n%s\nwant a PASS line and a FAIL line with the reason", out.String())
-	}
-}
-
 func TestPlural(t *testing.T) {
 	for n, want := range map[int]string{0: "0 routes", 1: "1 route", 2: "2 routes"} {
 		if got := plural(n, "route"); got != want {

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcluster"
+	"github.com/nephele-dev/nephele/localcluster/smoke"
 )
 
 // upOptions are the flags of `nephele up`.
@@ -36,24 +38,10 @@ type upOptions struct {
 	timeout      time.Duration
 }
 
-// maxKwokNodes bounds --nodes with --kwok: every node is a Node object, a cloud instance
-// and a set of node agent listeners on this machine. Real nodes are bounded by
-// localcluster.MaxNodes.
-const maxKwokNodes = 100
-
-// Defaults of the flags whose default depends on the mode.
-var (
-	// kwokInstanceCIDR is --instance-cidr with --kwok: loopback addresses, which need
-	// no root.
-	kwokInstanceCIDR = server.DefaultInstanceCIDR.String()
-	// realInstanceCIDR is --instance-cidr for real nodes: a range on the cloud's bridge.
-	realInstanceCIDR = hosts.DefaultRange.String()
-)
-
 func newUpCommand() *cobra.Command {
 	o := upOptions{
 		dir:         filepath.Join(".nephele", "up"),
-		nodes:       3,
+		nodes:       localcluster.DefaultNodes,
 		build:       true,
 		vipPool:     server.DefaultVIPPool.String(),
 		clusterCIDR: localcluster.DefaultClusterCIDR.String(),
@@ -74,15 +62,14 @@ before changing anything and says what to do.
 
 With --kwok it runs the simulated cluster instead, which needs no root: kwok stands in
 for the kubelets and a node agent for kube-proxy and the workload, on loopback addresses.
+Both run the cloud-controller-manager the same way, with leader election.
 
 It runs until Ctrl-C (SIGINT or SIGTERM) and then stops everything in order and leaves
 the machine as it found it. With --smoke it runs a scripted check instead, stops, and
 exits 0 only if every check passed.
 
-Every run starts a fresh control plane in DIR/run (its logs stay there afterwards).
-Real nodes start on a fresh cloud every run; whatever a killed run left on the machine
-is removed first. With --kwok the local cloud's state (DIR/cloud) is kept across runs.
---fresh wipes DIR first.
+Every run starts afresh in DIR: a new control plane and a new local cloud; whatever a
+killed run left on the machine is removed first. The logs of the last run stay in DIR.
 
 Binaries come from --bin-dir (bin/ of the source tree): make tools builds the Kubernetes
 components, and up builds cmd/localcloud, cmd/cloud-controller-manager, cmd/nephele and
@@ -92,24 +79,26 @@ the node images there unless --build=false. See docs/up.md.`,
   go run ./cmd/nephele up --nodes 2 --smoke`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.complete(); err != nil {
+			cfg, err := o.config()
+			if err != nil {
 				return err
 			}
-			return runUp(cmd.Context(), o, cmd.OutOrStdout())
+			return runUp(cmd.Context(), o, cfg, cmd.OutOrStdout())
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.dir, "dir", o.dir, "directory for the cluster's state, kubeconfig and logs")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding the binaries (default: bin/ of the nephele source tree, or $"+controlplane.BinDirEnv+")")
-	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("number of nodes (1-%d; with --kwok 1-%d)", localcluster.MaxNodes, maxKwokNodes))
+	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("number of nodes (1-%d; with --kwok 1-%d)", localcluster.MaxNodes, localcluster.MaxKwokNodes))
 	fs.BoolVar(&o.smoke, "smoke", false, "run the smoke checks, stop, and exit 0 only if all passed")
-	fs.BoolVar(&o.fresh, "fresh", false, "delete everything in --dir first, the local cloud's state included")
+	fs.BoolVar(&o.fresh, "fresh", false, "start afresh")
+	_ = fs.MarkDeprecated("fresh", "every run starts afresh now")
 	fs.BoolVar(&o.build, "build", o.build, "go build cmd/localcloud, cmd/cloud-controller-manager, cmd/nephele and the node images into --bin-dir first (needs the source tree)")
 	fs.BoolVar(&o.kwok, "kwok", false, "simulated nodes (kwok and node agents on loopback addresses) instead of real ones: no root needed")
 	fs.StringVar(&o.vipPool, "vip-pool", o.vipPool, "range the local cloud allocates load balancer VIPs from")
-	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range the local cloud assigns node addresses from (default %s, with --kwok %s)", realInstanceCIDR, kwokInstanceCIDR))
+	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range the local cloud assigns node addresses from (default %s, with --kwok %s)", hosts.DefaultRange, server.DefaultInstanceCIDR))
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", o.clusterCIDR, "the pod range: each node gets a /24 of it, routed by the cloud-controller-manager")
-	fs.StringVar(&o.serviceCIDR, "service-cidr", "", "the Service range (real nodes only; default "+controlplane.DefaultServiceCIDR.String()+")")
+	fs.StringVar(&o.serviceCIDR, "service-cidr", controlplane.DefaultServiceCIDR.String(), "the Service range")
 	fs.StringVar(&o.bridge, "bridge", "", "the local cloud's bridge for the hosts (real nodes only; default "+hosts.DefaultBridge+")")
 	fs.StringVar(&o.ccm, "ccm", string(localcluster.CCMProcess), "where the cloud-controller-manager runs (real nodes only): "+string(localcluster.CCMProcess)+
 		", a process on this machine; "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry; or "+
@@ -118,121 +107,234 @@ the node images there unless --build=false. See docs/up.md.`,
 	return cmd
 }
 
-// complete checks the options and fills in defaults that need the environment.
-func (o *upOptions) complete() error {
+// config turns the flags into the cluster's configuration. It checks what only the
+// command knows (the flags' syntax and the directories); localcluster.Start checks the
+// rest before it changes anything.
+func (o *upOptions) config() (localcluster.Config, error) {
 	var errs []error
-	maxNodes := localcluster.MaxNodes
-	if o.kwok {
-		maxNodes = maxKwokNodes
-	}
-	if o.nodes < 1 || o.nodes > maxNodes {
-		errs = append(errs, fmt.Errorf("--nodes %d: want 1 to %d", o.nodes, maxNodes))
-	}
 	if o.dir == "" {
 		errs = append(errs, errors.New("--dir must not be empty"))
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
-	if o.ccm == "" {
-		o.ccm = string(localcluster.CCMProcess)
+	if o.nodes < 1 {
+		// localcluster takes 0 for its default; a flag of 0 is a mistake.
+		errs = append(errs, fmt.Errorf("--nodes %d: want at least 1", o.nodes))
 	}
-	if o.instanceCIDR == "" {
-		o.instanceCIDR = realInstanceCIDR
-		if o.kwok {
-			o.instanceCIDR = kwokInstanceCIDR
+	prefix := func(flag, v string) netip.Prefix {
+		if v == "" {
+			return netip.Prefix{} // the mode's default
 		}
-	}
-	loopback := netip.MustParsePrefix("127.0.0.0/8")
-	prefix := func(name, v string) netip.Prefix {
 		p, err := netip.ParsePrefix(v)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s %q: %w", name, v, err))
+			errs = append(errs, fmt.Errorf("--%s %q: %w", flag, v, err))
 		case !p.Addr().Is4():
-			errs = append(errs, fmt.Errorf("%s %q: want an IPv4 range", name, v))
-		default:
-			return p
+			errs = append(errs, fmt.Errorf("--%s %q: want an IPv4 range", flag, v))
 		}
-		return netip.Prefix{}
+		return p
 	}
-	vips, inst := prefix("--vip-pool", o.vipPool), prefix("--instance-cidr", o.instanceCIDR)
-	if vips.IsValid() && (!loopback.Contains(vips.Addr()) || vips.Bits() < 8) {
-		errs = append(errs, fmt.Errorf("--vip-pool %q: want an IPv4 range inside 127.0.0.0/8, which needs no root", o.vipPool))
+	cfg := localcluster.Config{
+		NodeMode:     localcluster.NodesReal,
+		Nodes:        o.nodes,
+		Bridge:       o.bridge,
+		InstanceCIDR: prefix("instance-cidr", o.instanceCIDR),
+		ClusterCIDR:  prefix("cluster-cidr", o.clusterCIDR),
+		ServiceCIDR:  prefix("service-cidr", o.serviceCIDR),
+		VIPPool:      prefix("vip-pool", o.vipPool),
+		ClusterName:  localcluster.DefaultClusterName,
+		CCM:          localcluster.CCMMode(o.ccm),
 	}
-	prefix("--cluster-cidr", o.clusterCIDR)
 	if o.kwok {
-		if inst.IsValid() && (!loopback.Contains(inst.Addr()) || inst.Bits() < 8) {
-			errs = append(errs, fmt.Errorf("--instance-cidr %q: want an IPv4 range inside 127.0.0.0/8, which needs no root", o.instanceCIDR))
-		} else if inst.IsValid() && inst.Bits() < 32 && 1<<(32-inst.Bits())-2 < o.nodes {
-			errs = append(errs, fmt.Errorf("--instance-cidr %s has fewer addresses than --nodes %d", o.instanceCIDR, o.nodes))
-		}
-		if o.bridge != "" || o.serviceCIDR != "" {
-			errs = append(errs, errors.New("--bridge and --service-cidr are for real nodes: --kwok has no bridge, and the control plane's own Service range"))
-		}
-		if o.ccm != string(localcluster.CCMProcess) {
-			errs = append(errs, fmt.Errorf("--ccm %s is for real nodes: with --kwok the CCM runs as a process", o.ccm))
-		}
-	} else {
-		if o.bridge == "" {
-			o.bridge = hosts.DefaultBridge
-		}
-		if o.serviceCIDR == "" {
-			o.serviceCIDR = controlplane.DefaultServiceCIDR.String()
-		}
-		prefix("--service-cidr", o.serviceCIDR)
-		if inst.IsValid() {
-			if err := hosts.ValidateRange(inst); err != nil {
-				errs = append(errs, fmt.Errorf("--instance-cidr: %w", err))
-			}
-		}
-		if err := hosts.ValidateBridgeName(o.bridge); err != nil {
-			errs = append(errs, fmt.Errorf("--bridge: %w", err))
-		}
-		if !slices.Contains(localcluster.CCMModes, localcluster.CCMMode(o.ccm)) {
-			errs = append(errs, fmt.Errorf("--ccm %q: want %s, %s or %s", o.ccm, localcluster.CCMProcess, localcluster.CCMInCluster, localcluster.CCMOperator))
-		}
+		cfg.NodeMode = localcluster.NodesKwok
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return cfg, errors.Join(errs...)
 	}
-	abs, err := filepath.Abs(o.dir)
-	if err != nil {
-		return fmt.Errorf("--dir: %w", err)
+	var err error
+	if cfg.Dir, err = filepath.Abs(o.dir); err != nil {
+		return cfg, fmt.Errorf("--dir: %w", err)
 	}
-	o.dir = abs
 	if o.binDir == "" {
 		if o.binDir, err = controlplane.BinDir(); err != nil {
-			return fmt.Errorf("%w (or give --bin-dir)", err)
+			return cfg, fmt.Errorf("%w (or give --bin-dir)", err)
 		}
 	}
-	if o.binDir, err = filepath.Abs(o.binDir); err != nil {
-		return fmt.Errorf("--bin-dir: %w", err)
+	if cfg.BinDir, err = filepath.Abs(o.binDir); err != nil {
+		return cfg, fmt.Errorf("--bin-dir: %w", err)
 	}
-	return nil
+	if o.build {
+		wd, err := os.Getwd()
+		if err != nil {
+			return cfg, err
+		}
+		if cfg.BuildFrom, err = goModuleDir(context.Background(), wd); err != nil {
+			return cfg, fmt.Errorf("--build: %w (run up inside the nephele source tree, or make build node-images and --build=false)", err)
+		}
+	}
+	if o.smoke {
+		smoke.Configure(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, upFlagErrors(err)
+	}
+	return cfg, nil
 }
 
-// runUp runs the real cluster, or with --kwok the simulated one.
-func runUp(ctx context.Context, o upOptions, out io.Writer) error {
-	if !o.kwok {
-		return runReal(ctx, o, out)
-	}
-	return runKwok(ctx, o, out)
+// upFlags are the flags of up that set each field of localcluster.Config.
+var upFlags = map[string]string{
+	"nodes": "--nodes", "bridge": "--bridge", "instanceCIDR": "--instance-cidr", "clusterCIDR": "--cluster-cidr",
+	"serviceCIDR": "--service-cidr", "vipPool": "--vip-pool", "ccm": "--ccm", "dir": "--dir", "binDir": "--bin-dir",
 }
 
-// runKwok starts the simulated cluster, then runs the smoke checks or waits for a
-// signal, and stops everything.
-func runKwok(ctx context.Context, o upOptions, out io.Writer) error {
-	c, err := startCluster(ctx, o, out)
+// upFlagErrors says a localcluster.ConfigError's problems in terms of up's flags: one
+// line each, naming the flag.
+func upFlagErrors(err error) error {
+	var ce *localcluster.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	errs := make([]error, 0, len(ce.Errs))
+	for _, e := range ce.Errs {
+		name := e.Field
+		if flag, ok := upFlags[name]; ok {
+			name = flag
+		}
+		if e.BadValue != nil && fmt.Sprint(e.BadValue) != "" {
+			name += " " + fmt.Sprint(e.BadValue)
+		}
+		detail := e.Detail
+		if detail == "" {
+			detail = e.ErrorBody()
+		}
+		for _, field := range []string{"instanceCIDR", "clusterCIDR", "serviceCIDR", "vipPool"} {
+			// "overlaps clusterCIDR 10.244.0.0/16": the other range by its flag too.
+			detail = strings.ReplaceAll(detail, " "+field+" ", " "+upFlags[field]+" ")
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", name, detail))
+	}
+	return errors.Join(errs...)
+}
+
+// runUp runs the cluster cfg describes: it takes the state directory, starts the cluster,
+// then runs the smoke checks or waits for a signal, and stops it.
+func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Writer) error {
+	what := plural(cfg.Nodes, "real node") + " on the local cloud's hosts"
+	if o.kwok {
+		what = plural(cfg.Nodes, "kwok node")
+	}
+	fmt.Fprintf(out, "nephele up: %s, state in %s\n", what, cfg.Dir)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return err
+	}
+	lock, err := lockDir(cfg.Dir)
 	if err != nil {
 		return err
 	}
+	defer func() { _ = lock.release() }()
+
+	cfg.Progress = newProgress(out)
+	startCtx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("not up within --timeout %s", o.timeout))
+	defer cancel()
+	c, err := localcluster.Start(startCtx, cfg)
+	var pre *localcluster.PreflightError
+	if errors.As(err, &pre) && !pre.Kwok {
+		return fmt.Errorf("%w\nor run the simulated cluster, which needs none of this: nephele up --kwok (make up UP_FLAGS=--kwok)", err)
+	}
+	if err != nil {
+		return err
+	}
+	cancel()
+	if err := publishCredentials(cfg.Dir, c); err != nil {
+		return errors.Join(err, stop(c, cfg.Dir, out))
+	}
 	var runErr error
 	if o.smoke {
-		runErr = runSmoke(ctx, c, out)
+		_, runErr = smoke.Run(ctx, c, smoke.Options{Out: out, Timeout: o.timeout})
 	} else {
-		c.printUsage(out)
-		runErr = c.wait(ctx)
+		printUsage(out, c, cfg.Dir)
+		runErr = c.Wait(ctx)
 	}
-	return errors.Join(runErr, c.stop(out))
+	return errors.Join(runErr, stop(c, cfg.Dir, out))
+}
+
+// credentialFiles are the admin's kubeconfig and token, which up writes into the state
+// directory while the cluster runs.
+func credentialFiles(dir string) (kubeconfig, token string) {
+	return filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "token")
+}
+
+// publishCredentials puts the admin kubeconfig and token where the user looks for them.
+func publishCredentials(dir string, c *localcluster.Cluster) error {
+	kubeconfigFile, tokenFile := credentialFiles(dir)
+	kubeconfig, err := os.ReadFile(c.Env.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfigFile, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(tokenFile, []byte(c.Env.Token+"\n"), 0o600)
+}
+
+// stop stops the cluster and removes the credentials of an apiserver that is gone.
+func stop(c *localcluster.Cluster, dir string, out io.Writer) error {
+	fmt.Fprintln(out, "stopping (Ctrl-C again kills at once; the next nephele up cleans up after that)")
+	err := c.Stop(context.Background())
+	kubeconfig, token := credentialFiles(dir)
+	for _, p := range []string{kubeconfig, token} {
+		if rmErr := os.Remove(p); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			err = errors.Join(err, rmErr)
+		}
+	}
+	if err == nil {
+		fmt.Fprintf(out, "stopped; logs kept in %s\n", strings.Join(c.LogDirs(), ", "))
+	}
+	return err
+}
+
+// printUsage tells a person how to use the cluster that is up.
+func printUsage(out io.Writer, c *localcluster.Cluster, dir string) {
+	kubeconfig, _ := credentialFiles(dir)
+	var nodes []string
+	for _, n := range c.Nodes {
+		nodes = append(nodes, n.Name+" "+n.Address.String())
+	}
+	kubectl := c.Kubectl
+	cfg := c.Config()
+	fmt.Fprintf(out, "\nnephele is up: %s (%s), kube-apiserver %s, local cloud %s\n\nUse it with kubectl:\n  export KUBECONFIG=%s\n",
+		plural(len(c.Nodes), string(cfg.NodeMode)+" node"), strings.Join(nodes, ", "), c.Env.APIServerURL, c.CloudURL, kubeconfig)
+	if cfg.NodeMode == localcluster.NodesReal {
+		fmt.Fprintf(out, `  %[1]s get nodes -o wide -L topology.kubernetes.io/zone
+  %[1]s create deployment hello --image=%[2]s --replicas=%[3]d --port=8080
+  %[1]s expose deployment hello --type=LoadBalancer --port=8080
+  %[1]s get service hello          # EXTERNAL-IP: a VIP of the local cloud's load balancer
+  curl http://<EXTERNAL-IP>:8080/   # a pod answers with its name
+  %[1]s logs deploy/hello
+  %[1]s exec deploy/hello -- /demo-http get http://<another pod's IP>:8080/
+`, kubectl, localcluster.DemoImage, len(c.Nodes))
+	} else {
+		fmt.Fprintf(out, `  %[1]s get nodes -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type
+  %[1]s create service loadbalancer hello --tcp=8080:8080
+  %[1]s get service hello          # EXTERNAL-IP comes from the local cloud
+  curl http://<EXTERNAL-IP>:8080/   # answered by a node agent, through the cloud's load balancer
+`, kubectl)
+	}
+	fmt.Fprintf(out, `
+The cloud:
+  curl -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/instances
+  curl -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/clusters/%[3]s/routes
+
+Logs: %[4]s
+Press Ctrl-C to stop.
+`, c.CloudTokenFile, c.CloudURL, cfg.ClusterName, strings.Join(c.LogDirs(), ", "))
+}
+
+// plural says "1 route", "2 routes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/clustertest"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/proctest"
 	"github.com/nephele-dev/nephele/internal/testnet"
@@ -31,36 +31,9 @@ func TestMain(m *testing.M) {
 // Bounds of the end-to-end test. One `nephele up` is up in well under a minute on a busy
 // two-core machine; these are generous so that load never fails the test.
 const (
-	buildTimeout = 10 * time.Minute
-	runTimeout   = 3 * time.Minute
-	stopTimeout  = time.Minute
+	runTimeout  = 3 * time.Minute
+	stopTimeout = time.Minute
 )
-
-// testBinDir returns a bin directory for the test: the control plane binaries of the
-// real one (make tools) and cmd/localcloud and cmd/cloud-controller-manager freshly
-// built with up's own build step, so the test never writes to the shared bin/.
-func testBinDir(t *testing.T) string {
-	t.Helper()
-	realBin, err := controlplane.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages"} {
-		if _, err := os.Stat(filepath.Join(realBin, name)); err != nil {
-			t.Fatalf("%v: run make tools", err)
-		}
-		if err := os.Symlink(filepath.Join(realBin, name), filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
-	defer cancel()
-	if err := buildBinaries(ctx, bin, localcloudBinary, ccmBinary); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // startUp runs `nephele up` with args; the process is killed when the test ends.
 func startUp(t *testing.T, args ...string) *proctest.Process {
@@ -93,7 +66,7 @@ func loopbackRanges() (vipPool, instanceCIDR string) {
 // TestUp runs `nephele up --kwok` three times in one state directory as a person would: a
 // run that is killed, a smoke run after it that must pass, and a run stopped with Ctrl-C.
 func TestUp(t *testing.T) {
-	bin := testBinDir(t)
+	bin := clustertest.Commands(t, "localcloud", "cloud-controller-manager")
 	dir := filepath.Join(t.TempDir(), "up")
 	vipPool, instanceCIDR := loopbackRanges()
 	args := []string{"--kwok", "--dir", dir, "--bin-dir", bin, "--build=false", "--nodes", "2",
@@ -113,16 +86,18 @@ func TestUp(t *testing.T) {
 		}
 		out := p.Output()
 		for _, want := range []string{
-			"state kept: 2 instances", // the killed run's instances
-			"2 instances kept",
+			"clean up after the previous run",
 			"PASS node node-1 initialized",
 			"PASS node node-2 initialized",
+			"PASS the cloud's load balancer health-checks the node agent: every node healthy",
 			"PASS HTTP GET through the VIP is answered by a node agent",
 			"hello from node-",
+			"PASS a UDP datagram through the VIP is echoed",
+			"PASS nephele migrate check passes",
 			"PASS deleting the Service deletes the cloud load balancer",
 			"PASS the VIP's listener is closed",
-			"smoke: PASSED (9 checks)",
-			"stop the control plane and kwok",
+			"smoke: PASSED (10 checks)",
+			"stop etcd, kube-apiserver and kwok",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output does not contain %q", want)
@@ -172,7 +147,8 @@ func TestUp(t *testing.T) {
 			t.Errorf("nephele up exited %d after SIGINT, want 0", code)
 		}
 		out := p.Output()
-		order := []string{"stop cloud-controller-manager", "stop local cloud", "stop node agents", "stop the control plane and kwok"}
+		order := []string{"stop cloud-controller-manager", "stop kube-controller-manager and kube-scheduler", "stop the node agent",
+			"stop etcd, kube-apiserver and kwok", "stop the local cloud"}
 		last := -1
 		for _, step := range order {
 			i := strings.Index(out, step)

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -23,51 +22,82 @@ import (
 // busy two-core machine takes minutes.
 const buildTimeout = 10 * time.Minute
 
+// BuiltEnv names the directory in which nephele's commands and image archives were
+// built for this run of the tests (make test builds them once, with make build and make
+// node-images, and sets it to bin/). Unset, every test that needs them builds its own
+// from this source tree, so a test run by hand never runs stale binaries.
+const BuiltEnv = "NEPHELE_BUILT_DIR"
+
 // ToolBinaries are the programs of make tools a real cluster runs from its bin
 // directory.
 var ToolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 	"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr", "cni"}
 
+// kwokTools are the programs of make tools a cluster of kwok nodes runs besides the
+// control plane's.
+var kwokTools = []string{"kwok", "kwok-stages"}
+
 // BinDir returns a bin directory for a real cluster: links to the tools in the shared
 // bin directory (controlplane.BinDir: make tools), and nephele's commands
-// (localcluster.BuiltBinaries) and images (localcluster.Images) built from this
-// source tree into the test's own directory, so a test never runs stale binaries nor
-// writes to the shared bin/. It fails the test, naming the fix, when the machine cannot
-// run real nodes (localcluster.Preflight).
+// (localcluster.BuiltBinaries) and images (localcluster.Images), built for this run of the
+// tests (BuiltEnv) or else from this source tree into the test's own directory, so a test
+// never runs stale binaries nor writes to the shared bin/. It fails the test, naming the
+// fix, when the machine cannot run real nodes (localcluster.Preflight).
 func BinDir(t testing.TB) string {
+	t.Helper()
+	bin := Commands(t, localcluster.BuiltBinaries...)
+	imageDir := localcluster.ImageDir(bin)
+	if built := os.Getenv(BuiltEnv); built != "" {
+		link(t, localcluster.ImageDir(built), imageDir)
+	} else {
+		ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
+		defer cancel()
+		if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: ModuleDir(t), OutDir: imageDir}, localcluster.Images...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := localcluster.Preflight(bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Commands returns a bin directory of the test's own with links to the tools of the
+// shared bin directory (make tools) and the named commands of nephele (cmd/<name>), built
+// for this run of the tests (BuiltEnv) or else from this source tree.
+func Commands(t testing.TB, names ...string) string {
 	t.Helper()
 	shared, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	for _, name := range ToolBinaries {
-		if _, err := os.Stat(filepath.Join(shared, name)); err != nil {
-			t.Fatalf("%v: run make tools", err)
+	for _, name := range append(append([]string(nil), ToolBinaries...), kwokTools...) {
+		link(t, filepath.Join(shared, name), filepath.Join(bin, name))
+	}
+	if built := os.Getenv(BuiltEnv); built != "" {
+		for _, name := range names {
+			link(t, filepath.Join(built, name), filepath.Join(bin, name))
 		}
-		if err := os.Symlink(filepath.Join(shared, name), filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
+		return bin
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
 	defer cancel()
-	root := ModuleDir(t)
-	args := []string{"build", "-o", bin + string(filepath.Separator)}
-	for _, name := range localcluster.BuiltBinaries {
-		args = append(args, "./cmd/"+name)
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-	if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: root, OutDir: localcluster.ImageDir(bin)}, localcluster.Images...); err != nil {
-		t.Fatal(err)
-	}
-	if err := localcluster.Preflight(bin); err != nil {
+	if err := localcluster.BuildCommands(ctx, ModuleDir(t), bin, names...); err != nil {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// link makes dst a symbolic link to src, which must exist.
+func link(t testing.TB, src, dst string) {
+	t.Helper()
+	if _, err := os.Stat(src); err != nil {
+		t.Fatalf("%v: run make tools (and make build node-images, with %s set)", err, BuiltEnv)
+	}
+	if err := os.Symlink(src, dst); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ModuleDir is the root of nephele's source tree.

@@ -1,4 +1,4 @@
-package main
+package smoke
 
 import (
 	"bytes"
@@ -29,7 +29,54 @@ import (
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
-// Objects of the smoke checks on real nodes, all in smokeNamespace.
+// realChecks are the checks of a cluster of real nodes: those before the CCM runs, and
+// those after.
+func (s *smoke) realChecks() (before, after []check) {
+	before = []check{
+		{"a probe pod runs on every node (tolerating the uninitialized taint)", s.probesRun},
+		{"pod-to-pod across nodes fails: no route in the cloud yet", s.podToPodFails},
+	}
+	after = append(s.nodeChecks(),
+		check{"every node's pod CIDR routed in the local cloud", s.routes},
+		check{"pod-to-pod across nodes works through the routes", s.podToPodWorks},
+		check{"a route deleted behind the controller's back breaks pod-to-pod", s.routeDeleted},
+		check{"the route controller's drift check restores it", s.routeRestored},
+		check{"a Deployment of the demo server runs pods on every node", s.deployment},
+		check{"Service " + Namespace + "/" + ServiceName + " (LoadBalancer, externalTrafficPolicy Local) gets an ingress IP", s.demoService},
+		check{"the cloud's load balancer health-checks kube-proxy: every node healthy", s.everyBackendHealthy},
+		check{"HTTP through the VIP reaches pods on every node", s.vipReachesEveryNode},
+		check{"nephele migrate check passes", s.migrateCheck},
+		check{"kubectl logs shows a pod's log", s.kubectlLogs},
+		check{"kubectl exec runs a command in a pod", s.kubectlExec},
+		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
+		check{"terminating that node's instance: its Node goes NotReady", s.terminate},
+		check{"the lifecycle controller deletes the terminated instance's Node", s.nodeDeleted},
+		check{"the pod comes back on another node and answers through the VIP", s.podBack},
+		check{"deleting the Service deletes the cloud load balancer", s.deleteService},
+		check{"the VIP's listener is closed", s.listenerClosed(demoPort)},
+	)
+	return before, after
+}
+
+// demoService creates the Service in front of the demo Deployment and waits for its VIP.
+func (s *smoke) demoService(ctx context.Context) (string, error) {
+	return s.createService(ctx, []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: demoPort, TargetPort: intstr.FromInt32(demoPort)}})
+}
+
+// getDemo makes one request through the VIP and decodes the demo server's answer.
+func (s *smoke) getDemo(ctx context.Context) (demoAnswer, error) {
+	var a demoAnswer
+	raw, err := s.get(ctx, demoPort)
+	if err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return a, fmt.Errorf("through the VIP: %q: %w", raw, err)
+	}
+	return a, nil
+}
+
+// Objects of the smoke checks on real nodes, all in Namespace.
 const (
 	// probePrefix names the probe pods, one bound to each node: node-1's is
 	// nephele-probe-node-1.
@@ -41,21 +88,6 @@ const (
 	vipRequests = 200
 )
 
-// realSmoke is one run of the smoke checks on real nodes; later checks use what earlier
-// ones found.
-type realSmoke struct {
-	c    *localcluster.Cluster
-	o    upOptions
-	http *http.Client
-
-	probes  []probe
-	vip     string
-	hcPort  int32 // the Service's health check node port
-	lbName  string
-	serving string // the node of the one replica left after scaling down
-	lost    string // the node whose instance was terminated
-}
-
 // probe is a pod bound to one node, for pod-to-pod traffic.
 type probe struct{ pod, node, ip string }
 
@@ -66,108 +98,10 @@ type demoAnswer struct {
 	Node  string `json:"node"`
 }
 
-// runRealSmoke runs the smoke checks on a cluster started with DeferCCM: first what
-// must hold before nephele's cloud-controller-manager runs, then it starts the CCM, then
-// the rest. Each check is bounded by --timeout; the first failure stops the run.
-func runRealSmoke(ctx context.Context, c *localcluster.Cluster, o upOptions, out io.Writer) error {
-	s := &realSmoke{c: c, o: o, http: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
-		Proxy:             nil, // the VIP is local: never ask an environment's proxy
-		DisableKeepAlives: true,
-	}}}
-	ck := &checks{w: out}
-	fmt.Fprintf(out, "smoke settings: kube-controller-manager %s; cloud-controller-manager %s\n",
-		strings.Join(smokeControllerManagerArgs, " "), strings.Join(smokeCCMArgs, " "))
-	type check struct {
-		name string
-		fn   func(context.Context) (string, error)
-	}
-	run := func(list []check) error {
-		for _, chk := range list {
-			cctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("not done within --timeout %s", o.timeout))
-			err := ck.run(cctx, chk.name, chk.fn)
-			cancel()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	before := []check{
-		{"a probe pod runs on every node (tolerating the uninitialized taint)", s.probesRun},
-		{"pod-to-pod across nodes fails: no route in the cloud yet", s.podToPodFails},
-	}
-	var after []check
-	for _, n := range c.Nodes {
-		after = append(after, check{"node " + n.Name + " initialized by the CCM", func(ctx context.Context) (string, error) {
-			return s.nodeInitialized(ctx, n.Name)
-		}})
-	}
-	after = append(after,
-		check{"every node's pod CIDR routed in the local cloud", s.routes},
-		check{"pod-to-pod across nodes works through the routes", s.podToPodWorks},
-		check{"a route deleted behind the controller's back breaks pod-to-pod", s.routeDeleted},
-		check{"the route controller's drift check restores it", s.routeRestored},
-		check{"a Deployment of the demo server runs pods on every node", s.deployment},
-		check{"Service " + smokeNamespace + "/" + smokeName + " (LoadBalancer, externalTrafficPolicy Local) gets an ingress IP", s.ingressIP},
-		check{"the cloud's load balancer health-checks kube-proxy: every node healthy", s.everyBackendHealthy},
-		check{"HTTP through the VIP reaches pods on every node", s.vipReachesEveryNode},
-		check{"nephele migrate check passes", s.migrateCheck},
-		check{"kubectl logs shows a pod's log", s.kubectlLogs},
-		check{"kubectl exec runs a command in a pod", s.kubectlExec},
-		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
-		check{"terminating that node's instance: its Node goes NotReady", s.terminate},
-		check{"the lifecycle controller deletes the terminated instance's Node", s.nodeDeleted},
-		check{"the pod comes back on another node and answers through the VIP", s.podBack},
-		check{"deleting the Service deletes the cloud load balancer", s.deleteService},
-		check{"the VIP's listener is closed", s.listenerClosed},
-	)
-	total := len(before) + len(after)
-	fail := func(err error) error {
-		fmt.Fprintf(out, "smoke: FAILED (%d passed, %d failed, %d not run); logs in %s\n",
-			ck.passed, ck.failed, total-ck.passed-ck.failed, strings.Join(c.LogDirs(), ", "))
-		return err
-	}
-
-	fmt.Fprintln(out, "smoke checks before the cloud-controller-manager runs:")
-	if err := run(before); err != nil {
-		return fail(err)
-	}
-	ccmCtx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("not done within --timeout %s", o.timeout))
-	err := c.StartCCM(ccmCtx)
-	cancel()
-	if err != nil {
-		return fail(err)
-	}
-	fmt.Fprintln(out, "smoke checks:")
-	if err := run(after); err != nil {
-		return fail(err)
-	}
-	s.reportResources(out)
-	fmt.Fprintf(out, "smoke: PASSED (%d checks)\n", ck.passed)
-	return nil
-}
-
-// migrateCheck runs `nephele migrate check` (this very binary) against the cluster: every
-// Node initialized with a local:// provider ID, the LoadBalancer Service owned by nephele,
-// nephele holding its lease, nothing held by kube-controller-manager.
-func (s *realSmoke) migrateCheck(ctx context.Context) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, self, "migrate", "check", "--kubeconfig", s.c.Env.Kubeconfig, "--provider", "local")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("nephele migrate check: %w:\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return fmt.Sprintf("%d checks passed", len(lines)), nil
-}
-
 // kubectl runs bin/kubectl as the admin and returns its standard output; a failure
 // carries its standard error.
-func (s *realSmoke) kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, s.c.Kubectl, append([]string{"--kubeconfig", s.c.Env.Kubeconfig, "--namespace", smokeNamespace}, args...)...)
+func (s *smoke) kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.c.Kubectl, append([]string{"--kubeconfig", s.c.Env.Kubeconfig, "--namespace", Namespace}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -178,7 +112,7 @@ func (s *realSmoke) kubectl(ctx context.Context, args ...string) (string, error)
 
 // get makes pod GET url with the demo server's client, through kubectl exec, and
 // decodes the answer. A failure of the GET itself (not of kubectl) is a *getError.
-func (s *realSmoke) get(ctx context.Context, pod, url string) (demoAnswer, error) {
+func (s *smoke) execGet(ctx context.Context, pod, url string) (demoAnswer, error) {
 	out, err := s.kubectl(ctx, "exec", pod, "--", "/demo-http", "get", url)
 	var a demoAnswer
 	if err != nil {
@@ -236,8 +170,8 @@ func podReady(p *corev1.Pod) bool {
 
 // probesRun creates a probe pod bound to each node and waits until every one is Ready.
 // The nodes are not initialized yet, so the pods tolerate every taint.
-func (s *realSmoke) probesRun(ctx context.Context) (string, error) {
-	pods := s.c.Env.Client.CoreV1().Pods(smokeNamespace)
+func (s *smoke) probesRun(ctx context.Context) (string, error) {
+	pods := s.c.Env.Client.CoreV1().Pods(Namespace)
 	for _, n := range s.c.Nodes {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: probePrefix + n.Name, Labels: map[string]string{"app": "nephele-probe"}},
@@ -249,7 +183,7 @@ func (s *realSmoke) probesRun(ctx context.Context) (string, error) {
 			},
 		}
 		// Admission refuses pods until kube-controller-manager made the default service account.
-		err := eventually(ctx, func(ctx context.Context) error {
+		err := s.eventually(ctx, func(ctx context.Context) error {
 			_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return nil
@@ -261,7 +195,7 @@ func (s *realSmoke) probesRun(ctx context.Context) (string, error) {
 		}
 		s.probes = append(s.probes, probe{pod: pod.Name, node: n.Name})
 	}
-	err := eventually(ctx, func(ctx context.Context) error {
+	err := s.eventually(ctx, func(ctx context.Context) error {
 		for i, p := range s.probes {
 			pod, err := pods.Get(ctx, p.pod, metav1.GetOptions{})
 			if err != nil {
@@ -282,7 +216,7 @@ func (s *realSmoke) probesRun(ctx context.Context) (string, error) {
 }
 
 // pairs are the probes and the probe of the next node, each node to another.
-func (s *realSmoke) pairs() [][2]probe {
+func (s *smoke) pairs() [][2]probe {
 	var out [][2]probe
 	for i, p := range s.probes {
 		if len(s.probes) > 1 {
@@ -294,13 +228,13 @@ func (s *realSmoke) pairs() [][2]probe {
 
 // podToPodFails checks that no probe reaches the probe of another node: without a route
 // to its pod CIDR the traffic goes to the machine, which sends it nowhere.
-func (s *realSmoke) podToPodFails(ctx context.Context) (string, error) {
+func (s *smoke) podToPodFails(ctx context.Context) (string, error) {
 	if len(s.probes) < 2 {
 		return "one node: nothing across nodes", nil
 	}
 	var last string
 	for _, pr := range s.pairs() {
-		_, err := s.get(ctx, pr[0].pod, podURL(pr[1].ip))
+		_, err := s.execGet(ctx, pr[0].pod, podURL(pr[1].ip))
 		var ge *getError
 		if !errors.As(err, &ge) {
 			return "", fmt.Errorf("%s -> %s %s: want the GET to fail on the network, got %v", pr[0].node, pr[1].node, pr[1].ip, err)
@@ -310,73 +244,9 @@ func (s *realSmoke) podToPodFails(ctx context.Context) (string, error) {
 	return last, nil
 }
 
-func (s *realSmoke) nodeInitialized(ctx context.Context, name string) (string, error) {
-	var node *corev1.Node
-	err := eventually(ctx, func(ctx context.Context) error {
-		var err error
-		if node, err = s.c.Env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return err
-		}
-		if ok, why := localcluster.Initialized(node); !ok {
-			return errors.New(why)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s, zone %s, type %s, %s", node.Spec.ProviderID,
-		node.Labels[corev1.LabelTopologyZone], node.Labels[corev1.LabelInstanceTypeStable], nodeAddresses(node)), nil
-}
-
-func nodeAddresses(n *corev1.Node) string {
-	var a []string
-	for _, addr := range n.Status.Addresses {
-		a = append(a, string(addr.Type)+" "+addr.Address)
-	}
-	return strings.Join(a, ", ")
-}
-
-// routeOf returns the cloud's route to node's pod CIDR, nil when there is none.
-func (s *realSmoke) routeOf(ctx context.Context, node string) (*api.Route, string, error) {
-	obj, err := s.c.Env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	routes, err := s.c.Cloud.ListRoutes(ctx, clusterName)
-	if err != nil {
-		return nil, "", err
-	}
-	for i, r := range routes {
-		if r.DestinationCIDR == obj.Spec.PodCIDR && r.TargetNode == node {
-			return &routes[i], obj.Spec.PodCIDR, nil
-		}
-	}
-	return nil, obj.Spec.PodCIDR, nil
-}
-
-func (s *realSmoke) routes(ctx context.Context) (string, error) {
-	var got []string
-	err := eventually(ctx, func(ctx context.Context) error {
-		got = got[:0]
-		for _, n := range s.c.Nodes {
-			r, cidr, err := s.routeOf(ctx, n.Name)
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				return fmt.Errorf("node %s: no route for its pod CIDR %q", n.Name, cidr)
-			}
-			got = append(got, cidr+" -> "+n.Name)
-		}
-		return nil
-	})
-	return strings.Join(got, ", "), err
-}
-
 // podToPodWorks checks that each probe reaches the probe of another node, which
 // answers naming itself.
-func (s *realSmoke) podToPodWorks(ctx context.Context) (string, error) {
+func (s *smoke) podToPodWorks(ctx context.Context) (string, error) {
 	if len(s.probes) < 2 {
 		return "one node: nothing across nodes", nil
 	}
@@ -391,9 +261,9 @@ func (s *realSmoke) podToPodWorks(ctx context.Context) (string, error) {
 }
 
 // reaches waits until from's GET to to's pod IP is answered by to.
-func (s *realSmoke) reaches(ctx context.Context, from, to probe) error {
-	return eventually(ctx, func(ctx context.Context) error {
-		a, err := s.get(ctx, from.pod, podURL(to.ip))
+func (s *smoke) reaches(ctx context.Context, from, to probe) error {
+	return s.eventually(ctx, func(ctx context.Context) error {
+		a, err := s.execGet(ctx, from.pod, podURL(to.ip))
 		if err != nil {
 			return fmt.Errorf("%s -> %s %s: %w", from.node, to.node, to.ip, err)
 		}
@@ -408,7 +278,7 @@ func (s *realSmoke) reaches(ctx context.Context, from, to probe) error {
 // and checks that the first node's probe no longer reaches it. It deletes it just after
 // the route controller listed the routes, so the controller's next look is a whole
 // period away.
-func (s *realSmoke) routeDeleted(ctx context.Context) (string, error) {
+func (s *smoke) routeDeleted(ctx context.Context) (string, error) {
 	if len(s.probes) < 2 {
 		return "one node: nothing across nodes", nil
 	}
@@ -424,7 +294,7 @@ func (s *realSmoke) routeDeleted(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = eventually(ctx, func(ctx context.Context) error {
+	err = s.eventually(ctx, func(ctx context.Context) error {
 		now, err := s.c.Cloud.CallCounts(ctx)
 		if err != nil {
 			return err
@@ -439,10 +309,10 @@ func (s *realSmoke) routeDeleted(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.c.Cloud.DeleteRoute(ctx, clusterName, r.Name); err != nil {
+	if err := s.c.Cloud.DeleteRoute(ctx, s.cfg.ClusterName, r.Name); err != nil {
 		return "", fmt.Errorf("delete route %s: %w", r.Name, err)
 	}
-	_, err = s.get(ctx, from.pod, podURL(to.ip))
+	_, err = s.execGet(ctx, from.pod, podURL(to.ip))
 	var ge *getError
 	if !errors.As(err, &ge) {
 		return "", fmt.Errorf("%s -> %s %s with its route deleted: want the GET to fail on the network, got %v", from.node, to.node, to.ip, err)
@@ -452,13 +322,13 @@ func (s *realSmoke) routeDeleted(ctx context.Context) (string, error) {
 
 // routeRestored waits until the route controller has created the route again and the
 // first node's probe reaches the second's.
-func (s *realSmoke) routeRestored(ctx context.Context) (string, error) {
+func (s *smoke) routeRestored(ctx context.Context) (string, error) {
 	if len(s.probes) < 2 {
 		return "one node: nothing across nodes", nil
 	}
 	start := time.Now()
 	from, to := s.probes[0], s.probes[1]
-	err := eventually(ctx, func(ctx context.Context) error {
+	err := s.eventually(ctx, func(ctx context.Context) error {
 		r, cidr, err := s.routeOf(ctx, to.node)
 		if err != nil {
 			return err
@@ -479,11 +349,11 @@ func (s *realSmoke) routeRestored(ctx context.Context) (string, error) {
 }
 
 // deployment runs two demo pods per node, spread over the nodes.
-func (s *realSmoke) deployment(ctx context.Context) (string, error) {
-	labels := map[string]string{"app": smokeName}
+func (s *smoke) deployment(ctx context.Context) (string, error) {
+	labels := map[string]string{"app": ServiceName}
 	replicas := int32(2 * len(s.c.Nodes))
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: smokeName, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: ServiceName, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -501,11 +371,11 @@ func (s *realSmoke) deployment(ctx context.Context) (string, error) {
 			},
 		},
 	}
-	if _, err := s.c.Env.Client.AppsV1().Deployments(smokeNamespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := s.c.Env.Client.AppsV1().Deployments(Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create Deployment: %w", err)
 	}
 	var perNode map[string]int
-	err := eventually(ctx, func(ctx context.Context) error {
+	err := s.eventually(ctx, func(ctx context.Context) error {
 		ready, err := s.readyPods(ctx)
 		if err != nil {
 			return err
@@ -523,9 +393,9 @@ func (s *realSmoke) deployment(ctx context.Context) (string, error) {
 }
 
 // readyPods returns the Deployment's pods that are Ready.
-func (s *realSmoke) readyPods(ctx context.Context) ([]corev1.Pod, error) {
-	list, err := s.c.Env.Client.CoreV1().Pods(smokeNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{"app": smokeName}).String(),
+func (s *smoke) readyPods(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := s.c.Env.Client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(map[string]string{"app": ServiceName}).String(),
 	})
 	if err != nil {
 		return nil, err
@@ -542,136 +412,9 @@ func countsByNode(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s *realSmoke) ingressIP(ctx context.Context) (string, error) {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: smokeName},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": smokeName},
-			// Local: kube-proxy sends node-port traffic to the node's own pods only, and
-			// its health check node port tells the cloud which nodes have one.
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: demoPort, TargetPort: intstr.FromInt32(demoPort)}},
-		},
-	}
-	services := s.c.Env.Client.CoreV1().Services(smokeNamespace)
-	if _, err := services.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("create Service: %w", err)
-	}
-	err := eventually(ctx, func(ctx context.Context) error {
-		got, err := services.Get(ctx, smokeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s.hcPort = got.Spec.HealthCheckNodePort
-		for _, ing := range got.Status.LoadBalancer.Ingress {
-			if ing.IP != "" {
-				s.vip = ing.IP
-				return nil
-			}
-		}
-		return errors.New("no ingress IP in the Service's status yet")
-	})
-	return fmt.Sprintf("%s, health check node port %d", s.vip, s.hcPort), err
-}
-
-// loadBalancer waits until the cloud's load balancer of the smoke Service has the VIP, a
-// backend on every node still in the cluster, and healthy(backend) holds for each.
-func (s *realSmoke) loadBalancer(ctx context.Context, nodes []string, healthy func(api.BackendStatus) error) (api.LoadBalancer, error) {
-	var lb api.LoadBalancer
-	err := eventually(ctx, func(ctx context.Context) error {
-		lbs, err := s.c.Cloud.ListLoadBalancers(ctx, clusterName)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(lbs, func(lb api.LoadBalancer) bool { return lb.Spec.Service == smokeNamespace+"/"+smokeName })
-		if i < 0 {
-			return fmt.Errorf("no load balancer for %s/%s among %d", smokeNamespace, smokeName, len(lbs))
-		}
-		lb = lbs[i]
-		if lb.Spec.HealthCheckNodePort != s.hcPort || s.hcPort == 0 {
-			return fmt.Errorf("load balancer %s health-checks port %d, the Service's health check node port is %d", lb.Name, lb.Spec.HealthCheckNodePort, s.hcPort)
-		}
-		if lb.Status.VIP != s.vip {
-			return fmt.Errorf("load balancer %s has VIP %s, the Service says %s", lb.Name, lb.Status.VIP, s.vip)
-		}
-		var have []string
-		for _, b := range lb.Status.Backends {
-			have = append(have, b.NodeName)
-			if err := healthy(b); err != nil {
-				return err
-			}
-		}
-		sort.Strings(have)
-		if !slices.Equal(have, nodes) {
-			return fmt.Errorf("load balancer %s has backends %v, want %v", lb.Name, have, nodes)
-		}
-		return nil
-	})
-	s.lbName = lb.Name
-	return lb, err
-}
-
-// clusterNodes are the names of the nodes still in the cluster, sorted.
-func (s *realSmoke) clusterNodes() []string {
-	var out []string
-	for _, n := range s.c.Nodes {
-		if n.Name != s.lost {
-			out = append(out, n.Name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func describeBackends(lb api.LoadBalancer) string {
-	var parts []string
-	for _, b := range lb.Status.Backends {
-		parts = append(parts, fmt.Sprintf("%s %s", b.NodeName, b.Health))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
-func (s *realSmoke) everyBackendHealthy(ctx context.Context) (string, error) {
-	lb, err := s.loadBalancer(ctx, s.clusterNodes(), func(b api.BackendStatus) error {
-		if b.Health != api.HealthHealthy {
-			return fmt.Errorf("backend %s (%s) is %s", b.NodeName, b.Address, b.Health)
-		}
-		return nil
-	})
-	return fmt.Sprintf("%s: %s", lb.Name, describeBackends(lb)), err
-}
-
-// getVIP makes one request through the VIP.
-func (s *realSmoke) getVIP(ctx context.Context) (demoAnswer, error) {
-	url := "http://" + net.JoinHostPort(s.vip, strconv.Itoa(demoPort)) + "/"
-	var a demoAnswer
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return a, err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return a, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("GET %s: %s %q", url, resp.Status, raw)
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("GET %s: %q: %w", url, raw, err)
-	}
-	return a, nil
-}
-
 // vipReachesEveryNode sends requests through the VIP until pods on every node have
 // answered; every answer must name a pod of the Deployment on the node it runs on.
-func (s *realSmoke) vipReachesEveryNode(ctx context.Context) (string, error) {
+func (s *smoke) vipReachesEveryNode(ctx context.Context) (string, error) {
 	ready, err := s.readyPods(ctx)
 	if err != nil {
 		return "", err
@@ -682,7 +425,7 @@ func (s *realSmoke) vipReachesEveryNode(ctx context.Context) (string, error) {
 	}
 	seen := map[string]int{}
 	for i := 0; i < vipRequests && len(seen) < len(s.c.Nodes); i++ {
-		a, err := s.getVIP(ctx)
+		a, err := s.getDemo(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -697,7 +440,7 @@ func (s *realSmoke) vipReachesEveryNode(ctx context.Context) (string, error) {
 	return "answers by node: " + countsByNode(seen), nil
 }
 
-func (s *realSmoke) kubectlLogs(ctx context.Context) (string, error) {
+func (s *smoke) kubectlLogs(ctx context.Context) (string, error) {
 	ready, err := s.readyPods(ctx)
 	if err != nil || len(ready) == 0 {
 		return "", fmt.Errorf("no Ready pod (%v)", err)
@@ -714,13 +457,13 @@ func (s *realSmoke) kubectlLogs(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s on %s: %q", pod.Name, pod.Spec.NodeName, strings.TrimSpace(out)), nil
 }
 
-func (s *realSmoke) kubectlExec(ctx context.Context) (string, error) {
+func (s *smoke) kubectlExec(ctx context.Context) (string, error) {
 	ready, err := s.readyPods(ctx)
 	if err != nil || len(ready) == 0 {
 		return "", fmt.Errorf("no Ready pod (%v)", err)
 	}
 	pod := ready[len(ready)-1]
-	a, err := s.get(ctx, pod.Name, podURL("127.0.0.1"))
+	a, err := s.execGet(ctx, pod.Name, podURL("127.0.0.1"))
 	if err != nil {
 		return "", err
 	}
@@ -733,17 +476,17 @@ func (s *realSmoke) kubectlExec(ctx context.Context) (string, error) {
 // scaledToOne scales the Deployment to one replica and checks that the cloud's health
 // checks (kube-proxy's health check node port) find only that pod's node healthy, and
 // that every request through the VIP lands there.
-func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
-	scale, err := s.c.Env.Client.AppsV1().Deployments(smokeNamespace).GetScale(ctx, smokeName, metav1.GetOptions{})
+func (s *smoke) scaledToOne(ctx context.Context) (string, error) {
+	scale, err := s.c.Env.Client.AppsV1().Deployments(Namespace).GetScale(ctx, ServiceName, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
 	scale.Spec.Replicas = 1
-	if _, err := s.c.Env.Client.AppsV1().Deployments(smokeNamespace).UpdateScale(ctx, smokeName, scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.c.Env.Client.AppsV1().Deployments(Namespace).UpdateScale(ctx, ServiceName, scale, metav1.UpdateOptions{}); err != nil {
 		return "", fmt.Errorf("scale to 1: %w", err)
 	}
-	err = eventually(ctx, func(ctx context.Context) error {
-		list, err := s.c.Env.Client.CoreV1().Pods(smokeNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + smokeName})
+	err = s.eventually(ctx, func(ctx context.Context) error {
+		list, err := s.c.Env.Client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + ServiceName})
 		if err != nil {
 			return err
 		}
@@ -757,7 +500,7 @@ func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lb, err := s.loadBalancer(ctx, s.clusterNodes(), func(b api.BackendStatus) error {
+	lb, err := s.loadBalancer(ctx, func(b api.BackendStatus) error {
 		want := api.HealthUnhealthy
 		if b.NodeName == s.serving {
 			want = api.HealthHealthy
@@ -788,7 +531,7 @@ func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
 	}
 	const requests = 20
 	for range requests {
-		a, err := s.getVIP(ctx)
+		a, err := s.getDemo(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -802,7 +545,7 @@ func (s *realSmoke) scaledToOne(ctx context.Context) (string, error) {
 
 // healthz asks kube-proxy's health check server on a node's address about the smoke
 // Service, as the cloud's health checks do, and returns the status code.
-func (s *realSmoke) healthz(ctx context.Context, addr string) (int, error) {
+func (s *smoke) healthz(ctx context.Context, addr string) (int, error) {
 	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(s.hcPort))) + "/healthz"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -818,7 +561,7 @@ func (s *realSmoke) healthz(ctx context.Context, addr string) (int, error) {
 }
 
 // nodeInstance returns the cluster's node named name.
-func (s *realSmoke) nodeInstance(name string) (localcluster.Node, error) {
+func (s *smoke) nodeInstance(name string) (localcluster.Node, error) {
 	for _, n := range s.c.Nodes {
 		if n.Name == name {
 			return n, nil
@@ -830,7 +573,7 @@ func (s *realSmoke) nodeInstance(name string) (localcluster.Node, error) {
 // terminate terminates the instance of the node serving the one replica: its host
 // stops, its kubelet with it, and kube-controller-manager marks the Node NotReady. The
 // local provider reports a terminated instance NotFound, as the big clouds' do.
-func (s *realSmoke) terminate(ctx context.Context) (string, error) {
+func (s *smoke) terminate(ctx context.Context) (string, error) {
 	if len(s.c.Nodes) < 2 {
 		return "", errors.New("one node: no other node for its pod to come back on (run with --nodes 2 or more)")
 	}
@@ -843,7 +586,7 @@ func (s *realSmoke) terminate(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("terminate instance %s of %s: %w", n.InstanceID, n.Name, err)
 	}
 	s.lost = n.Name
-	err = eventually(ctx, func(ctx context.Context) error {
+	err = s.eventually(ctx, func(ctx context.Context) error {
 		node, err := s.c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil // already deleted, not Ready for sure: the next check sees it
@@ -861,13 +604,13 @@ func (s *realSmoke) terminate(ctx context.Context) (string, error) {
 
 // nodeDeleted waits for the lifecycle controller to delete the Node of the terminated
 // instance: the cloud says NotFound on two rounds its grace period apart.
-func (s *realSmoke) nodeDeleted(ctx context.Context) (string, error) {
+func (s *smoke) nodeDeleted(ctx context.Context) (string, error) {
 	n, err := s.nodeInstance(s.lost)
 	if err != nil {
 		return "", err
 	}
 	start := time.Now()
-	err = eventually(ctx, func(ctx context.Context) error {
+	err = s.eventually(ctx, func(ctx context.Context) error {
 		_, err := s.c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -879,9 +622,9 @@ func (s *realSmoke) nodeDeleted(ctx context.Context) (string, error) {
 
 // podBack waits until the Deployment's replica runs again on another node, and the load
 // balancer sends the VIP's traffic there.
-func (s *realSmoke) podBack(ctx context.Context) (string, error) {
+func (s *smoke) podBack(ctx context.Context) (string, error) {
 	var pod corev1.Pod
-	err := eventually(ctx, func(ctx context.Context) error {
+	err := s.eventually(ctx, func(ctx context.Context) error {
 		ready, err := s.readyPods(ctx)
 		if err != nil {
 			return err
@@ -896,7 +639,7 @@ func (s *realSmoke) podBack(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.loadBalancer(ctx, s.clusterNodes(), func(b api.BackendStatus) error {
+	if _, err := s.loadBalancer(ctx, func(b api.BackendStatus) error {
 		if b.NodeName == pod.Spec.NodeName && b.Health != api.HealthHealthy {
 			return fmt.Errorf("backend %s is %s", b.NodeName, b.Health)
 		}
@@ -905,9 +648,9 @@ func (s *realSmoke) podBack(ctx context.Context) (string, error) {
 		return "", err
 	}
 	var a demoAnswer
-	err = eventually(ctx, func(ctx context.Context) error {
+	err = s.eventually(ctx, func(ctx context.Context) error {
 		var err error
-		a, err = s.getVIP(ctx)
+		a, err = s.getDemo(ctx)
 		if err == nil && a.Pod != pod.Name {
 			err = fmt.Errorf("answered by %s, want %s", a.Pod, pod.Name)
 		}
@@ -916,16 +659,11 @@ func (s *realSmoke) podBack(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s on %s answers through %s", a.Pod, a.Node, s.vip), err
 }
 
-func (s *realSmoke) deleteService(ctx context.Context) (string, error) {
-	return deleteSmokeService(ctx, s.c.Env.Client, s.c.Cloud, s.lbName)
-}
-
-func (s *realSmoke) listenerClosed(ctx context.Context) (string, error) {
-	return listenerClosed(ctx, net.JoinHostPort(s.vip, strconv.Itoa(demoPort)))
-}
-
 // reportResources prints what each remaining node's components use.
-func (s *realSmoke) reportResources(out io.Writer) {
+func (s *smoke) reportResources() {
+	if s.cfg.NodeMode != localcluster.NodesReal {
+		return
+	}
 	for _, n := range s.c.Nodes {
 		if n.Name == s.lost {
 			continue
@@ -938,7 +676,7 @@ func (s *realSmoke) reportResources(out io.Writer) {
 		for _, comp := range []string{"kubelet", "containerd", "kube-proxy"} {
 			parts = append(parts, fmt.Sprintf("%s %.0f MiB", comp, rssMiB(st.PIDs[comp])))
 		}
-		fmt.Fprintf(out, "  node %s RSS: %s; booted to Running in %s\n", n.Name, strings.Join(parts, ", "),
+		fmt.Fprintf(s.out, "  node %s RSS: %s; booted to Running in %s\n", n.Name, strings.Join(parts, ", "),
 			time.Duration(st.Steps["proxyStarted"]).Round(100*time.Millisecond))
 	}
 }
