@@ -52,8 +52,11 @@ node-deps: ## install the Debian packages real nodes need (runc, iptables), only
 $(BIN)/etcd: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
 	cd $(TOOLS_DIR) && $(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 
-$(KUBE_BINS): $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
-	cd $(TOOLS_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+# One go build for all six (a grouped target): the packages they share compile once and
+# their links overlap, instead of six builds one after the other.
+$(KUBE_BINS) &: $(TOOLS_DIR)/go.mod $(TOOLS_DIR)/go.sum
+	mkdir -p $(BIN)
+	cd $(TOOLS_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(KUBE_BINS)))
 
 # The leader-migration peer: kube-controller-manager v1.36 cannot run migrated controllers
 # (see hack/tools/kcm135/tools.go), so interop is proven against v1.35.
@@ -63,14 +66,18 @@ $(KCM_PEER): $(KCM_PEER_DIR)/go.mod $(KCM_PEER_DIR)/go.sum
 # containerd must be static and cgo-free (it runs inside each node's mount namespace);
 # the snapshotters it would need cgo or kernel modules for are left out.
 CONTAINERD_TAGS := no_btrfs no_devmapper no_zfs no_aufs
-$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
-	cd $(NODE_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -tags "$(CONTAINERD_TAGS)" -o $@ github.com/containerd/containerd/v2/cmd/$(notdir $@)
+CONTAINERD_BINS := $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr
+$(CONTAINERD_BINS) &: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
+	mkdir -p $(BIN)
+	cd $(NODE_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -tags "$(CONTAINERD_TAGS)" -o $(BIN)/ $(addprefix github.com/containerd/containerd/v2/cmd/,$(notdir $(CONTAINERD_BINS)))
 
-$(BIN)/cni/%: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
+# The CNI plugins' packages are the ones hack/tools/node/tools.go pins.
+CNI_BINS := $(filter $(BIN)/cni/%,$(NODE_BINS))
+$(CNI_BINS) &: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
 	mkdir -p $(BIN)/cni
-	cd $(NODE_DIR) && pkg=$$(grep -o '"github.com/containernetworking/plugins/plugins/[a-z-]*/$*"' tools.go | tr -d '"'); \
-	  test -n "$$pkg" || { echo "no CNI plugin $* in $(NODE_DIR)/tools.go" >&2; exit 1; }; \
-	  CGO_ENABLED=0 $(GO) build -trimpath -o $@ $$pkg
+	cd $(NODE_DIR) && pkgs=$$(grep -o '"github.com/containernetworking/plugins/plugins/[a-z-]*/[a-z-]*"' tools.go | tr -d '"'); \
+	  for b in $(notdir $(CNI_BINS)); do echo "$$pkgs" | grep -q "/$$b$$" || { echo "no CNI plugin $$b in $(NODE_DIR)/tools.go" >&2; exit 1; }; done; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/cni/ $$pkgs
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
@@ -112,9 +119,11 @@ generate-check: $(CONTROLLER_GEN)
 	  diff -r $$tmp/crd $(CRD_DIR) && diff $$tmp/obj/zz_generated.deepcopy.go operator/api/v1alpha1/zz_generated.deepcopy.go \
 	  || { echo "the operator's generated files are stale: run make generate" >&2; exit 1; }
 
+# Static and with -trimpath, as images.Compile builds the images' commands: the two share
+# every compiled package, so make node-images after make build compiles nothing again.
 .PHONY: build
 build: ## build nephele's binaries into bin/
-	$(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 # Images carry the commit as their revision label. The tag stays `dev` (the references
 # `nephele up` and deploy/ use) unless IMAGE_VERSION says otherwise, e.g. for a release.
@@ -161,24 +170,38 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change these files (run gofmt -w):"; echo "$$out"; exit 1; fi
 
+# With -race, as the tests build: vet's compiled packages are the tests' own.
 .PHONY: vet
 vet:
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
+	$(GO) vet -race ./...
+	cd bench && $(GO) vet -race ./...
+
+# staticcheck loads packages with go list -export: under GOFLAGS=-race it finds them
+# compiled by go vet -race and go test -race, instead of compiling the tree a second time.
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+$(STATICCHECK):
+	GOBIN=$(BIN)/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/.staticcheck/staticcheck $@ && rmdir $(BIN)/.staticcheck
+
+.PHONY: staticcheck
+staticcheck: $(STATICCHECK)
+	GOFLAGS=-race $(STATICCHECK) ./...
+	cd bench && GOFLAGS=-race $(STATICCHECK) ./...
 
 .PHONY: lint
-lint: fmt-check vet ## gofmt check, go vet and staticcheck
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+lint: fmt-check vet staticcheck ## gofmt check, go vet and staticcheck
 
 # Integration tests run against the real control plane from bin/, so tools come first;
-# as root (CI), the Debian packages the real-node tests need too.
-TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet generate-check
+# as root (CI), the Debian packages the real-node tests need too. nephele's commands and
+# the node images are built once here (make node-images builds both), and every test
+# that runs them takes them from bin/ (NEPHELE_BUILT_DIR) instead of building its own.
+TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet staticcheck generate-check node-images
 
 .PHONY: test
-test: $(TEST_DEPS) ## build tools (as root also install the node packages), then gofmt check, go vet, all tests with -race (integration included), each benchmark once, the bench harness and the example provider
-	NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
-	@# Every Go benchmark once, so that a benchmark cannot break unnoticed.
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+test: $(TEST_DEPS) ## build tools and nephele (as root also install the node packages), then gofmt, go vet, staticcheck, all tests with -race (integration included) and each benchmark once, the bench harness and the example provider
+	@# Every Go benchmark runs once beside the tests, so that a benchmark cannot break
+	@# unnoticed; in the same race-built test binaries, which saves compiling the tree again.
+	NEPHELE_BIN_DIR=$(BIN) NEPHELE_BUILT_DIR=$(BIN) $(GO) test -race -bench . -benchtime 1x -timeout 25m -p $(TEST_PARALLEL) $(GOTEST_FLAGS) ./...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -timeout 10m $(GOTEST_FLAGS) ./...
 	$(MAKE) -C examples/provider test
 	@# The Helm chart and kustomize base against `nephele manifests`: a module of its own,

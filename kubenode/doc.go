@@ -26,7 +26,10 @@
 //
 //   - /run, /var/lib and /var/log are fresh tmpfs in the host's mount namespace, so the
 //     fixed paths of kubelet, containerd and runc are the node's own, and paths the node
-//     needs under them are bound back in.
+//     needs under them are bound back in. kubelet's and containerd's roots (in the host
+//     directory) are bound to /var/lib/kubelet and /var/lib/containerd, and containerd's
+//     state is on the node's /run: every socket path is short and fixed, whatever the
+//     host directory's (Paths).
 //   - kubelet would set six machine-wide sysctls (vm.overcommit_memory, kernel.panic,
 //     kernel.panic_on_oops, ...). The runtime binds files with kubelet's values over
 //     them inside the host's mount namespace and runs kubelet with protectKernelDefaults,

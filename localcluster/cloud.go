@@ -15,6 +15,7 @@ import (
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // hostStopTimeout is the local cloud's --host-stop-timeout: how long a node runtime has
@@ -82,8 +83,11 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 // writeCloudConfig writes the local provider's --cloud-config and returns its path.
 func (c *Cluster) writeCloudConfig() (string, error) {
 	path := filepath.Join(c.cfg.cloudDir(), "cloud-config.yaml")
-	cfg := fmt.Sprintf("# The local provider's --cloud-config, written by nephele's localcluster.\nendpoint: %s\ntokenFile: %s\n", c.CloudURL, c.CloudTokenFile)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	cfg, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CloudTokenFile}.Marshal("nephele's localcluster")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
 		return "", fmt.Errorf("write the cloud config: %w", err)
 	}
 	return path, nil

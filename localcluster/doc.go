@@ -1,14 +1,25 @@
 // Package localcluster brings up a real Kubernetes cluster on the local cloud's host
 // instances, on one machine, the way kind or minikube would, but with a cloud API whose
 // instances, load balancers and routes nephele's cloud-controller-manager really drives.
-// `nephele up` runs it by default; the real-node tests run it too, and so can any test
-// that needs real kubelets, pods and a cloud.
+// It is the only way nephele starts a cluster: `nephele up` runs it, the real-node tests
+// run it, and so can any test that needs real kubelets, pods and a cloud. The smoke
+// checks of `nephele up --smoke` are package smoke beside it.
 //
-// Start takes these steps, each reported to Config.Progress with its time:
+// Its nodes are real (Config.NodeMode NodesReal, the default) or simulated by kwok
+// (NodesKwok): Node objects kwok keeps Ready, backed by local cloud instances on loopback
+// addresses where a node agent answers on the Services' node ports in place of
+// kube-proxy. Kwok nodes need no root and run no pods; everything else, the
+// cloud-controller-manager above all, runs the same way in both modes, with leader
+// election, as in production.
+//
+// Start takes these steps for real nodes, each reported to Config.Progress with its time
+// (kwok nodes skip the bridge, the registry and the hosts: step 4 registers the Nodes
+// and starts kwok and the node agent instead):
 //
 //  1. clean up whatever a previous run in Config.Dir left on the machine (a run killed
 //     with SIGKILL leaves its hosts running: hosts.Cleanup removes them from the journal
-//     the local cloud kept in Dir/hosts);
+//     the local cloud kept in Dir/hosts), and with Config.BuildFrom build nephele's
+//     commands and images into BinDir;
 //  2. start the local cloud with --hosts: a bridge (Config.Bridge) on the instance range,
 //     with Config.ClusterCIDR and Config.ServiceCIDR as guard CIDRs, so that nothing a
 //     host or a pod sends to those ranges can leave the machine;

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // CCMManifests are the options of the in-cluster CCM's manifests: `nephele manifests`'
@@ -38,21 +39,30 @@ func (c *Cluster) CCMManifests() render.Options {
 // from (the default of `nephele manifests`): the local cloud's URL, on the bridge's
 // address that pods on the nodes reach, and its token.
 func (c *Cluster) CreateCloudConfigSecret(ctx context.Context, o render.Options) error {
-	token, err := os.ReadFile(c.CloudTokenFile)
+	cfg, err := c.CloudConfig()
 	if err != nil {
-		return fmt.Errorf("read the local cloud's token: %w", err)
+		return err
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: o.CloudConfig.Name, Namespace: o.Namespace},
-		StringData: map[string]string{
-			o.CloudConfig.Key: fmt.Sprintf("# The local provider's --cloud-config, written by nephele's localcluster.\nendpoint: %s\ntoken: %s\n", c.CloudURL, strings.TrimSpace(string(token))),
-		},
+		Data:       map[string][]byte{o.CloudConfig.Key: cfg},
 	}
 	_, err = c.Env.Client.CoreV1().Secrets(o.Namespace).Create(ctx, secret, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Secret %s/%s: %w", o.Namespace, o.CloudConfig.Name, err)
 	}
 	return nil
+}
+
+// CloudConfig is the local provider's --cloud-config for a CCM in the cluster: the cloud's
+// URL, on the bridge's address that pods on the nodes reach, and its token inline (a pod
+// has no token file of the machine's).
+func (c *Cluster) CloudConfig() ([]byte, error) {
+	token, err := os.ReadFile(c.CloudTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the local cloud's token: %w", err)
+	}
+	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token))}.Marshal("nephele's localcluster")
 }
 
 // RunKubectl runs the cluster's kubectl as the admin with stdin and returns its output

@@ -22,6 +22,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // Cluster-wide settings every row gets.
@@ -117,8 +118,11 @@ func (w *world) stop(ctx context.Context) error {
 // writeCloudConfig writes the providers/local cloud config pointing at the tap.
 func (w *world) writeCloudConfig(requestTimeout time.Duration) (string, error) {
 	path := filepath.Join(w.cp.Dir, "cloud-config.yaml")
-	body := fmt.Sprintf("endpoint: %s\ntoken: %s\nrequestTimeout: %s\n", w.tap.URL(), w.token, requestTimeout)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	body, err := local.File{Endpoint: w.tap.URL(), Token: w.token, RequestTimeout: requestTimeout.String()}.Marshal("the benchmark harness")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
 		return "", fmt.Errorf("writing the cloud config: %w", err)
 	}
 	return path, nil

@@ -26,6 +26,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcluster"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // TestLeaderKillLoopInCluster is TestLeaderKillLoop with nephele installed in a cluster of
@@ -59,9 +60,13 @@ func TestLeaderKillLoopInCluster(t *testing.T) {
 		return host
 	})
 	o := c.CCMManifests()
+	cloudConfig, err := local.File{Endpoint: front, Token: strings.TrimSpace(string(token))}.Marshal("the in-cluster handover test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = c.Env.Client.CoreV1().Secrets(o.Namespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: o.CloudConfig.Name, Namespace: o.Namespace},
-		StringData: map[string]string{o.CloudConfig.Key: fmt.Sprintf("endpoint: %s\ntoken: %s\n", front, strings.TrimSpace(string(token)))},
+		Data:       map[string][]byte{o.CloudConfig.Key: cloudConfig},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating the cloud config Secret: %v", err)

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"fmt"
 	"io"
 	"log"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcloud/servertest"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // Load balancer operations as the Witness names them, from the local cloud's API.
@@ -117,7 +117,11 @@ func (w *Witness) CloudConfig(t testing.TB, replica string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), replica+"-cloud.yaml")
 	url := w.Front(t, "127.0.0.1:0", func(*http.Request) string { return replica })
-	if err := os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntoken: %s\n", url, w.token), 0o600); err != nil {
+	data, err := local.File{Endpoint: url, Token: w.token}.Marshal("the handover scenarios' witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

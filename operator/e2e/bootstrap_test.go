@@ -37,7 +37,7 @@ func bootstrapStaticPod(t *testing.T, c *localcluster.Cluster, cfg localcluster.
 	t.Helper()
 	host, static := nodeDirs(c, cfg)
 	dir := filepath.Join(host, "ccm-bootstrap")
-	token, err := os.ReadFile(c.CloudTokenFile)
+	cloudConfig, err := c.CloudConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func bootstrapStaticPod(t *testing.T, c *localcluster.Cluster, cfg localcluster.
 	files, err := bootstrap.Render(bootstrap.Options{
 		Spec:      v1alpha1.CloudControllerManagerSpec{Platform: "local", ClusterName: o.ClusterName, ClusterCIDR: o.ClusterCIDR},
 		Namespace: o.Namespace, Version: images.DefaultVersion, HostDir: dir, Kubeconfig: kubeconfig,
-		CloudConfig: fmt.Appendf(nil, "endpoint: %s\ntoken: %s\n", c.CloudURL, strings.TrimSpace(string(token))),
+		CloudConfig: cloudConfig,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,14 +45,26 @@ type Config struct {
 	ListPageSize int
 }
 
-// fileConfig is the file's shape. Durations are strings so that a bad value is
+// File is the cloud config file's shape: what LoadConfig reads, and what a tool that
+// writes one for the local provider (nephele up, the tests, the benchmarks) marshals with
+// Marshal rather than printing YAML itself. Durations are strings so that a bad value is
 // reported with its field's name.
-type fileConfig struct {
+type File struct {
 	Endpoint       string `json:"endpoint"`
-	Token          string `json:"token"`
-	TokenFile      string `json:"tokenFile"`
-	RequestTimeout string `json:"requestTimeout"`
-	ListPageSize   *int   `json:"listPageSize"`
+	Token          string `json:"token,omitempty"`
+	TokenFile      string `json:"tokenFile,omitempty"`
+	RequestTimeout string `json:"requestTimeout,omitempty"`
+	ListPageSize   *int   `json:"listPageSize,omitempty"`
+}
+
+// Marshal returns f as the YAML of a --cloud-config file, after a comment line saying
+// who wrote it (writer), so a person who finds the file knows where it comes from.
+func (f File) Marshal(writer string) ([]byte, error) {
+	data, err := yaml.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("local cloud config: %w", err)
+	}
+	return append([]byte("# The local provider's --cloud-config, written by "+writer+".\n"), data...), nil
 }
 
 // ConfigError lists everything wrong with a cloud config, one problem per entry, each
@@ -89,7 +101,7 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	if err != nil {
 		return nil, &ConfigError{Problems: []string{decodeProblem(err)}}
 	}
-	var fc fileConfig
+	var fc File
 	strict, err := sigsjson.UnmarshalStrict(js, &fc, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return nil, &ConfigError{Problems: []string{decodeProblem(err)}}
@@ -104,7 +116,7 @@ func LoadConfig(r io.Reader) (*Config, error) {
 	return fc.validate()
 }
 
-func (fc *fileConfig) validate() (*Config, error) {
+func (fc *File) validate() (*Config, error) {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize}
@@ -194,12 +206,12 @@ func readToken(path string) (string, error) {
 // decodeProblem turns a sigs.k8s.io/yaml error into one line without the decoder's
 // layered prefixes, which only repeat that decoding failed. The JSON decoder's
 // messages name the field ("unknown field \"tokenfile\"", "... Go struct field
-// fileConfig.endpoint of type string").
+// File.endpoint of type string").
 func decodeProblem(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: ", "error converting YAML to JSON: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
-	msg = strings.ReplaceAll(msg, "Go struct field fileConfig.", "field ")
+	msg = strings.ReplaceAll(msg, "Go struct field File.", "field ")
 	return "not valid YAML for the local provider: " + strings.Join(strings.Fields(msg), " ")
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -149,5 +150,39 @@ func TestNewFromConfig(t *testing.T) {
 	}
 	if p.pageSize != DefaultListPageSize {
 		t.Errorf("page size %d, want the default %d", p.pageSize, DefaultListPageSize)
+	}
+}
+
+func TestFileMarshalRoundTrips(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pages := 7
+	for _, f := range []File{
+		{Endpoint: "http://10.88.0.1:8990", TokenFile: tokenFile},
+		{Endpoint: "https://127.0.0.1:443", Token: "inline", RequestTimeout: "5s", ListPageSize: &pages},
+	} {
+		raw, err := f.Marshal("a test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(raw), "# The local provider's --cloud-config, written by a test.\n") {
+			t.Errorf("Marshal() = %q, want it to say who wrote it", raw)
+		}
+		cfg, err := LoadConfig(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("LoadConfig(Marshal(%+v)): %v\n%s", f, err, raw)
+		}
+		want := f.Token
+		if want == "" {
+			want = "from-file"
+		}
+		if cfg.Endpoint != f.Endpoint || cfg.Token != want {
+			t.Errorf("round trip of %+v: %+v", f, cfg)
+		}
+		if f.ListPageSize != nil && (cfg.ListPageSize != pages || cfg.RequestTimeout != 5*time.Second) {
+			t.Errorf("round trip of %+v: %+v", f, cfg)
+		}
 	}
 }
