@@ -28,14 +28,13 @@ const buildTimeout = 10 * time.Minute
 // from this source tree, so a test run by hand never runs stale binaries.
 const BuiltEnv = "NEPHELE_BUILT_DIR"
 
-// ToolBinaries are the programs of make tools a real cluster runs from its bin
-// directory.
-var ToolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-	"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr", "cni"}
-
-// kwokTools are the programs of make tools a cluster of kwok nodes runs besides the
-// control plane's.
-var kwokTools = []string{"kwok", "kwok-stages"}
+// Programs of make tools a cluster runs from its bin directory.
+var (
+	// controlPlaneTools every cluster runs, kwok's among them.
+	controlPlaneTools = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwok-stages"}
+	// nodeTools are what real nodes run besides.
+	nodeTools = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "cni"}
+)
 
 // BinDir returns a bin directory for a real cluster: links to the tools in the shared
 // bin directory (controlplane.BinDir: make tools), and nephele's commands
@@ -46,6 +45,13 @@ var kwokTools = []string{"kwok", "kwok-stages"}
 func BinDir(t testing.TB) string {
 	t.Helper()
 	bin := Commands(t, localcluster.BuiltBinaries...)
+	shared, err := controlplane.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range nodeTools {
+		link(t, filepath.Join(shared, name), filepath.Join(bin, name))
+	}
 	imageDir := localcluster.ImageDir(bin)
 	if built := os.Getenv(BuiltEnv); built != "" {
 		link(t, localcluster.ImageDir(built), imageDir)
@@ -62,9 +68,10 @@ func BinDir(t testing.TB) string {
 	return bin
 }
 
-// Commands returns a bin directory of the test's own with links to the tools of the
-// shared bin directory (make tools) and the named commands of nephele (cmd/<name>), built
-// for this run of the tests (BuiltEnv) or else from this source tree.
+// Commands returns a bin directory of the test's own with links to the control plane's
+// and kwok's tools of the shared bin directory (make tools) and the named commands of
+// nephele (cmd/<name>), built for this run of the tests (BuiltEnv) or else from this
+// source tree: what a cluster of kwok nodes runs.
 func Commands(t testing.TB, names ...string) string {
 	t.Helper()
 	shared, err := controlplane.BinDir()
@@ -72,7 +79,7 @@ func Commands(t testing.TB, names ...string) string {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	for _, name := range append(append([]string(nil), ToolBinaries...), kwokTools...) {
+	for _, name := range controlPlaneTools {
 		link(t, filepath.Join(shared, name), filepath.Join(bin, name))
 	}
 	if built := os.Getenv(BuiltEnv); built != "" {
