@@ -101,12 +101,12 @@ STATICCHECK_VERSION := v0.8.2
 # pinned in a module of its own (hack/tools/controller-gen) like the other tools.
 CONTROLLER_GEN_DIR := hack/tools/controller-gen
 CONTROLLER_GEN := $(BIN)/controller-gen
-CRD_DIR := deploy/operator/crd
+CRD_DIR := operator/install/crd
 $(CONTROLLER_GEN): $(CONTROLLER_GEN_DIR)/go.mod $(CONTROLLER_GEN_DIR)/go.sum
 	cd $(CONTROLLER_GEN_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## regenerate the operator's CRD (deploy/operator/crd) and deepcopy code from operator/api
+generate: $(CONTROLLER_GEN) ## regenerate the operator's CRD (operator/install/crd) and deepcopy code from operator/api
 	$(CONTROLLER_GEN) object paths=./operator/api/...
 	$(CONTROLLER_GEN) crd paths=./operator/api/... output:crd:artifacts:config=$(CRD_DIR)
 
@@ -142,9 +142,9 @@ images: ## build the in-cluster images (pause, demo-http, cloud-controller-manag
 # fail when deploy/, the golden files or docs/deploy.md's tables are stale rewrite them
 # with -update.
 .PHONY: manifests
-manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files and docs/deploy.md's permission tables
+manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files, docs/deploy.md's permission tables, the operator's operator/install/operator.yaml and the profiles' golden files
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
-	$(GO) test ./deploy/operator ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
+	$(GO) test ./operator/install ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
 
 # The images a real cluster's registry serves to its nodes (nephele up pushes them): the
 # pod sandbox, the demo HTTP server, the CCM and the operator for this machine's platform,

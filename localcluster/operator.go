@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )
 
@@ -20,11 +20,11 @@ import (
 // local platform, and waits until the operator reports it Available: its Deployment
 // available and a replica holding the Lease.
 func (c *Cluster) startOperatorCCM(ctx context.Context) (string, error) {
-	objs, err := deployop.Render(deployop.DefaultOptions())
+	objs, err := install.Render(install.DefaultOptions())
 	if err != nil {
 		return "", fmt.Errorf("render the operator's manifests: %w", err)
 	}
-	data, err := deployop.YAML(objs)
+	data, err := install.YAML(objs)
 	if err != nil {
 		return "", err
 	}
@@ -54,12 +54,12 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (string, error) {
 		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name, Key: o.CloudConfig.Key},
 		ExtraArgs:   o.ExtraArgs,
 	}
-	if err := deployop.ApplyCloudControllerManager(ctx, cl, spec); err != nil {
+	if err := install.ApplyCloudControllerManager(ctx, cl, spec); err != nil {
 		return "", err
 	}
 	wctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))
 	defer cancel()
-	msg, err := deployop.WaitAvailable(wctx, cl)
+	msg, err := install.WaitAvailable(wctx, cl)
 	if err != nil {
 		return "", fmt.Errorf("the operator's CloudControllerManager: %w; %w", err, c.ccmPodDiagnostics(context.WithoutCancel(ctx), o.Namespace))
 	}

@@ -19,12 +19,12 @@ func TestManifestsCommandPrintsOperatorYAML(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile("../../deploy/operator/operator.yaml")
+	want, err := os.ReadFile("../../operator/install/operator.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != string(want) {
-		t.Error("nephele-operator manifests differs from deploy/operator/operator.yaml: run make manifests")
+		t.Error("nephele-operator manifests differs from operator/install/operator.yaml: run make manifests")
 	}
 }
 

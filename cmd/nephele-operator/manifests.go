@@ -3,21 +3,21 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	deployop "github.com/nephele-dev/nephele/deploy/operator"
+	"github.com/nephele-dev/nephele/operator/install"
 )
 
 func newManifestsCmd() *cobra.Command {
-	o := deployop.DefaultOptions()
+	o := install.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "manifests",
 		Short: "print the operator's own objects (CRD, RBAC, Deployment) as YAML for kubectl apply -f -",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs, err := deployop.Render(o)
+			objs, err := install.Render(o)
 			if err != nil {
 				return err
 			}
-			data, err := deployop.YAML(objs)
+			data, err := install.YAML(objs)
 			if err != nil {
 				return err
 			}

@@ -18,11 +18,11 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/manager/serving"
 	"github.com/nephele-dev/nephele/operator/controllers"
+	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )
 
@@ -41,8 +41,8 @@ type runOptions struct {
 
 func newRunCmd() *cobra.Command {
 	o := runOptions{
-		namespace: deployop.DefaultNamespace, operandNamespace: render.DefaultNamespace, version: images.DefaultVersion,
-		leaderElect: true, securePort: deployop.SecurePort,
+		namespace: install.DefaultNamespace, operandNamespace: render.DefaultNamespace, version: images.DefaultVersion,
+		leaderElect: true, securePort: install.SecurePort,
 		systemCABundle: "/etc/ssl/certs/ca-certificates.crt", degradedAfter: controllers.DefaultDegradedAfter,
 	}
 	cmd := &cobra.Command{
@@ -91,7 +91,7 @@ func (o runOptions) run(cmd *cobra.Command) error {
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        deployop.Name,
+		LeaderElectionID:        install.Name,
 		LeaderElectionNamespace: o.namespace,
 		// Release the Lease on a clean stop, once the controllers have stopped, so the
 		// next replica takes over at once.

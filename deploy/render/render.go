@@ -40,7 +40,7 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 
 // ToUnstructured converts a typed object through its JSON, dropping the fields a typed
 // object cannot leave out (creationTimestamp: null, status), so that the YAML holds only
-// what was set. deploy/operator renders the operator's own objects with it.
+// what was set. operator/install renders the operator's own objects with it.
 func ToUnstructured(obj any) (*unstructured.Unstructured, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {

@@ -24,12 +24,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testenv"
 	"github.com/nephele-dev/nephele/internal/testlog"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/profiles"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )
@@ -64,7 +64,7 @@ func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := operator.EnsureCRD(ctx, c, "test"); err != nil {
+	if err := install.EnsureCRD(ctx, c, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

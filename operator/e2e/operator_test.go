@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/clustertest"
@@ -22,6 +21,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcluster"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
+	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/profiles"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )
@@ -51,11 +51,11 @@ func TestOperatorOnRealNodes(t *testing.T) {
 	staticHolder := bootstrapStaticPod(t, c, cfg, o)
 
 	// Install the operator as users do: its manifests, applied with kubectl.
-	objs, err := deployop.Render(deployop.DefaultOptions())
+	objs, err := install.Render(install.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := deployop.YAML(objs)
+	data, err := install.YAML(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func TestOperatorOnRealNodes(t *testing.T) {
 	}
 	within(t, "the operator Deployment available", func(ctx context.Context) error {
 		var d appsv1.Deployment
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: deployop.DefaultNamespace, Name: deployop.Name}, &d); err != nil {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: install.DefaultNamespace, Name: install.Name}, &d); err != nil {
 			return err
 		}
 		if d.Status.AvailableReplicas < 1 {
-			return fmt.Errorf("%d available: %s", d.Status.AvailableReplicas, podStates(ctx, cl, deployop.DefaultNamespace))
+			return fmt.Errorf("%d available: %s", d.Status.AvailableReplicas, podStates(ctx, cl, install.DefaultNamespace))
 		}
 		return nil
 	})
@@ -93,7 +93,7 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, realTimeout)
 		defer cancel()
 		start := time.Now()
-		msg, err := deployop.WaitAvailable(ctx, cl)
+		msg, err := install.WaitAvailable(ctx, cl)
 		if err != nil {
 			t.Fatalf("%s: %v; pods: %s", what, err, podStates(context.Background(), cl, o.Namespace))
 		}

@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deployop "github.com/nephele-dev/nephele/deploy/operator"
 	"github.com/nephele-dev/nephele/localcluster"
+	"github.com/nephele-dev/nephele/operator/install"
 )
 
 // checkOperatorServing reads the running operator's health and metrics on its node's
@@ -25,10 +25,10 @@ import (
 func checkOperatorServing(t *testing.T, c *localcluster.Cluster, cl client.Client) {
 	t.Helper()
 	var pods corev1.PodList
-	if err := cl.List(t.Context(), &pods, client.InNamespace(deployop.DefaultNamespace)); err != nil || len(pods.Items) == 0 {
+	if err := cl.List(t.Context(), &pods, client.InNamespace(install.DefaultNamespace)); err != nil || len(pods.Items) == 0 {
 		t.Fatalf("the operator's pods: %d, %v", len(pods.Items), err)
 	}
-	base := "https://" + net.JoinHostPort(pods.Items[0].Status.HostIP, strconv.Itoa(deployop.SecurePort))
+	base := "https://" + net.JoinHostPort(pods.Items[0].Status.HostIP, strconv.Itoa(install.SecurePort))
 	// The operator's certificate is self-signed, as the CCM's.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(ctx context.Context, path, token string) (int, string, error) {

@@ -1,4 +1,4 @@
-package operator
+package install
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ type Options struct {
 	Replicas int
 }
 
-// DefaultOptions are the options of deploy/operator/operator.yaml.
+// DefaultOptions are the options of operator/install/operator.yaml.
 func DefaultOptions() Options {
 	return Options{Namespace: DefaultNamespace, OperandNamespace: render.DefaultNamespace, Image: DefaultImage,
 		Version: images.DefaultVersion, Replicas: 1}

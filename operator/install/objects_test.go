@@ -1,4 +1,4 @@
-package operator
+package install
 
 import (
 	"flag"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/operator/operator.yaml")
+var update = flag.Bool("update", false, "rewrite operator/install/operator.yaml")
 
 // TestOperatorYAMLIsCurrent: the checked-in manifests are the default rendering.
 func TestOperatorYAMLIsCurrent(t *testing.T) {
@@ -30,7 +30,7 @@ func TestOperatorYAMLIsCurrent(t *testing.T) {
 	}
 	want, err := os.ReadFile("operator.yaml")
 	if err != nil || string(want) != string(got) {
-		t.Fatalf("deploy/operator/operator.yaml is stale (%v): run make manifests", err)
+		t.Fatalf("operator/install/operator.yaml is stale (%v): run make manifests", err)
 	}
 }
 
