@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -59,6 +60,19 @@ type ControllerSpec struct {
 	// (node-controller, service-controller, route-controller) let the RBAC roles
 	// clusters already have apply. Empty means Name.
 	ClientName string
+	// RBAC are the requests the controller makes with its own client
+	// (ControllerContext.Client): its writes and its reads of single objects, one rule per
+	// code path, each naming the path in Why. They are declared here, beside the code
+	// that makes the requests, so that a provider's own controllers carry theirs too:
+	// deploy/render grants them to the controller's service account under
+	// --use-service-account-credentials and to the manager's otherwise, and lists them
+	// in docs/deploy.md's permission tables. Lists and watches belong in Informers.
+	RBAC []RBACRule
+	// Informers are the resources the controller registers shared informers for on
+	// ControllerContext.Informers. The manager's own client lists and watches them
+	// whatever credentials the controller uses, so a rendering grants list and watch on
+	// them to the manager's identity.
+	Informers []schema.GroupResource
 	// New builds the controller. It runs after the manager has the leader lease that
 	// covers this controller, before informers start. It returns an error wrapping
 	// ErrControllerDisabled to decline, or another error to fail the manager.

@@ -13,6 +13,8 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.ServiceLBController,
 		Aliases:    []string{"service", "service-controller"}, // service-controller: upstream's default migration config
 		ClientName: "service-controller",                      // upstream's service account for --use-service-account-credentials
+		RBAC:       rbac(),
+		Informers:  informedResources(),
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			if cc.Cloud == nil {
 				return nil, manager.Disabled("no cloud provider")

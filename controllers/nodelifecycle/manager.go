@@ -12,6 +12,8 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.CloudNodeLifecycleController,
 		Aliases:    []string{"cloud-node-lifecycle"},
 		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
+		RBAC:       rbac(),
+		Informers:  informedResources(),
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			instances, err := cc.Instances()
 			if err != nil {

@@ -21,6 +21,8 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.NodeRouteController,
 		Aliases:    []string{"route", "route-controller"}, // route-controller: upstream's default migration config
 		ClientName: "route-controller",                    // upstream's service account for --use-service-account-credentials
+		RBAC:       rbac(),
+		Informers:  informedResources(),
 		New:        newFromContext,
 	}
 }

@@ -5,9 +5,11 @@
 // default rendering as plain YAML and as a kustomize base, and the Helm chart under
 // deploy/chart is tested to render the same objects for the same values.
 //
-// Every RBAC rule is derived from what the manager and the controllers call (Rules
-// lists each with the code path that needs it), scoped to the controllers that
-// --controllers enables, and names no wildcard. Under --use-service-account-credentials
+// Every RBAC rule is derived from what the manager and the controllers call, each with
+// the code path that needs it: a controller's come from its manager.ControllerSpec (RBAC
+// and Informers, declared beside the controller's code; Options.ControllerSpecs for a
+// provider's own), the manager's are written here. They are scoped to the controllers
+// that --controllers enables, and name no wildcard. Under --use-service-account-credentials
 // the manager's own identity keeps only what it does itself (the shared informers,
 // Events, the Lease, delegated authentication, and requesting the controllers' tokens),
 // and each controller's service account, rendered in kube-system so that the manager

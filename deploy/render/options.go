@@ -67,6 +67,12 @@ type Options struct {
 	ConfigureCloudRoutes bool
 	// Controllers is --controllers, as the manager's flag.
 	Controllers []string
+	// ControllerSpecs are the controllers the image's manager carries, as its main
+	// passes them to manager.NewCommand: --controllers selects among them, and each
+	// enabled one brings the RBAC rules and informers its spec declares. Empty means
+	// nephele's four (controllers.Default()); a provider with controllers of its own
+	// passes the same list its binary runs. It has no flag.
+	ControllerSpecs []manager.ControllerSpec
 	// ExtraArgs is --extra-arg, repeated: further flags of the manager, --name=value.
 	ExtraArgs []string
 	// UseServiceAccountCredentials is --use-service-account-credentials.
@@ -189,9 +195,11 @@ func (o Options) Validate() error {
 	return err
 }
 
-// resolved is what rendering needs beyond Options: the enabled controllers.
+// resolved is what rendering needs beyond Options: the controllers and which run.
 type resolved struct {
 	Options
+	// specs are the controllers the manager carries: ControllerSpecs or the default.
+	specs []manager.ControllerSpec
 	// enabled are the canonical names of the controllers that run.
 	enabled []string
 }
@@ -235,7 +243,15 @@ func (o Options) resolve() (resolved, error) {
 	if o.ClusterName == "" {
 		bad("cluster-name", `"": required`)
 	}
-	enabled, err := manager.SelectControllers(controllers.Default(), o.Controllers)
+	r.specs = o.ControllerSpecs
+	if len(r.specs) == 0 {
+		r.specs = controllers.Default()
+	}
+	if err := checkSpecs(r.specs); err != nil {
+		// A program's mistake, not a flag's: nothing else is worth reporting with it.
+		return resolved{}, err
+	}
+	enabled, err := manager.SelectControllers(r.specs, o.Controllers)
 	if err != nil {
 		bad("controllers", "%q: %s", strings.Join(o.Controllers, ","), err)
 	}
@@ -313,6 +329,33 @@ func checkClusterCIDR(s string) error {
 		return errors.New("two CIDRs must be one IPv4 and one IPv6")
 	}
 	return nil
+}
+
+// checkSpecs refuses controller specs whose RBAC could not be rendered least
+// privilege: a wildcard, a rule without verbs or resource, or a spec without a name.
+func checkSpecs(specs []manager.ControllerSpec) error {
+	var errs []error
+	for i, s := range specs {
+		if s.Name == "" {
+			errs = append(errs, fmt.Errorf("controller spec %d has no name", i))
+			continue
+		}
+		for j, rule := range s.RBAC {
+			fields := slices.Concat([]string{rule.Group, rule.Resource}, rule.Verbs, rule.ResourceNames)
+			switch {
+			case rule.Resource == "" || len(rule.Verbs) == 0:
+				errs = append(errs, fmt.Errorf("controller %s: RBAC rule %d names no resource or no verb: %+v", s.Name, j, rule))
+			case slices.ContainsFunc(fields, func(f string) bool { return strings.Contains(f, "*") }):
+				errs = append(errs, fmt.Errorf("controller %s: RBAC rule %d has a wildcard; name each resource and verb: %+v", s.Name, j, rule))
+			}
+		}
+		for _, gr := range s.Informers {
+			if gr.Resource == "" || strings.Contains(gr.Resource+gr.Group, "*") {
+				errs = append(errs, fmt.Errorf("controller %s: informer %q is not one resource", s.Name, gr.String()))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkExtraArg checks one --extra-arg against the manager's own flag set: a known

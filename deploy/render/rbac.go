@@ -4,7 +4,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nephele-dev/nephele/controllers"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -53,17 +54,9 @@ const (
 	groupAuthorization  = "authorization.k8s.io"
 )
 
-// Rule is one permission and the code that needs it.
-type Rule struct {
-	// Group, Resource and Verbs are the RBAC rule's; Resource may name a subresource
-	// (nodes/status).
-	Group, Resource string
-	Verbs           []string
-	// ResourceNames limits the rule to these objects; empty means all.
-	ResourceNames []string
-	// Why is the code path that makes the request.
-	Why string
-}
+// Rule is one permission and the code that needs it: a controller's, as its
+// manager.ControllerSpec declares it, or the manager's own.
+type Rule = manager.RBACRule
 
 // Identity is one identity the manager's requests are made as, and its rules.
 type Identity struct {
@@ -92,66 +85,44 @@ type RoleRules struct {
 	Rules []Rule
 }
 
-// What each controller's client does (its writes and reads of single objects) and which
-// informers it registers on the manager's shared factory. Read from the controllers'
-// sync code; docs/deploy.md has the same table.
-var controllerClientRules = map[string][]Rule{
-	manager.CloudNodeController: {
-		{Group: groupCore, Resource: "nodes", Verbs: []string{"get"}, Why: "cloud-node-controller re-reads a Node whose patch conflicted (controllers/nodeinit/sync.go)"},
-		{Group: groupCore, Resource: "nodes", Verbs: []string{"patch"}, Why: "cloud-node-controller sets the provider ID, labels and removes the uninitialized taint (controllers/nodeinit/sync.go)"},
-		{Group: groupCore, Resource: "nodes/status", Verbs: []string{"patch"}, Why: "cloud-node-controller sets the Node's addresses (controllers/nodeinit/sync.go)"},
-	},
-	manager.CloudNodeLifecycleController: {
-		{Group: groupCore, Resource: "nodes", Verbs: []string{"patch"}, Why: "cloud-node-lifecycle-controller adds and removes the shutdown taint (controllers/nodelifecycle/sync.go)"},
-		{Group: groupCore, Resource: "nodes", Verbs: []string{"delete"}, Why: "cloud-node-lifecycle-controller deletes the Node of an instance the cloud confirms gone (controllers/nodelifecycle/sync.go)"},
-	},
-	manager.ServiceLBController: {
-		{Group: groupCore, Resource: "services", Verbs: []string{"get"}, Why: "service-lb-controller reads the live Service before deleting its load balancer (controllers/loadbalancer/sync.go)"},
-		{Group: groupCore, Resource: "services", Verbs: []string{"patch"}, Why: "service-lb-controller adds and removes the load-balancer-cleanup finalizer (controllers/loadbalancer/sync.go)"},
-		{Group: groupCore, Resource: "services/status", Verbs: []string{"patch"}, Why: "service-lb-controller writes status.loadBalancer (controllers/loadbalancer/sync.go)"},
-	},
-	manager.NodeRouteController: {
-		{Group: groupCore, Resource: "nodes/status", Verbs: []string{"patch"}, Why: "node-route-controller sets the NetworkUnavailable condition (controllers/route/condition.go)"},
-	},
-}
-
-// controllerInformers are the shared informers each controller registers; the
-// manager's own client lists and watches them (manager/run.go).
-var controllerInformers = map[string][]string{
-	manager.CloudNodeController:          {"nodes"},
-	manager.CloudNodeLifecycleController: {"nodes"},
-	manager.ServiceLBController:          {"nodes", "services"},
-	manager.NodeRouteController:          {"nodes"},
-}
-
 // verbOrder is the order verbs are listed in.
 var verbOrder = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
 // resourceOrder is the order rules are listed in, so that a role's rules do not depend
 // on which controller mentioned a resource first (the Helm chart lists them this way).
+// Resources it does not name (a provider's own controllers') come after, in the order
+// of first mention.
 var resourceOrder = []string{"nodes", "nodes/status", "services", "services/status", "events", "leases",
 	"serviceaccounts", "serviceaccounts/token"}
 
 // Identities are the identities r's manager makes requests as, with the rules each
 // needs: the manager's ServiceAccount always, and under
-// --use-service-account-credentials one per controller service account.
+// --use-service-account-credentials one per controller service account. The controllers'
+// rules are those their specs declare (ControllerSpec.RBAC and Informers); the manager's
+// own (informers, Events, the Lease, tokens) are written here, beside the objects that
+// name the Lease and the accounts.
 func (r resolved) identities() []Identity {
-	specs := controllers.Default()
 	mgr := Identity{ServiceAccount: ServiceAccountName, Namespace: r.Namespace, ClusterRole: ManagerClusterRole,
 		AuthDelegator: true}
+	enabled := r.enabledSpecs()
 
-	// The shared informers: the manager's client, whatever the credentials mode.
-	resources := map[string]bool{}
-	for _, c := range r.enabled {
-		for _, res := range controllerInformers[c] {
-			resources[res] = true
+	// The shared informers: the manager's client, whatever the credentials mode. One
+	// rule per resource, in the order the controllers first mention it.
+	var informed []schema.GroupResource
+	users := map[schema.GroupResource][]string{}
+	for _, s := range enabled {
+		for _, gr := range s.Informers {
+			if _, seen := users[gr]; !seen {
+				informed = append(informed, gr)
+			}
+			if !slices.Contains(users[gr], s.Name) {
+				users[gr] = append(users[gr], s.Name)
+			}
 		}
 	}
-	for _, res := range []string{"nodes", "services"} {
-		if resources[res] {
-			mgr.Cluster = append(mgr.Cluster, Rule{Group: groupCore, Resource: res, Verbs: []string{"list", "watch"},
-				Why: "the manager's shared informers, for " + strings.Join(r.informerUsers(res), ", ") + " (manager/run.go)"})
-		}
+	for _, gr := range informed {
+		mgr.Cluster = append(mgr.Cluster, Rule{Group: gr.Group, Resource: gr.Resource, Verbs: []string{"list", "watch"},
+			Why: "the manager's shared informers, for " + strings.Join(users[gr], ", ") + " (manager/run.go)"})
 	}
 	mgr.Cluster = append(mgr.Cluster, Rule{Group: groupCore, Resource: "events", Verbs: []string{"create", "patch"},
 		Why: "the manager's event broadcaster records every controller's Events, patching repeated ones (manager/run.go)"})
@@ -163,8 +134,8 @@ func (r resolved) identities() []Identity {
 	}})
 
 	if !r.UseServiceAccountCredentials {
-		for _, c := range r.enabled {
-			mgr.Cluster = append(mgr.Cluster, controllerClientRules[c]...)
+		for _, s := range enabled {
+			mgr.Cluster = append(mgr.Cluster, s.RBAC...)
 		}
 		return []Identity{mgr}
 	}
@@ -172,10 +143,7 @@ func (r resolved) identities() []Identity {
 	// One identity per controller service account, in the order the controllers start.
 	var accounts []string
 	byAccount := map[string][]Rule{}
-	for _, s := range specs {
-		if !slices.Contains(r.enabled, s.Name) {
-			continue
-		}
+	for _, s := range enabled {
 		sa := s.ClientName
 		if sa == "" {
 			sa = s.Name
@@ -183,7 +151,7 @@ func (r resolved) identities() []Identity {
 		if _, seen := byAccount[sa]; !seen {
 			accounts = append(accounts, sa)
 		}
-		byAccount[sa] = append(byAccount[sa], controllerClientRules[s.Name]...)
+		byAccount[sa] = append(byAccount[sa], s.RBAC...)
 	}
 	if len(accounts) == 0 {
 		// No controller runs: no account to read, and a rule without names would
@@ -207,15 +175,23 @@ func (r resolved) identities() []Identity {
 	return ids
 }
 
-// informerUsers are the enabled controllers that register an informer for res.
-func (r resolved) informerUsers(res string) []string {
-	var users []string
-	for _, c := range r.enabled {
-		if slices.Contains(controllerInformers[c], res) {
-			users = append(users, c)
+// enabledSpecs are the specs of the controllers that run, in the order they start.
+func (r resolved) enabledSpecs() []manager.ControllerSpec {
+	var out []manager.ControllerSpec
+	for _, s := range r.specs {
+		if slices.Contains(r.enabled, s.Name) {
+			out = append(out, s)
 		}
 	}
-	return users
+	return out
+}
+
+// resourceRank is res's place in resourceOrder; after them all when it is not there.
+func resourceRank(res string) int {
+	if i := slices.Index(resourceOrder, res); i >= 0 {
+		return i
+	}
+	return len(resourceOrder)
 }
 
 // mergeRules joins rules on the same group, resource and resource names into one, with
@@ -241,8 +217,6 @@ func mergeRules(rules []Rule) []Rule {
 	for i := range out {
 		slices.SortFunc(out[i].Verbs, func(a, b string) int { return slices.Index(verbOrder, a) - slices.Index(verbOrder, b) })
 	}
-	slices.SortStableFunc(out, func(a, b Rule) int {
-		return slices.Index(resourceOrder, a.Resource) - slices.Index(resourceOrder, b.Resource)
-	})
+	slices.SortStableFunc(out, func(a, b Rule) int { return resourceRank(a.Resource) - resourceRank(b.Resource) })
 	return out
 }

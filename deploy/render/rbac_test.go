@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/manager"
@@ -332,5 +334,110 @@ func TestNoServiceAccountCreate(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// exampleSpec is a provider's own controller, as its main would pass it to
+// manager.NewCommand beside nephele's four.
+func exampleSpec() manager.ControllerSpec {
+	return manager.ControllerSpec{
+		Name:       "example-controller",
+		ClientName: "example-controller",
+		RBAC: []manager.RBACRule{{Resource: "configmaps", Verbs: []string{"get"}, ResourceNames: []string{"example"},
+			Why: "example-controller reads its settings (example/sync.go)"}},
+		Informers: []schema.GroupResource{{Group: "discovery.k8s.io", Resource: "endpointslices"}, {Resource: "nodes"}},
+	}
+}
+
+// TestProviderControllerSpecs: a provider's own controller, passed in ControllerSpecs,
+// gets the rules and informers its spec declares, on its own account or on the
+// manager's, and they show in the permission table; --controllers selects among the
+// given specs.
+func TestProviderControllerSpecs(t *testing.T) {
+	specs := append(controllers.Default(), exampleSpec())
+	tests := []struct {
+		name        string
+		sa          bool
+		controllers []string
+		holder      string // the ClusterRole granted the controller's rule; "" for none
+	}{
+		{"own account", true, []string{"*"}, ControllerClusterRole("example-controller")},
+		{"manager's account", false, []string{"*"}, ManagerClusterRole},
+		{"disabled", true, []string{"*", "-example-controller"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.ControllerSpecs, o.UseServiceAccountCredentials, o.Controllers = specs, tt.sa, tt.controllers
+			objs, err := Render(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			roles, _ := rbac(t, objs)
+			var configmaps, endpointslices []string
+			for role, rules := range roles {
+				for _, r := range rules {
+					if slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get"}) &&
+						slices.Equal(r.ResourceNames, []string{"example"}) {
+						configmaps = append(configmaps, role)
+					}
+					if slices.Equal(r.Resources, []string{"endpointslices"}) && slices.Equal(r.APIGroups, []string{"discovery.k8s.io"}) &&
+						slices.Equal(r.Verbs, []string{"list", "watch"}) {
+						endpointslices = append(endpointslices, role)
+					}
+				}
+			}
+			table, err := PermissionsTable(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.holder == "" {
+				if len(configmaps)+len(endpointslices) > 0 || strings.Contains(table, "example-controller") {
+					t.Errorf("disabled, yet granted: configmaps to %v, endpointslices to %v; table:\n%s", configmaps, endpointslices, table)
+				}
+				return
+			}
+			if want := []string{"ClusterRole//" + tt.holder}; !reflect.DeepEqual(configmaps, want) {
+				t.Errorf("get configmaps granted to %v, want %v", configmaps, want)
+			}
+			if want := []string{"ClusterRole//" + ManagerClusterRole}; !reflect.DeepEqual(endpointslices, want) {
+				t.Errorf("list, watch endpointslices granted to %v, want %v (the manager's informers)", endpointslices, want)
+			}
+			for _, row := range []string{"example-controller reads its settings (example/sync.go)",
+				"| `endpointslices.discovery.k8s.io` | list, watch | all | the manager's shared informers, for example-controller (manager/run.go) |",
+				"for cloud-node-controller, cloud-node-lifecycle-controller, service-lb-controller, node-route-controller, example-controller (manager/run.go)"} {
+				if !strings.Contains(table, row) {
+					t.Errorf("the permission table lacks %q:\n%s", row, table)
+				}
+			}
+		})
+	}
+}
+
+// TestControllerSpecsRefused: a spec whose RBAC could not be rendered least privilege is
+// refused with the controller's name, whatever the flags.
+func TestControllerSpecsRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*manager.ControllerSpec)
+		want   string
+	}{
+		{"wildcard verb", func(s *manager.ControllerSpec) { s.RBAC[0].Verbs = []string{"*"} }, "wildcard"},
+		{"wildcard resource", func(s *manager.ControllerSpec) { s.RBAC[0].Resource = "*" }, "wildcard"},
+		{"no verb", func(s *manager.ControllerSpec) { s.RBAC[0].Verbs = nil }, "no resource or no verb"},
+		{"wildcard informer", func(s *manager.ControllerSpec) { s.Informers[0].Resource = "*" }, "is not one resource"},
+		{"no name", func(s *manager.ControllerSpec) { s.Name = "" }, "has no name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := exampleSpec()
+			tt.mutate(&spec)
+			o := DefaultOptions()
+			o.ControllerSpecs = append(controllers.Default(), spec)
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error saying %q", err, tt.want)
+			}
+		})
 	}
 }
