@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -62,7 +63,7 @@ func TestDeclaredInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := manager.DefaultControllerConfig()
-	cfg.ConfigureCloudRoutes, cfg.ClusterCIDRs = true, []string{"10.244.0.0/16"}
+	cfg.ConfigureCloudRoutes, cfg.ClusterCIDRs = true, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	for _, spec := range Default() {
 		t.Run(spec.Name, func(t *testing.T) {
 			cc := controllertest.Context(spec.Name, fc, cfg)

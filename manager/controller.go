@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -144,8 +145,9 @@ type Inventory interface {
 type ControllerConfig struct {
 	// ClusterName is --cluster-name.
 	ClusterName string
-	// ClusterCIDRs are the parsed --cluster-cidr values (one per IP family).
-	ClusterCIDRs []string
+	// ClusterCIDRs are the --cluster-cidr networks, at most one per IP family, masked
+	// (ParseClusterCIDRs).
+	ClusterCIDRs []netip.Prefix
 	// ConfigureCloudRoutes is --configure-cloud-routes.
 	ConfigureCloudRoutes bool
 	// NodeMonitorPeriod is --node-monitor-period.

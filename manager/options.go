@@ -364,7 +364,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // controllerConfig returns the settings controllers read, from options Complete has
 // checked.
 func (o *Options) controllerConfig() ControllerConfig {
-	cidrs, _ := parseClusterCIDRs(o.ClusterCIDR)
+	cidrs, _ := ParseClusterCIDRs(o.ClusterCIDR)
 	return ControllerConfig{
 		ClusterName:                   o.ClusterName,
 		ClusterCIDRs:                  cidrs,
@@ -461,7 +461,7 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 	if o.ClusterName == "" {
 		v.add("cluster-name", `"": required`)
 	}
-	if _, err := parseClusterCIDRs(o.ClusterCIDR); err != nil {
+	if _, err := ParseClusterCIDRs(o.ClusterCIDR); err != nil {
 		v.add("cluster-cidr", "%q: %s", o.ClusterCIDR, err)
 	}
 	v.positive("node-monitor-period", o.NodeMonitorPeriod)
@@ -651,41 +651,6 @@ func (v *validator) readable(flag, path string) {
 		return
 	}
 	_ = f.Close()
-}
-
-// parseClusterCIDRs parses --cluster-cidr: empty, one CIDR, or one IPv4 and one IPv6
-// CIDR. It returns the networks in canonical form (host bits cleared).
-func parseClusterCIDRs(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	if len(parts) > 2 {
-		return nil, fmt.Errorf("%d CIDRs given: at most two, one IPv4 and one IPv6", len(parts))
-	}
-	var out []string
-	var families []bool // true for IPv4
-	for _, p := range parts {
-		p = strings.TrimSpace(p)
-		_, ipnet, err := net.ParseCIDR(p)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR such as 10.244.0.0/16 or fd00:10:244::/56", p)
-		}
-		v4 := ipnet.IP.To4() != nil
-		if len(families) == 1 && families[0] == v4 {
-			return nil, fmt.Errorf("both CIDRs are %s: at most one IPv4 and one IPv6", family(v4))
-		}
-		families = append(families, v4)
-		out = append(out, ipnet.String())
-	}
-	return out, nil
-}
-
-func family(v4 bool) string {
-	if v4 {
-		return "IPv4"
-	}
-	return "IPv6"
 }
 
 // validServer reports whether s is usable as --master: an http(s) URL with a host, or

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -472,7 +473,7 @@ func TestAddFlagsParse(t *testing.T) {
 	cc := cfg.Controllers()
 	want := ControllerConfig{
 		ClusterName:                   "kubernetes",
-		ClusterCIDRs:                  []string{"10.244.0.0/16", "fd00:10:244::/56"},
+		ClusterCIDRs:                  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")},
 		ConfigureCloudRoutes:          false,
 		NodeMonitorPeriod:             7 * time.Second,
 		NodeStatusUpdateFrequency:     5 * time.Minute,
@@ -567,26 +568,6 @@ func TestFlagDefaults(t *testing.T) {
 		"concurrent-node-syncs"} {
 		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(nephele: ") {
 			t.Errorf("--%s help does not mark the nephele change: %q", name, u)
-		}
-	}
-}
-
-func TestParseClusterCIDRs(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"", nil},
-		{"  ", nil},
-		{"10.244.0.0/16", []string{"10.244.0.0/16"}},
-		{"10.244.3.4/16", []string{"10.244.0.0/16"}},
-		{"fd00:10:244::/56", []string{"fd00:10:244::/56"}},
-		{"fd00:10:244::/56,10.244.0.0/16", []string{"fd00:10:244::/56", "10.244.0.0/16"}},
-	}
-	for _, tt := range tests {
-		got, err := parseClusterCIDRs(tt.in)
-		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("parseClusterCIDRs(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func benchController(b *testing.B, n, missingEvery int) *Controller {
 	routes := &staticRoutes{}
 	c, err := New(Config{
 		Client: client, Informers: factory, Routes: routes, Recorder: record.NewFakeRecorder(1),
-		ClusterName: "bench", ClusterCIDRs: []string{"10.0.0.0/8"},
+		ClusterName: "bench", ClusterCIDRs: prefixes("10.0.0.0/8"),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -54,9 +54,10 @@ type Config struct {
 
 	// ClusterName is --cluster-name; it scopes the cloud calls and prefixes name hints.
 	ClusterName string
-	// ClusterCIDRs are the --cluster-cidr values, at least one. Only routes inside them
-	// are created or deleted.
-	ClusterCIDRs []string
+	// ClusterCIDRs are the --cluster-cidr networks, at least one, as
+	// manager.ParseClusterCIDRs returns them. Only routes inside them are created or
+	// deleted.
+	ClusterCIDRs []netip.Prefix
 	// ConcurrentRouteSyncs bounds the nodes synced, and so the route creates and deletes
 	// in flight, at once. Zero means the manager's default.
 	ConcurrentRouteSyncs int
@@ -109,9 +110,16 @@ func New(cfg Config) (*Controller, error) {
 	case cfg.Recorder == nil:
 		return nil, errors.New("route controller: Config.Recorder is nil")
 	}
-	cidrs, err := parseClusterCIDRs(cfg.ClusterCIDRs)
-	if err != nil {
-		return nil, err
+	if len(cfg.ClusterCIDRs) == 0 {
+		return nil, errors.New("route controller: no cluster CIDR: set --cluster-cidr, or --configure-cloud-routes=false")
+	}
+	// Masked again for a Config built by hand: routes are compared with networks.
+	cidrs := make([]netip.Prefix, len(cfg.ClusterCIDRs))
+	for i, p := range cfg.ClusterCIDRs {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("route controller: cluster CIDR %d is the zero netip.Prefix", i)
+		}
+		cidrs[i] = p.Masked()
 	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
@@ -163,21 +171,6 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("route controller: registering node event handlers: %w", err)
 	}
 	return c, nil
-}
-
-func parseClusterCIDRs(in []string) ([]netip.Prefix, error) {
-	if len(in) == 0 {
-		return nil, errors.New("route controller: no cluster CIDR: set --cluster-cidr, or --configure-cloud-routes=false")
-	}
-	out := make([]netip.Prefix, 0, len(in))
-	for _, s := range in {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("route controller: cluster CIDR %q: %w", s, err)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
 
 func (c *Controller) onAdd(obj any) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestSpec(t *testing.T) {
 	if want := []string{"route", "route-controller"}; spec.Name != manager.NodeRouteController || !slices.Equal(spec.Aliases, want) {
 		t.Errorf("Spec() name/aliases = %q/%q, want %q/%q", spec.Name, spec.Aliases, manager.NodeRouteController, want)
 	}
-	routesOn := manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"}}
+	routesOn := manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16")}
 	tests := []struct {
 		name         string
 		cfg          manager.ControllerConfig
@@ -49,7 +50,7 @@ func TestSpec(t *testing.T) {
 		wantErr      []string // substrings of a non-disabled error
 	}{
 		{name: "runs", cfg: routesOn},
-		{name: "routes switched off", cfg: manager.ControllerConfig{ClusterCIDRs: []string{"10.244.0.0/16"}}, wantDisabled: true},
+		{name: "routes switched off", cfg: manager.ControllerConfig{ClusterCIDRs: prefixes("10.244.0.0/16")}, wantDisabled: true},
 		{name: "routes switched off and no CIDR", cfg: manager.ControllerConfig{}, wantDisabled: true},
 		{name: "provider without routes", cfg: routesOn, disabled: []fakecloud.Capability{fakecloud.CapRoutes}, wantDisabled: true},
 		{
@@ -58,9 +59,9 @@ func TestSpec(t *testing.T) {
 			wantErr: []string{"--cluster-cidr", "--configure-cloud-routes=false", `"acme"`},
 		},
 		{
-			name:    "bad cluster CIDR",
-			cfg:     manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterCIDRs: []string{"10.244.0.0/99"}},
-			wantErr: []string{`"10.244.0.0/99"`},
+			name:    "zero cluster CIDR",
+			cfg:     manager.ControllerConfig{ConfigureCloudRoutes: true, ClusterCIDRs: []netip.Prefix{{}}},
+			wantErr: []string{"cluster CIDR 0"},
 		},
 	}
 	for _, tt := range tests {
@@ -105,7 +106,7 @@ func TestNewRequiresDependencies(t *testing.T) {
 		Informers:    informers.NewSharedInformerFactory(client, 0),
 		Routes:       fc,
 		Recorder:     record.NewFakeRecorder(1),
-		ClusterCIDRs: []string{"10.244.0.0/16"},
+		ClusterCIDRs: prefixes("10.244.0.0/16"),
 	}
 	tests := []struct {
 		name   string
@@ -155,7 +156,7 @@ func TestConditionIsAStatusPatch(t *testing.T) {
 	recorder := record.NewFakeRecorder(10)
 	c, err := New(Config{
 		Client: client, Informers: factory, Routes: fc, Recorder: recorder,
-		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(Config{
 		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
-		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestNewOnRunningInformers(t *testing.T) {
 
 	c, err := New(Config{
 		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
-		ClusterName: "c", ClusterCIDRs: []string{"10.244.0.0/16"},
+		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)

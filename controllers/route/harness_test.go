@@ -41,7 +41,7 @@ const (
 	testCluster = "kubernetes"
 )
 
-var testClusterCIDRs = []string{"10.244.0.0/16", "fd00:10:244::/56"}
+var testClusterCIDRs = prefixes("10.244.0.0/16", "fd00:10:244::/56")
 
 // harness is one controller running against a client (the real control plane or a
 // fake) and its own fake cloud. It sees only the Nodes it created, through a label, so

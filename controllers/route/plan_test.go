@@ -3,7 +3,6 @@ package route
 import (
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -357,26 +356,6 @@ func TestInsideAny(t *testing.T) {
 	for _, tt := range tests {
 		if got := insideAny(cidrs, netip.MustParsePrefix(tt.cidr)); got != tt.want {
 			t.Errorf("insideAny(%s) = %v, want %v", tt.cidr, got, tt.want)
-		}
-	}
-}
-
-func TestParseClusterCIDRs(t *testing.T) {
-	got, err := parseClusterCIDRs([]string{"10.244.1.0/16", "fd00::/48"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := prefixes("10.244.0.0/16", "fd00::/48"); !slices.Equal(got, want) {
-		t.Errorf("parseClusterCIDRs = %v, want %v (masked)", got, want)
-	}
-	for _, in := range [][]string{nil, {"10.0.0.0"}, {"10.0.0.0/8", "nope"}} {
-		_, err := parseClusterCIDRs(in)
-		if err == nil {
-			t.Errorf("parseClusterCIDRs(%q) succeeded, want an error", in)
-			continue
-		}
-		if len(in) == 0 && !strings.Contains(err.Error(), "--cluster-cidr") {
-			t.Errorf("error %q does not name --cluster-cidr", err)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package render
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -259,7 +258,7 @@ func (o Options) resolve() (resolved, error) {
 		enabled = slices.DeleteFunc(enabled, func(c string) bool { return c == manager.NodeRouteController })
 	}
 	r.enabled = enabled
-	if err := checkClusterCIDR(o.ClusterCIDR); err != nil {
+	if _, err := manager.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
 		bad("cluster-cidr", "%q: %s", o.ClusterCIDR, err)
 	} else if o.ClusterCIDR == "" && slices.Contains(enabled, manager.NodeRouteController) {
 		bad("cluster-cidr", `"": required while the route controller runs (--configure-cloud-routes); set it, or --configure-cloud-routes=false, or --controllers=*,-route`)
@@ -298,37 +297,6 @@ func (o Options) resolve() (resolved, error) {
 		return resolved{}, errors.Join(errs...)
 	}
 	return r, nil
-}
-
-// checkClusterCIDR accepts what the manager's --cluster-cidr accepts: empty, or one
-// IPv4 and/or one IPv6 prefix with no host bits set.
-func checkClusterCIDR(s string) error {
-	if s == "" {
-		return nil
-	}
-	parts := strings.Split(s, ",")
-	if len(parts) > 2 {
-		return errors.New("at most two CIDRs, one IPv4 and one IPv6")
-	}
-	var v4, v6 int
-	for _, p := range parts {
-		prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
-		if err != nil {
-			return fmt.Errorf("%q is not a CIDR", p)
-		}
-		if prefix.Masked() != prefix {
-			return fmt.Errorf("%s has host bits set; the network is %s", prefix, prefix.Masked())
-		}
-		if prefix.Addr().Is4() {
-			v4++
-		} else {
-			v6++
-		}
-	}
-	if v4 > 1 || v6 > 1 {
-		return errors.New("two CIDRs must be one IPv4 and one IPv6")
-	}
-	return nil
 }
 
 // checkSpecs refuses controller specs whose RBAC could not be rendered least

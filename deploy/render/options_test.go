@@ -3,6 +3,9 @@ package render
 import (
 	"strings"
 	"testing"
+
+	"github.com/nephele-dev/nephele/controllers"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // TestValidateNamesTheFlag: every invalid setting gives exactly one line, naming its
@@ -24,9 +27,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"cloud config key", func(o *Options) { o.CloudConfig.Key = "a/b" }, `invalid value for --cloud-config-key: "a/b"`},
 		{"cluster name", func(o *Options) { o.ClusterName = "" }, `invalid value for --cluster-name: "": required`},
 		{"cluster cidr syntax", func(o *Options) { o.ClusterCIDR = "10.244.0.0" }, `invalid value for --cluster-cidr: "10.244.0.0": "10.244.0.0" is not a CIDR`},
-		{"cluster cidr host bits", func(o *Options) { o.ClusterCIDR = "10.244.0.1/16" }, `invalid value for --cluster-cidr: "10.244.0.1/16": 10.244.0.1/16 has host bits set`},
-		{"cluster cidr two v4", func(o *Options) { o.ClusterCIDR = "10.0.0.0/16,10.1.0.0/16" }, `two CIDRs must be one IPv4 and one IPv6`},
-		{"cluster cidr three", func(o *Options) { o.ClusterCIDR = "10.0.0.0/16,fd00::/48,10.1.0.0/16" }, `at most two CIDRs`},
+		{"cluster cidr two v4", func(o *Options) { o.ClusterCIDR = "10.0.0.0/16,10.1.0.0/16" }, `both CIDRs are IPv4: at most one IPv4 and one IPv6`},
+		{"cluster cidr three", func(o *Options) { o.ClusterCIDR = "10.0.0.0/16,fd00::/48,10.1.0.0/16" }, `3 CIDRs given: at most two`},
 		{"cluster cidr needed for routes", func(o *Options) { o.ClusterCIDR = "" }, `invalid value for --cluster-cidr: "": required while the route controller runs`},
 		{"controllers unknown", func(o *Options) { o.Controllers = []string{"*", "-ipam"} }, `invalid value for --controllers: "*,-ipam": unknown controller "ipam"`},
 		{"controllers none", func(o *Options) { o.Controllers = []string{"-service"} }, `invalid value for --controllers: "-service": "-service" enables no controller`},
@@ -69,6 +71,8 @@ func TestValidateAccepts(t *testing.T) {
 	}{
 		{"defaults", func(*Options) {}},
 		{"dual-stack cluster cidr", func(o *Options) { o.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/48" }},
+		// Host bits set: the manager's --cluster-cidr (and upstream's) takes the network.
+		{"cluster cidr with host bits", func(o *Options) { o.ClusterCIDR = "10.244.0.1/16" }},
 		{"no cidr without routes", func(o *Options) { o.ClusterCIDR, o.ConfigureCloudRoutes = "", false }},
 		{"no cidr without the route controller", func(o *Options) { o.ClusterCIDR, o.Controllers = "", []string{"*", "-route"} }},
 		{"aliases", func(o *Options) { o.Controllers = []string{"cloud-node", "service"} }},
@@ -87,6 +91,28 @@ func TestValidateAccepts(t *testing.T) {
 			tt.change(&o)
 			if err := o.Validate(); err != nil {
 				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestClusterCIDRAsTheManager: `nephele manifests`, and the operator through it, accept
+// a --cluster-cidr exactly when the manager does, so that no value the CCM runs with is
+// refused before it gets there (issue 25: 10.244.0.1/16 was).
+func TestClusterCIDRAsTheManager(t *testing.T) {
+	for _, v := range []string{"10.244.0.0/16", "10.244.0.1/16", "fd00:10:244::1/56,10.244.0.0/16", " 10.244.0.0/16 ",
+		"10.244.0.0", "010.244.0.0/16", "10.0.0.0/16,10.1.0.0/16", "10.0.0.0/16,fd00::/48,10.1.0.0/16", "10.0.0.0/16,"} {
+		t.Run(v, func(t *testing.T) {
+			mo := manager.NewOptions()
+			mo.CloudProvider, mo.ClusterCIDR = "local", v
+			_, err := mo.Complete(controllers.Default())
+			managerRefuses := err != nil && strings.Contains(err.Error(), "--cluster-cidr")
+			o := DefaultOptions()
+			o.ClusterCIDR = v
+			err = o.Validate()
+			renderRefuses := err != nil && strings.Contains(err.Error(), "--cluster-cidr")
+			if managerRefuses != renderRefuses {
+				t.Errorf("the manager refuses it: %t; the rendering refuses it: %t (%v)", managerRefuses, renderRefuses, err)
 			}
 		})
 	}
