@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/controlplane"
@@ -39,8 +40,6 @@ var shortLease = []string{
 	"--leader-elect-renew-deadline=3s",
 	"--leader-elect-retry-period=500ms",
 }
-
-const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
 func newNode(name string, taints ...corev1.Taint) *corev1.Node {
 	return &corev1.Node{
@@ -213,7 +212,7 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	t.Run("kwok makes an uninitialized node ready", func(t *testing.T) {
-		taint := corev1.Taint{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+		taint := corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 		if _, err := c.CoreV1().Nodes().Create(t.Context(), newNode("uninitialized", taint), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/poll"
@@ -32,11 +33,10 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	pollTimeout        = 90 * time.Second
-	taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
-	annotationNodeIP   = "alpha.kubernetes.io/provided-node-ip"
-	lbFinalizer        = "service.kubernetes.io/load-balancer-cleanup"
-	cloudToken         = "ccm-test-token"
+	pollTimeout      = 90 * time.Second
+	annotationNodeIP = "alpha.kubernetes.io/provided-node-ip"
+	lbFinalizer      = "service.kubernetes.io/load-balancer-cleanup"
+	cloudToken       = "ccm-test-token"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -140,7 +140,7 @@ func TestEndToEnd(t *testing.T) {
 			Spec: corev1.NodeSpec{
 				PodCIDR:  m.podNet.String(),
 				PodCIDRs: []string{m.podNet.String()},
-				Taints:   []corev1.Taint{{Key: taintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+				Taints:   []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 			},
 		}
 		if _, err := env.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
@@ -164,7 +164,7 @@ func TestEndToEnd(t *testing.T) {
 			}
 			state := fmt.Errorf("providerID %q labels %v taints %v addresses %v", n.Spec.ProviderID, n.Labels, n.Spec.Taints, n.Status.Addresses)
 			for _, tn := range n.Spec.Taints {
-				if tn.Key == taintUninitialized {
+				if tn.Key == cloudproviderapi.TaintExternalCloudProvider {
 					return state
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
 )
 
@@ -31,9 +32,6 @@ const (
 	// nonRootID is the uid and gid of the image's nonroot user (images.NonRootUser).
 	nonRootID = 65532
 
-	// taintUninitialized is the kubelet's --cloud-provider=external taint, removed by
-	// cloud-node-controller (k8s.io/cloud-provider/api.TaintExternalCloudProvider).
-	taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 	// taintClusterAPIUninitialized is Cluster API's bootstrap taint (cluster-api#8357).
 	taintClusterAPIUninitialized = "node.cluster.x-k8s.io/uninitialized"
 	// labelControlPlane is the control-plane node role, label and taint key.
@@ -256,7 +254,7 @@ func (r resolved) deployment() *appsv1.Deployment {
 						},
 					},
 					Tolerations: []corev1.Toleration{
-						noSchedule(taintUninitialized),
+						noSchedule(cloudproviderapi.TaintExternalCloudProvider),
 						noSchedule(taintClusterAPIUninitialized),
 						noSchedule(corev1.TaintNodeNotReady),
 						noSchedule(corev1.TaintNodeNetworkUnavailable),

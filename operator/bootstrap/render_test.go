@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -50,7 +51,7 @@ func TestRenderStaticPod(t *testing.T) {
 	if !s.HostNetwork {
 		t.Error("not on the host network")
 	}
-	for _, key := range []string{"node.cloudprovider.kubernetes.io/uninitialized", corev1.TaintNodeNotReady} {
+	for _, key := range []string{cloudproviderapi.TaintExternalCloudProvider, corev1.TaintNodeNotReady} {
 		if !slices.ContainsFunc(s.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == key }) {
 			t.Errorf("does not tolerate %s", key)
 		}

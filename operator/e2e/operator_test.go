@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -124,7 +125,7 @@ func TestOperatorOnRealNodes(t *testing.T) {
 				return fmt.Errorf("node %s has no provider ID", n.Name)
 			}
 			for _, taint := range n.Spec.Taints {
-				if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				if taint.Key == cloudproviderapi.TaintExternalCloudProvider {
 					return fmt.Errorf("node %s is still uninitialized", n.Name)
 				}
 			}
@@ -140,7 +141,7 @@ func TestOperatorOnRealNodes(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKey{Name: c.Nodes[1].Name}, &n); err != nil {
 			return err
 		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 		return cl.Update(ctx, &n)
 	})
 	within(t, "the Deployment's CCM initializes node-2 again, with no CNI", func(ctx context.Context) error {
@@ -149,7 +150,7 @@ func TestOperatorOnRealNodes(t *testing.T) {
 			return err
 		}
 		for _, taint := range n.Spec.Taints {
-			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+			if taint.Key == cloudproviderapi.TaintExternalCloudProvider {
 				return fmt.Errorf("still tainted %s after the taint came back", time.Since(retaint).Round(time.Second))
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -185,7 +186,7 @@ func (o Options) deployment() *appsv1.Deployment {
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
 						RunAsGroup: ptr.To(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Tolerations: []corev1.Toleration{
-						noSchedule("node.cloudprovider.kubernetes.io/uninitialized"),
+						noSchedule(cloudproviderapi.TaintExternalCloudProvider),
 						noSchedule(corev1.TaintNodeNotReady),
 						noSchedule(corev1.TaintNodeNetworkUnavailable),
 						noSchedule("node-role.kubernetes.io/control-plane"),

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -191,7 +192,7 @@ func TestRunsBeforeCNI(t *testing.T) {
 				t.Errorf("%s: %s %s is not on the host network", name, u.GetKind(), u.GetName())
 			}
 			for _, taint := range []corev1.Taint{
-				{Key: "node.cloudprovider.kubernetes.io/uninitialized", Effect: corev1.TaintEffectNoSchedule},
+				{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule},
 				{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
 				{Key: corev1.TaintNodeNetworkUnavailable, Effect: corev1.TaintEffectNoSchedule},
 			} {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	upstreamfake "k8s.io/cloud-provider/fake"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -103,7 +104,7 @@ func TestManagerInitializesNodes(t *testing.T) {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-				{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+				{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			}},
 		}
 		if _, err := e.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
@@ -119,7 +120,7 @@ func TestManagerInitializesNodes(t *testing.T) {
 			if node, err = e.Client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "node.cloudprovider.kubernetes.io/uninitialized" }) {
+			if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) {
 				return errors.New(describeNode(node))
 			}
 			return nil

@@ -15,11 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/controlplane"
 )
-
-const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // lockedBuffer collects a process's output while the test reads it.
 type lockedBuffer struct {
@@ -84,7 +83,7 @@ func TestInitializesNodes(t *testing.T) {
 	nodes := env.Client.CoreV1().Nodes()
 	for _, name := range []string{"node-1", "node-2"} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{
-			Taints: []corev1.Taint{{Key: uninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		}}
 		if _, err := nodes.Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -104,7 +103,7 @@ func TestInitializesNodes(t *testing.T) {
 			if n, err = nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == uninitialized }) {
+			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) {
 				break
 			}
 			if time.Now().After(deadline) {
