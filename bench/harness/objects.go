@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
 
 // newNode is a Node as a kubelet with --cloud-provider=external registers it: tainted
@@ -27,7 +28,7 @@ func newNode(name, cidr, address string) *corev1.Node {
 		Spec: corev1.NodeSpec{
 			PodCIDR:  cidr,
 			PodCIDRs: []string{cidr},
-			Taints:   []corev1.Taint{{Key: taintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			Taints:   []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		},
 		Status: corev1.NodeStatus{
 			Addresses: []corev1.NodeAddress{

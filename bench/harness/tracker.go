@@ -10,11 +10,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 )
-
-// taintUninitialized is the taint a kubelet with an external cloud provider registers
-// its Node with.
-const taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // tracker watches Nodes and Services and notes when each Node was first seen initialized
 // (no uninitialized taint, a provider ID) and each Service first had a load balancer
@@ -58,7 +55,7 @@ func (t *tracker) node(obj any) {
 		return
 	}
 	for _, taint := range n.Spec.Taints {
-		if taint.Key == taintUninitialized {
+		if taint.Key == cloudproviderapi.TaintExternalCloudProvider {
 			return
 		}
 	}
