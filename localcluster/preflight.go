@@ -70,7 +70,9 @@ var nodeCapabilities = []struct {
 	{12, "CAP_NET_ADMIN", "the bridge, veths, routes and iptables"},
 }
 
-// Binaries a cluster runs from BinDir, by who provides them.
+// Binaries a cluster runs from BinDir, by who provides them. toolBinaries and
+// kwokToolBinaries are what `make tools` builds (the Makefile's TOOL_BINS, the source,
+// which TestToolBinariesMatchTheMakefile keeps them equal to) less what only tests run.
 var (
 	toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 		"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr",

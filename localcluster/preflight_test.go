@@ -59,6 +59,79 @@ func TestNodeDepsMatchTheScript(t *testing.T) {
 	}
 }
 
+// TestToolBinariesMatchTheMakefile keeps toolBinaries and kwokToolBinaries, what
+// preflight asks `make tools` for, and the Makefile's TOOL_BINS, what `make tools`
+// builds, the same set: the Makefile is the source, and what it builds that no cluster's
+// preflight checks is named here with the reason.
+func TestToolBinariesMatchTheMakefile(t *testing.T) {
+	notForClusters := map[string]string{
+		"kwok-stages/.stamp":            "a stamp file beside kwok's stage definitions, not a program",
+		"kube-controller-manager-v1.35": "the leader-migration peer of manager's interop test",
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := makeVariable(t, string(raw), "TOOL_BINS")
+	var want []string
+	for _, b := range built {
+		if _, skip := notForClusters[b]; !skip {
+			want = append(want, b)
+		}
+	}
+	for b := range notForClusters {
+		if !slices.Contains(built, b) {
+			t.Errorf("the Makefile's TOOL_BINS no longer builds %s: drop it from notForClusters", b)
+		}
+	}
+	got := slices.Compact(slices.Sorted(slices.Values(slices.Concat(toolBinaries, kwokToolBinaries))))
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("toolBinaries and kwokToolBinaries %v, the Makefile's TOOL_BINS (less notForClusters) %v: keep them equal", got, want)
+	}
+}
+
+// makeVariable expands the Makefile variable name (NAME := words, with \ continuations
+// and $(VAR) references) into its words, each relative to $(BIN).
+func makeVariable(t *testing.T, makefile, name string) []string {
+	t.Helper()
+	vars := map[string]string{}
+	def := regexp.MustCompile(`^([A-Z_0-9]+)\s*:?=\s*(.*)$`)
+	lines := strings.Split(strings.ReplaceAll(makefile, "\\\n", " "), "\n")
+	for _, l := range lines {
+		if m := def.FindStringSubmatch(l); m != nil {
+			vars[m[1]] = m[2]
+		}
+	}
+	ref := regexp.MustCompile(`\$\(([A-Z_0-9]+)\)`)
+	var expand func(string, int) string
+	expand = func(s string, depth int) string {
+		if depth > 10 {
+			t.Fatalf("the Makefile's %s refers to itself", name)
+		}
+		return ref.ReplaceAllStringFunc(s, func(r string) string {
+			v := ref.FindStringSubmatch(r)[1]
+			if v == "BIN" {
+				return "$(BIN)"
+			}
+			return expand(vars[v], depth+1)
+		})
+	}
+	value, ok := vars[name]
+	if !ok {
+		t.Fatalf("the Makefile defines no %s", name)
+	}
+	var out []string
+	for _, w := range strings.Fields(expand(value, 0)) {
+		rel, ok := strings.CutPrefix(w, "$(BIN)/")
+		if !ok {
+			t.Fatalf("the Makefile's %s holds %q, not a file under $(BIN)", name, w)
+		}
+		out = append(out, rel)
+	}
+	return out
+}
+
 func TestPreflightNamesWhatIsMissing(t *testing.T) {
 	bin := t.TempDir()
 	err := Preflight(bin)
