@@ -159,19 +159,20 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // ownedFlags are the manager's flags a rendering sets itself, or whose value the
 // rendered objects depend on (probes, Service, Role, mounted files): --extra-arg must
-// not set them. The value says what to use instead.
+// not set them. The value says what to use instead, naming the rendering's options as
+// {option} (OptionError.Reason).
 var ownedFlags = map[string]string{
-	"cloud-provider":                  "use --provider",
-	"cloud-config":                    "use --cloud-config-source, --cloud-config-name and --cloud-config-key",
-	"cluster-name":                    "use --cluster-name",
-	"cluster-cidr":                    "use --cluster-cidr",
-	"configure-cloud-routes":          "use --configure-cloud-routes",
-	"controllers":                     "use --controllers",
-	"use-service-account-credentials": "use --use-service-account-credentials",
+	"cloud-provider":                  "use {provider}",
+	"cloud-config":                    "use {cloud-config-source}, {cloud-config-name} and {cloud-config-key}",
+	"cluster-name":                    "use {cluster-name}",
+	"cluster-cidr":                    "use {cluster-cidr}",
+	"configure-cloud-routes":          "use {configure-cloud-routes}",
+	"controllers":                     "use {controllers}",
+	"use-service-account-credentials": "use {use-service-account-credentials}",
 	"leader-elect":                    "the Deployment runs several replicas, which need leader election",
 	"leader-elect-resource-lock":      "the rendered Role allows Leases only",
 	"leader-elect-resource-name":      "the rendered Role names the Lease cloud-controller-manager",
-	"leader-elect-resource-namespace": "use --namespace",
+	"leader-elect-resource-namespace": "use {namespace}",
 	"enable-leader-migration":         "the rendered Role does not name the migration Lease",
 	"leader-migration-config":         "the rendered Deployment mounts no migration configuration",
 	"secure-port":                     "the probes and the metrics Service use port 10258",
@@ -187,8 +188,9 @@ var ownedFlags = map[string]string{
 // providerName is a provider's registered name as the manifests accept it.
 var providerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// Validate checks o and returns one line per bad flag, each of the form
-// "invalid value for --flag: <value>: <what is allowed>", joined with errors.Join.
+// Validate checks o and returns nil, or OptionErrors: one per bad option, each printed
+// as "invalid value for --flag: <value>: <what is allowed>" on a line of its own. A
+// ControllerSpecs entry the rendering cannot use gives a plain error naming it instead.
 func (o Options) Validate() error {
 	_, err := o.resolve()
 	return err
@@ -203,75 +205,77 @@ type resolved struct {
 	enabled []string
 }
 
-// resolve validates o and resolves the controllers.
+// resolve validates o and resolves the controllers. Refused options come back as
+// OptionErrors, one per problem; a controller spec the rendering cannot use comes back
+// alone, as a plain error (a program's mistake, not a flag's).
 func (o Options) resolve() (resolved, error) {
 	r := resolved{Options: o}
-	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("invalid value for --%s: %s", flag, fmt.Sprintf(format, args...)))
+	var errs OptionErrors
+	bad := func(option string, value any, cause error, reason string, args ...any) {
+		errs = append(errs, &OptionError{Option: option, Index: -1, Value: value, Reason: fmt.Sprintf(reason, args...), Err: cause})
 	}
 	if !providerName.MatchString(o.Provider) {
-		bad("provider", "%q: want the provider's registered name: lowercase letters, digits and '-'", o.Provider)
+		bad("provider", o.Provider, nil, "want the provider's registered name: lowercase letters, digits and '-'")
 	}
 	if _, err := name.ParseReference(o.Image, name.StrictValidation); err != nil {
-		bad("image", "%q: not an image reference: %s", o.Image, err)
+		bad("image", o.Image, err, "not an image reference")
 	}
 	switch corev1.PullPolicy(o.ImagePullPolicy) {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
-		bad("image-pull-policy", "%q: want Always, IfNotPresent or Never", o.ImagePullPolicy)
+		bad("image-pull-policy", o.ImagePullPolicy, nil, "want Always, IfNotPresent or Never")
 	}
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-		bad("namespace", "%q: %s", o.Namespace, strings.Join(msgs, "; "))
+		bad("namespace", o.Namespace, nil, "%s", strings.Join(msgs, "; "))
 	}
 	if o.Replicas < 1 {
-		bad("replicas", "%d: must be at least 1", o.Replicas)
+		bad("replicas", o.Replicas, nil, "must be at least 1")
 	}
 	switch o.CloudConfig.Source {
 	case SourceSecret, SourceConfigMap:
 		if msgs := validation.IsDNS1123Subdomain(o.CloudConfig.Name); len(msgs) > 0 {
-			bad("cloud-config-name", "%q: %s", o.CloudConfig.Name, strings.Join(msgs, "; "))
+			bad("cloud-config-name", o.CloudConfig.Name, nil, "%s", strings.Join(msgs, "; "))
 		}
 		if msgs := validation.IsConfigMapKey(o.CloudConfig.Key); len(msgs) > 0 {
-			bad("cloud-config-key", "%q: %s", o.CloudConfig.Key, strings.Join(msgs, "; "))
+			bad("cloud-config-key", o.CloudConfig.Key, nil, "%s", strings.Join(msgs, "; "))
 		}
 	case SourceNone:
 	default:
-		bad("cloud-config-source", "%q: want secret, configmap or none", o.CloudConfig.Source)
+		bad("cloud-config-source", o.CloudConfig.Source, nil, "want secret, configmap or none")
 	}
 	if o.ClusterName == "" {
-		bad("cluster-name", `"": required`)
+		bad("cluster-name", o.ClusterName, nil, "required")
 	}
 	r.specs = o.ControllerSpecs
 	if len(r.specs) == 0 {
 		r.specs = controllers.Default()
 	}
 	if err := checkSpecs(r.specs); err != nil {
-		// A program's mistake, not a flag's: nothing else is worth reporting with it.
 		return resolved{}, err
 	}
 	enabled, err := manager.SelectControllers(r.specs, o.Controllers)
 	if err != nil {
-		bad("controllers", "%q: %s", strings.Join(o.Controllers, ","), err)
+		bad("controllers", strings.Join(o.Controllers, ","), err, "")
 	}
 	if !o.ConfigureCloudRoutes {
 		enabled = slices.DeleteFunc(enabled, func(c string) bool { return c == manager.NodeRouteController })
 	}
 	r.enabled = enabled
 	if _, err := manager.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
-		bad("cluster-cidr", "%q: %s", o.ClusterCIDR, err)
+		bad("cluster-cidr", o.ClusterCIDR, err, "")
 	} else if o.ClusterCIDR == "" && slices.Contains(enabled, manager.NodeRouteController) {
-		bad("cluster-cidr", `"": required while the route controller runs (--configure-cloud-routes); set it, or --configure-cloud-routes=false, or --controllers=*,-route`)
+		bad("cluster-cidr", o.ClusterCIDR, nil, "required while the route controller runs ({configure-cloud-routes}); "+
+			"set it, or {configure-cloud-routes}=false, or {controllers}=*,-route")
 	}
-	for _, arg := range o.ExtraArgs {
-		if err := checkExtraArg(arg); err != nil {
-			bad("extra-arg", "%q: %s", arg, err)
+	for i, arg := range o.ExtraArgs {
+		if reason, err := checkExtraArg(arg); reason != "" || err != nil {
+			errs = append(errs, &OptionError{Option: "extra-arg", Index: i, Value: arg, Reason: reason, Err: err})
 		}
 	}
 	if o.ServiceMonitor && !o.MetricsService {
-		bad("service-monitor", "true: needs --metrics-service, the Service it selects")
+		bad("service-monitor", o.ServiceMonitor, nil, "needs {metrics-service}, the Service it selects")
 	}
-	quantities := []struct{ flag, value string }{
+	quantities := []struct{ option, value string }{
 		{"cpu-request", o.Resources.CPURequest},
 		{"memory-request", o.Resources.MemoryRequest},
 		{"memory-limit", o.Resources.MemoryLimit},
@@ -281,20 +285,21 @@ func (o Options) resolve() (resolved, error) {
 		v, err := resource.ParseQuantity(q.value)
 		switch {
 		case err != nil:
-			bad(q.flag, "%q: not a quantity such as 100m or 128Mi", q.value)
+			// The parser's own message is a regular expression; this one helps more.
+			bad(q.option, q.value, nil, "not a quantity such as 100m or 128Mi")
 		case v.Sign() <= 0:
-			bad(q.flag, "%q: must be above 0", q.value)
+			bad(q.option, q.value, nil, "must be above 0")
 		default:
-			parsed[q.flag] = v
+			parsed[q.option] = v
 		}
 	}
 	req, okReq := parsed["memory-request"]
 	lim, okLim := parsed["memory-limit"]
 	if okReq && okLim && lim.Cmp(req) < 0 {
-		bad("memory-limit", "%q: below --memory-request %s", o.Resources.MemoryLimit, o.Resources.MemoryRequest)
+		bad("memory-limit", o.Resources.MemoryLimit, nil, "below {memory-request} %s", o.Resources.MemoryRequest)
 	}
 	if len(errs) > 0 {
-		return resolved{}, errors.Join(errs...)
+		return resolved{}, errs
 	}
 	return r, nil
 }
@@ -327,29 +332,31 @@ func checkSpecs(specs []manager.ControllerSpec) error {
 }
 
 // checkExtraArg checks one --extra-arg against the manager's own flag set: a known
-// flag, a value of the right type, and not one of ownedFlags.
-func checkExtraArg(arg string) error {
+// flag, a value of the right type, and not one of ownedFlags. It returns why arg is
+// refused (naming options as {option}) or the flag set's error; both empty when it is
+// accepted.
+func checkExtraArg(arg string) (reason string, err error) {
 	nameValue, ok := strings.CutPrefix(arg, "--")
 	if !ok || nameValue == "" || strings.HasPrefix(nameValue, "-") {
-		return errors.New("want --name=value")
+		return "want --name=value", nil
 	}
 	flagName, _, _ := strings.Cut(nameValue, "=")
 	if why, owned := ownedFlags[flagName]; owned {
-		return fmt.Errorf("--%s is set by the rendering: %s", flagName, why)
+		return fmt.Sprintf("--%s is set by the rendering: %s", flagName, why), nil
 	}
 	fs := pflag.NewFlagSet("cloud-controller-manager", pflag.ContinueOnError)
 	fs.SetOutput(discard{})
 	manager.NewOptions().AddFlags(fs)
 	if fs.Lookup(flagName) == nil {
-		return fmt.Errorf("the cloud-controller-manager has no flag --%s", flagName)
+		return fmt.Sprintf("the cloud-controller-manager has no flag --%s", flagName), nil
 	}
 	if err := fs.Parse([]string{arg}); err != nil {
-		return err
+		return "", err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("want --name=value, as one argument")
+		return "want --name=value, as one argument", nil
 	}
-	return nil
+	return "", nil
 }
 
 // discard is an io.Writer that drops pflag's usage output.

@@ -97,13 +97,16 @@ type outcome struct {
 	err                              error // returned to controller-runtime for backoff
 }
 
-// terminal is an error a retry cannot fix; it is Degraded at once.
+// terminal is an error a retry cannot fix; it is Degraded at once. It keeps the error's
+// chain: an invalid spec's *profiles.FieldError stays reachable with errors.As.
 type terminal struct {
 	reason string
 	err    error
 }
 
 func (t *terminal) Error() string { return t.err.Error() }
+
+func (t *terminal) Unwrap() error { return t.err }
 
 // Reconcile implements reconcile.Reconciler.
 func (o *Operand) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -70,18 +71,22 @@ type Rendering struct {
 }
 
 // Render returns the objects of the CCM the profile and in describe, or an error that
-// names each bad field; nothing is rendered partly.
+// names each bad field, one *FieldError per field (errors.As finds them, and through
+// them deploy/render's *render.OptionError); nothing is rendered partly.
 func Render(p Profile, in Input) (Rendering, error) {
 	spec := in.Spec
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(path *field.Path, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: path, Detail: fmt.Sprintf(format, args...)})
+	}
+	specPath := field.NewPath("spec")
 
 	image, version := spec.Image, spec.Version
 	switch {
 	case image != "":
 		version = image
 	case p.Image == "":
-		bad("spec.image: platform %s has no image of its own (%s): set spec.image", p.Name, p.Description)
+		bad(specPath.Child("image"), "platform %s has no image of its own (%s): set spec.image", p.Name, p.Description)
 	default:
 		if version == "" {
 			version = in.DefaultVersion
@@ -90,10 +95,10 @@ func Render(p Profile, in Input) (Rendering, error) {
 	}
 	provider := cmp(spec.Provider, p.Provider)
 	if provider == "" {
-		bad("spec.provider: platform %s runs any provider: set spec.provider to the image's provider name", p.Name)
+		bad(specPath.Child("provider"), "platform %s runs any provider: set spec.provider to the image's provider name", p.Name)
 	}
 	if len(spec.FeatureGates) > 0 && !p.FeatureGates {
-		bad("spec.featureGates: platform %s's cloud-controller-manager has no --feature-gates; remove them", p.Name)
+		bad(specPath.Child("featureGates"), "platform %s's cloud-controller-manager has no --feature-gates; remove them", p.Name)
 	}
 
 	o := render.DefaultOptions()
@@ -140,7 +145,7 @@ func Render(p Profile, in Input) (Rendering, error) {
 	}
 	objs, err := render.Render(o)
 	if err != nil {
-		return Rendering{}, fmt.Errorf("platform %s: %w", p.Name, specFlags(err))
+		return Rendering{}, specErrors(p, spec, err)
 	}
 	extra, err := p.renderObjects(templateValues{Namespace: in.Namespace, Image: image, Provider: provider})
 	if err != nil {
@@ -162,14 +167,6 @@ func Render(p Profile, in Input) (Rendering, error) {
 		}
 	}
 	return Rendering{Objects: objs, Image: image, Version: version}, nil
-}
-
-// specFlags rewords deploy/render's flag names as the spec's fields.
-func specFlags(err error) error {
-	r := strings.NewReplacer("--extra-arg", "spec.extraArgs", "--controllers", "spec.controllers",
-		"--cluster-cidr", "spec.clusterCIDR", "--configure-cloud-routes", "spec.configureCloudRoutes", "--replicas", "spec.replicas", "--image", "spec.image",
-		"--provider", "spec.provider", "--cluster-name", "spec.clusterName")
-	return errors.New(r.Replace(err.Error()))
 }
 
 func cmp(a, b string) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,10 +102,10 @@ func TestRenderRefuses(t *testing.T) {
 		{"generic without image", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x"}, "spec.image: platform generic has no image of its own"},
 		{"generic without provider", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Image: "x/y:1"}, "spec.provider: platform generic runs any provider"},
 		{"feature gates on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", FeatureGates: map[string]bool{"A": true}}, "spec.featureGates: platform local's cloud-controller-manager has no --feature-gates"},
-		{"unknown flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--no-such-flag=1"}}, `invalid value for spec.extraArgs: "--no-such-flag=1": the cloud-controller-manager has no flag --no-such-flag`},
-		{"owned flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--cloud-provider=aws"}}, "--cloud-provider is set by the rendering"},
-		{"unknown controller on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}}, "invalid value for spec.controllers"},
-		{"routes without CIDR", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", ConfigureCloudRoutes: ptr.To(true)}, "invalid value for spec.clusterCIDR"},
+		{"unknown flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--no-such-flag=1"}}, `spec.extraArgs[0]: invalid value "--no-such-flag=1": the cloud-controller-manager has no flag --no-such-flag`},
+		{"owned flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--cloud-provider=aws"}}, "spec.extraArgs[0]: invalid value \"--cloud-provider=aws\": --cloud-provider is set by the rendering: use spec.provider"},
+		{"unknown controller on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}}, `spec.controllers: invalid value "volume": unknown controller "volume"`},
+		{"routes without CIDR", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", ConfigureCloudRoutes: ptr.To(true)}, `spec.clusterCIDR: invalid value "": required while the route controller runs (spec.configureCloudRoutes); set it, or spec.configureCloudRoutes=false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +125,101 @@ func TestRenderRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRenderFieldErrors: what deploy/render refuses comes back as a *FieldError on the
+// spec's field that set the option (the item of spec.extraArgs kept), with render's
+// *render.OptionError and the parser's error still in the chain; what the profile or
+// the operator set stays render's error, under the platform's name.
+func TestRenderFieldErrors(t *testing.T) {
+	generic := func(s v1alpha1.CloudControllerManagerSpec) v1alpha1.CloudControllerManagerSpec {
+		s.Platform, s.Provider = "generic", "x"
+		if s.Image == "" {
+			s.Image = "registry.example/y:1"
+		}
+		return s
+	}
+	tests := []struct {
+		name    string
+		spec    v1alpha1.CloudControllerManagerSpec
+		version string   // Input.DefaultVersion; "" is dev
+		fields  []string // the *FieldError paths, in order; nil: none
+		option  string   // render's option in the chain
+		cause   error    // errors.Is target beyond render's error, or nil
+	}{
+		{name: "second extra arg", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--v=2", "--concurrent-service-syncs=many"}},
+			fields: []string{"spec.extraArgs[1]"}, option: "extra-arg"},
+		{name: "image", spec: generic(v1alpha1.CloudControllerManagerSpec{Image: "Registry.Example/Y:1"}),
+			fields: []string{"spec.image"}, option: "image", cause: &name.ErrBadName{}},
+		{name: "cluster CIDR", spec: generic(v1alpha1.CloudControllerManagerSpec{ClusterCIDR: "10.0.0.0/16,10.1.0.0/16", ConfigureCloudRoutes: ptr.To(true)}),
+			fields: []string{"spec.clusterCIDR"}, option: "cluster-cidr"},
+		{name: "two fields", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}, ExtraArgs: []string{"--kubeconfig=/x"}},
+			fields: []string{"spec.controllers", "spec.extraArgs[0]"}, option: "controllers"},
+		{name: "provider", spec: v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "Not_A_Name", Image: "registry.example/y:1"},
+			fields: []string{"spec.provider"}, option: "provider"},
+		{name: "version", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Version: "v1 2"},
+			fields: []string{"spec.version"}, option: "image", cause: &name.ErrBadName{}},
+		// The operator's default version is no field of the spec: render's error, as it is.
+		{name: "the operator's version", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local"}, version: "not a tag",
+			option: "image", cause: &name.ErrBadName{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Load(tt.spec.Platform)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := Input{Spec: tt.spec, Namespace: "kube-system", DefaultVersion: cmp(tt.version, "dev")}
+			_, err = Render(p, in)
+			if err == nil {
+				t.Fatal("rendered")
+			}
+			if tt.fields == nil && !strings.HasPrefix(err.Error(), "platform local: invalid value for --image: ") {
+				t.Errorf("%q: want render's message under the platform's name", err)
+			}
+			var got []string
+			for _, e := range flatten(err) {
+				var fe *FieldError
+				if errors.As(e, &fe) {
+					got = append(got, fe.Field.String())
+					if !strings.HasPrefix(e.Error(), fe.Field.String()+": ") || strings.Contains(e.Error(), "--extra-arg") {
+						t.Errorf("%q does not open with its field, or names render's flags", e)
+					}
+				}
+			}
+			if !slices.Equal(got, tt.fields) {
+				t.Errorf("field errors on %v, want %v: %v", got, tt.fields, err)
+			}
+			var oe *render.OptionError
+			if !errors.As(err, &oe) || oe.Option != tt.option {
+				t.Errorf("errors.As(*render.OptionError) = %+v, want option %q: the chain is lost", oe, tt.option)
+			}
+			if tt.cause != nil && !errors.Is(err, tt.cause) {
+				t.Errorf("errors.Is(%T) is false: the parser's error is lost", tt.cause)
+			}
+		})
+	}
+}
+
+// TestRenderAcceptsWhatTheCCMAccepts: a cluster CIDR with host bits, which the manager
+// takes as its network, renders (deploy/render once refused it).
+func TestRenderAcceptsWhatTheCCMAccepts(t *testing.T) {
+	p, err := Load("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := v1alpha1.CloudControllerManagerSpec{Platform: "local", ClusterCIDR: "10.244.0.1/16"}
+	if _, err := Render(p, Input{Spec: spec, Namespace: "kube-system", DefaultVersion: "dev"}); err != nil {
+		t.Errorf("spec.clusterCIDR 10.244.0.1/16 refused: %v", err)
+	}
+}
+
+// flatten returns the errors errors.Join joined in err, or err alone.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func TestLoadUnknownPlatform(t *testing.T) {
