@@ -3,6 +3,8 @@ package loadbalancer
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -13,8 +15,14 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.ServiceLBController,
 		Aliases:    []string{"service", "service-controller"}, // service-controller: upstream's default migration config
 		ClientName: "service-controller",                      // upstream's service account for --use-service-account-credentials
-		RBAC:       rbac(),
-		Informers:  informedResources(),
+		// What the controller's client requests (sync.go): deploy/render grants exactly
+		// these, so a new request there needs its rule here.
+		RBAC: []manager.RBACRule{
+			{Resource: "services", Verbs: []string{"get"}, Why: "service-lb-controller reads the live Service before deleting its load balancer (controllers/loadbalancer/sync.go)"},
+			{Resource: "services", Verbs: []string{"patch"}, Why: "service-lb-controller adds and removes the load-balancer-cleanup finalizer (controllers/loadbalancer/sync.go)"},
+			{Resource: "services/status", Verbs: []string{"patch"}, Why: "service-lb-controller writes status.loadBalancer (controllers/loadbalancer/sync.go)"},
+		},
+		Informers: []schema.GroupResource{{Resource: "nodes"}, {Resource: "services"}}, // what New registers (controller.go)
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			if cc.Cloud == nil {
 				return nil, manager.Disabled("no cloud provider")

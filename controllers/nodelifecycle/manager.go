@@ -3,6 +3,8 @@ package nodelifecycle
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -12,8 +14,13 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.CloudNodeLifecycleController,
 		Aliases:    []string{"cloud-node-lifecycle"},
 		ClientName: "node-controller", // upstream's service account for --use-service-account-credentials
-		RBAC:       rbac(),
-		Informers:  informedResources(),
+		// What the controller's client requests (sync.go): deploy/render grants exactly
+		// these, so a new request there needs its rule here.
+		RBAC: []manager.RBACRule{
+			{Resource: "nodes", Verbs: []string{"patch"}, Why: "cloud-node-lifecycle-controller adds and removes the shutdown taint (controllers/nodelifecycle/sync.go)"},
+			{Resource: "nodes", Verbs: []string{"delete"}, Why: "cloud-node-lifecycle-controller deletes the Node of an instance the cloud confirms gone (controllers/nodelifecycle/sync.go)"},
+		},
+		Informers: []schema.GroupResource{{Resource: "nodes"}}, // what New registers (controller.go)
 		New: func(_ context.Context, cc *manager.ControllerContext) (manager.Controller, error) {
 			instances, err := cc.Instances()
 			if err != nil {

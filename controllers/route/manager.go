@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -21,9 +23,13 @@ func Spec() manager.ControllerSpec {
 		Name:       manager.NodeRouteController,
 		Aliases:    []string{"route", "route-controller"}, // route-controller: upstream's default migration config
 		ClientName: "route-controller",                    // upstream's service account for --use-service-account-credentials
-		RBAC:       rbac(),
-		Informers:  informedResources(),
-		New:        newFromContext,
+		// What the controller's client requests (condition.go): deploy/render grants exactly
+		// these, so a new request there needs its rule here.
+		RBAC: []manager.RBACRule{
+			{Resource: "nodes/status", Verbs: []string{"patch"}, Why: "node-route-controller sets the NetworkUnavailable condition (controllers/route/condition.go)"},
+		},
+		Informers: []schema.GroupResource{{Resource: "nodes"}}, // what New registers (controller.go)
+		New:       newFromContext,
 	}
 }
 

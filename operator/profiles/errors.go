@@ -75,26 +75,21 @@ func specErrors(p Profile, spec v1alpha1.CloudControllerManagerSpec, err error) 
 // specField is the spec's field that sets render's option, or nil when the profile or
 // the operator sets it.
 func specField(option string) *field.Path {
-	spec := field.NewPath("spec")
-	switch option {
-	case "provider":
-		return spec.Child("provider")
-	case "image":
-		return spec.Child("image")
-	case "replicas":
-		return spec.Child("replicas")
-	case "cluster-name":
-		return spec.Child("clusterName")
-	case "cluster-cidr":
-		return spec.Child("clusterCIDR")
-	case "configure-cloud-routes":
-		return spec.Child("configureCloudRoutes")
-	case "controllers":
-		return spec.Child("controllers")
-	case "extra-arg":
-		return spec.Child("extraArgs")
-	case "cloud-config-source", "cloud-config-name", "cloud-config-key":
-		return spec.Child("cloudConfig")
+	fields := map[string]string{
+		"provider":               "provider",
+		"image":                  "image",
+		"replicas":               "replicas",
+		"cluster-name":           "clusterName",
+		"cluster-cidr":           "clusterCIDR",
+		"configure-cloud-routes": "configureCloudRoutes",
+		"controllers":            "controllers",
+		"extra-arg":              "extraArgs",
+		"cloud-config-source":    "cloudConfig",
+		"cloud-config-name":      "cloudConfig",
+		"cloud-config-key":       "cloudConfig",
+	}
+	if f, ok := fields[option]; ok {
+		return field.NewPath("spec", f)
 	}
 	return nil
 }
