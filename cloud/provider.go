@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -118,12 +119,25 @@ type LoadBalancerSpec struct {
 	RequestedIP string
 }
 
-// LoadBalancerPort is one listener.
+// LoadBalancerPort is one listener: a Service port as upstream's service controller
+// compares it (portEqualForLB), so a change to any field is a new EnsureLoadBalancer.
 type LoadBalancerPort struct {
-	Name     string
+	// Name is the Service port's name.
+	Name string
+	// Protocol is TCP, UDP or SCTP; the controller turns an empty protocol into TCP.
 	Protocol corev1.Protocol
-	Port     int32
+	// Port is the port the load balancer listens on.
+	Port int32
+	// NodePort is the port on each backend that kube-proxy forwards to the Service.
 	NodePort int32
+	// TargetPort is the Service port's targetPort, a number or the name of a container
+	// port, as the Service gives it. Providers that send traffic straight to pods (or
+	// probe them) read it; those forwarding to node ports may ignore it.
+	TargetPort intstr.IntOrString
+	// AppProtocol is the Service port's appProtocol ("" when unset), such as
+	// "kubernetes.io/h2c" or a provider's own name: providers choose listener and
+	// health probe protocols from it (cloud-provider-azure#2434).
+	AppProtocol string
 }
 
 // Backend is one node behind a load balancer.

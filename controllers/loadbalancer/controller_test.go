@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -473,6 +474,42 @@ func TestSpecChangeEnsuresAgain(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPortFieldChangesEnsureAgain changes what upstream's portEqualForLB compares beside
+// the port numbers: each change must reach the provider in a new EnsureLoadBalancer.
+func TestPortFieldChangesEnsureAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		change svcOpt
+		want   func(cloud.LoadBalancerPort) bool
+	}{
+		{"target port", withTargetPort(intstr.FromString("http-alt")),
+			func(p cloud.LoadBalancerPort) bool { return p.TargetPort == intstr.FromString("http-alt") }},
+		{"app protocol", withAppProtocol("kubernetes.io/h2c"),
+			func(p cloud.LoadBalancerPort) bool { return p.AppProtocol == "kubernetes.io/h2c" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil, newNode("n1"))
+			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+			h.quiesce()
+			lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
+			before := lb.Ensures
+			tt.change(svc)
+			h.updateService(svc)
+			poll.Eventually(t, "an ensure with the changed port", func() error {
+				lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
+				switch {
+				case lb.Ensures == before:
+					return fmt.Errorf("still %d ensures", lb.Ensures)
+				case !tt.want(lb.Spec.Ports[0]):
+					return fmt.Errorf("the provider got port %+v", lb.Spec.Ports[0])
+				}
+				return nil
+			})
+		})
+	}
 }
 
 func TestUpdateBackendsNotFoundRecreates(t *testing.T) {

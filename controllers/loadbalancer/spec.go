@@ -132,7 +132,14 @@ func buildSpec(svc *corev1.Service, clusterName string) (*cloud.LoadBalancerSpec
 		if proto == "" {
 			proto = corev1.ProtocolTCP
 		}
-		spec.Ports = append(spec.Ports, cloud.LoadBalancerPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
+		var appProtocol string
+		if p.AppProtocol != nil {
+			appProtocol = *p.AppProtocol
+		}
+		spec.Ports = append(spec.Ports, cloud.LoadBalancerPort{
+			Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort,
+			TargetPort: p.TargetPort, AppProtocol: appProtocol,
+		})
 	}
 	return spec, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
@@ -124,6 +125,14 @@ func TestBuildSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "ports keep target port and app protocol",
+			svc:  newService("ns", "web", withTargetPort(intstr.FromString("http")), withAppProtocol("kubernetes.io/h2c")),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.Ports[0].TargetPort = intstr.FromString("http")
+				s.Ports[0].AppProtocol = "kubernetes.io/h2c"
+			},
+		},
+		{
 			name: "source ranges are parsed and masked",
 			svc:  newService("ns", "web", withSourceRanges("203.0.113.0/24", " 10.1.2.3/8", "2001:db8::/32")),
 			want: func(s *cloud.LoadBalancerSpec) {
@@ -231,6 +240,10 @@ func TestSpecKey(t *testing.T) {
 		"affinity": newService("ns", "web", func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 		}),
+		// Upstream's portEqualForLB compares both (k/k#112785): providers derive health
+		// probes from the app protocol and may forward to the target port.
+		"target port":  newService("ns", "web", withTargetPort(intstr.FromInt32(8080))),
+		"app protocol": newService("ns", "web", withAppProtocol("kubernetes.io/h2c")),
 	}
 	for what, svc := range changes {
 		if specUnchanged(k0, key(svc)) {

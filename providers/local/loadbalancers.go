@@ -106,6 +106,9 @@ func toSpec(spec *cloud.LoadBalancerSpec) (api.LoadBalancerSpec, []skippedBacken
 	if spec.Service.Name != "" {
 		out.Service = spec.Service.String()
 	}
+	// TargetPort and AppProtocol stay behind: the local cloud forwards bytes to node
+	// ports, where kube-proxy applies the target port, and has no protocol-aware
+	// listeners or probes for the app protocol to choose.
 	for _, p := range spec.Ports {
 		out.Ports = append(out.Ports, api.Port{Name: p.Name, Protocol: api.Protocol(p.Protocol), Port: p.Port, NodePort: p.NodePort})
 	}
