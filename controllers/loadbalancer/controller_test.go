@@ -241,7 +241,8 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		t.Errorf("heartbeats caused %d cloud calls: %v", n, h.cloud.CallLog())
 	}
 
-	// Initializing a node, excluding one and tainting one for the autoscaler.
+	// Initializing a node, excluding one, tainting one for the autoscaler (which keeps
+	// it, KEP-3458) and deleting one.
 	h.updateNode(newNode("new-uninit"))
 	h.updateNode(newNode("n2", withLabel(corev1.LabelNodeExcludeBalancers, "")))
 	h.updateNode(newNode("n3", withTaint(TaintToBeDeleted)))
@@ -249,7 +250,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		h.waitBackends(n, "n1", "n5", "n6", "new-uninit")
+		h.waitBackends(n, "n1", "n3", "n5", "n6", "new-uninit")
 	}
 	h.quiesce()
 	if n := h.cloud.Calls(cloud.OpEnsureLoadBalancer); n != 0 {
@@ -261,6 +262,28 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAutoscalerTaintKeepsBackend follows KEP-3458 (StableLoadBalancerNodeSet): a node
+// the cluster autoscaler is about to remove stays behind every load balancer until the
+// Node is deleted, so its connections drain through the failing kube-proxy health check
+// (KEP-3836) instead of being cut.
+func TestAutoscalerTaintKeepsBackend(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"), newNode("n2"))
+	name := LoadBalancerName(h.waitIngress("ns", h.createService(newService("ns", "web")).Name))
+	h.waitBackends(name, "n1", "n2")
+	h.quiesce()
+	h.cloud.ResetCalls()
+	h.updateNode(newNode("n2", withTaint(TaintToBeDeleted)))
+	h.quiesce()
+	h.waitBackends(name, "n1", "n2")
+	if n := h.cloud.TotalCalls(); n != 0 {
+		t.Errorf("the taint cost %d cloud calls: %v", n, h.cloud.CallLog())
+	}
+	if err := h.client.CoreV1().Nodes().Delete(t.Context(), "n2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBackends(name, "n1")
 }
 
 func TestNoBackendsWarns(t *testing.T) {

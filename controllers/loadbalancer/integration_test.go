@@ -622,8 +622,9 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 		}
 		return out
 	}
+	// The autoscaler's taint keeps a node until it is deleted (KEP-3458).
 	poll.Eventually(t, "backends", func() error {
-		if got := fmt.Sprint(eligNodes()); got != "[elig-good]" {
+		if got := fmt.Sprint(eligNodes()); got != "[elig-autoscaler elig-good]" {
 			return errors.New("backends " + got)
 		}
 		return nil
@@ -640,7 +641,7 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, "the initialized node to join", func() error {
-		if got := fmt.Sprint(eligNodes()); got != "[elig-good elig-uninit]" {
+		if got := fmt.Sprint(eligNodes()); got != "[elig-autoscaler elig-good elig-uninit]" {
 			return errors.New("backends " + got)
 		}
 		return nil
