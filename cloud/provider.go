@@ -90,6 +90,14 @@ type InstanceLister interface {
 	ListInstances(ctx context.Context) ([]Instance, error)
 }
 
+// KubeProxyHealthzPort is the port of kube-proxy's /healthz on every node (upstream's
+// ports.ProxyHealthzPort). A provider health-checks the backends of a load balancer
+// with externalTrafficPolicy Cluster there, as GCE's does: it fails on a node that is
+// being deleted or that the cluster autoscaler is removing (KEP-3836), so that node's
+// connections drain while it stays a backend (KEP-3458), and on a node whose kube-proxy
+// is not serving. (With policy Local, LoadBalancerSpec.HealthCheckNodePort is the one.)
+const KubeProxyHealthzPort = 10256
+
 // LoadBalancerSpec is the normalized description of the load balancer a Service needs.
 // The controller derives it from the Service and the backend nodes; providers read
 // annotations from the Service passed beside it.
@@ -107,7 +115,8 @@ type LoadBalancerSpec struct {
 	// (thousands of entries each): read it, never modify it; copy it to change it.
 	Backends []Backend
 	// HealthCheckNodePort is set for externalTrafficPolicy Local: health-check each
-	// backend over HTTP on this port.
+	// backend over HTTP on this port. With policy Cluster it is 0: health-check
+	// KubeProxyHealthzPort.
 	HealthCheckNodePort int32
 	// ExternalTrafficPolicy is the Service's policy, Cluster or Local.
 	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy

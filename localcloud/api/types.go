@@ -182,8 +182,9 @@ type LoadBalancerSpec struct {
 	Ports    []Port    `json:"ports"`
 	Backends []Backend `json:"backends"`
 	// HealthCheckNodePort, when set, makes health checks an HTTP GET of /healthz on this
-	// port of each backend (kube-proxy's health check node port for
-	// externalTrafficPolicy Local) instead of a TCP connect to the node port.
+	// port of each backend instead of a TCP connect to the node port: the Service's
+	// health check node port for externalTrafficPolicy Local, kube-proxy's own healthz
+	// port (10256) for Cluster, as the local provider sends them.
 	HealthCheckNodePort int32 `json:"healthCheckNodePort,omitempty"`
 	// SourceRanges are the CIDRs clients may connect from; empty allows everyone.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
