@@ -101,27 +101,38 @@ func TestTypeChangeCleansUp(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(*corev1.Service)
+		// theirs is whether the finalizer and status belong to someone else afterwards.
+		theirs bool
 	}{
-		{"to ClusterIP", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }},
-		{"to another class", func(s *corev1.Service) { c := "example.com/other"; s.Spec.LoadBalancerClass = &c }},
+		{name: "to ClusterIP", change: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }},
+		// What the apiserver shows of LoadBalancer -> ClusterIP -> LoadBalancer of
+		// another class when the controller sees only the last: the finalizer and the
+		// status are the other class's now (see movedAway).
+		{name: "to another class", change: func(s *corev1.Service) { c := "example.com/other"; s.Spec.LoadBalancerClass = &c }, theirs: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, nil, newNode("n1"))
 			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+			if !annotatedFor(svc, "") {
+				t.Fatalf("annotations %v, want %s naming the default class", svc.Annotations, ClassAnnotation)
+			}
 			tt.change(svc)
 			h.updateService(svc)
 			poll.Eventually(t, "cleanup", func() error {
 				svc := h.getService("ns", "web")
+				_, annotated := svc.Annotations[ClassAnnotation]
 				switch {
 				case h.cloud.Calls(cloud.OpEnsureLoadBalancerDeleted) == 0:
 					return errors.New("no delete call")
 				case len(h.cloud.AllLoadBalancers()) != 0:
 					return errors.New("load balancer still in the cloud")
-				case hasFinalizer(svc):
-					return errors.New("finalizer still there")
-				case len(svc.Status.LoadBalancer.Ingress) != 0:
-					return fmt.Errorf("status still %+v", svc.Status.LoadBalancer)
+				case annotated:
+					return errors.New("annotation still there")
+				case hasFinalizer(svc) != tt.theirs:
+					return fmt.Errorf("finalizers %v", svc.Finalizers)
+				case (len(svc.Status.LoadBalancer.Ingress) != 0) != tt.theirs:
+					return fmt.Errorf("status %+v", svc.Status.LoadBalancer)
 				case h.ctrl.hasState("ns/web"):
 					return errors.New("state kept")
 				}
