@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -188,6 +189,33 @@ type Route struct {
 	DestinationCIDR netip.Prefix
 	// Blackhole is set by the cloud for routes whose target instance is gone.
 	Blackhole bool
+	// TargetNodeAddresses are the target node's status addresses. The controller sets
+	// them on every route it creates, for providers that route to a next-hop address
+	// rather than to an instance (upstream's Route.TargetNodeAddresses). Read them,
+	// never modify them.
+	TargetNodeAddresses []corev1.NodeAddress
+	// EnableNodeAddresses is set by a provider in ListRoutes on a route whose
+	// TargetNodeAddresses it recorded at creation and lists back (in any order). The
+	// controller then replaces the route, with DeleteRoute and CreateRoute, when its
+	// node's addresses change. Unset, the addresses are not compared: a provider that
+	// does not record them would otherwise see every route replaced on every sync.
+	// Upstream's Route.EnableNodeAddresses.
+	EnableNodeAddresses bool
+}
+
+// SameNodeAddresses reports whether a and b hold the same addresses in any order, as
+// upstream's route controller compares them (equalNodeAddrs): a provider listing a
+// route's TargetNodeAddresses need not keep the order it was given.
+func SameNodeAddresses(a, b []corev1.NodeAddress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // Routes manages pod-network routes. Calls are scoped to one cluster.

@@ -246,6 +246,11 @@ type RouteSpec struct {
 	DestinationCIDR string `json:"destinationCIDR"`
 	TargetNode      string `json:"targetNode,omitempty"`
 	TargetInstance  string `json:"targetInstance,omitempty"`
+	// TargetNodeAddresses are the target node's addresses as Kubernetes lists them. The
+	// cloud routes to the instance and only stores them, for clients that compare them
+	// with the node's (upstream's route controller replaces a route whose node's
+	// addresses changed). Optional: clients that predate the field send none.
+	TargetNodeAddresses []Address `json:"targetNodeAddresses,omitempty"`
 }
 
 // Route sends a destination CIDR to an instance.
@@ -259,6 +264,8 @@ type Route struct {
 	// Blackhole is set in answers when the target instance no longer exists or is
 	// terminated: traffic to the destination goes nowhere.
 	Blackhole bool `json:"blackhole,omitempty"`
+	// TargetNodeAddresses are the addresses the route was created with, if any.
+	TargetNodeAddresses []Address `json:"targetNodeAddresses,omitempty"`
 }
 
 // RouteList is a listing of a cluster's routes.

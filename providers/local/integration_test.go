@@ -495,7 +495,9 @@ func TestIntegrationRoutes(t *testing.T) {
 	if got, err := rt.ListRoutes(ctx, "blue"); err != nil || len(got) != 0 {
 		t.Fatalf("routes of a new cluster: %v, %v", got, err)
 	}
-	if err := rt.CreateRoute(ctx, "blue", "blue-uid1-ipv4", cloud.Route{TargetNode: "node-1", DestinationCIDR: cidr1}); err != nil {
+	// The node's addresses are stored and listed back, so the controller can compare them.
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "node-1"}}
+	if err := rt.CreateRoute(ctx, "blue", "blue-uid1-ipv4", cloud.Route{TargetNode: "node-1", DestinationCIDR: cidr1, TargetNodeAddresses: addrs}); err != nil {
 		t.Fatalf("CreateRoute: %v", err)
 	}
 	// Identical again, under another hint: success, no second route.
@@ -512,7 +514,7 @@ func TestIntegrationRoutes(t *testing.T) {
 	}
 
 	want := []cloud.Route{
-		{Name: "blue-uid1-ipv4", TargetNode: "node-1", DestinationCIDR: cidr1},
+		{Name: "blue-uid1-ipv4", TargetNode: "node-1", DestinationCIDR: cidr1, TargetNodeAddresses: addrs, EnableNodeAddresses: true},
 		{Name: "r-10-244-2-0-24", TargetNode: "node-2", DestinationCIDR: cidr2},
 	}
 	got, err := rt.ListRoutes(ctx, "blue")

@@ -410,6 +410,30 @@ func TestRoutesList(t *testing.T) {
 	}
 }
 
+// TestRoutesNodeAddresses checks that a route's node addresses pass through both ways:
+// to the upstream provider on create, and back with its EnableNodeAddresses on list.
+func TestRoutesNodeAddresses(t *testing.T) {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}, {Type: corev1.NodeHostName, Address: "n1"}}
+	rs := &routesStub{}
+	r, _ := newAdapter(t, &stub{name: "acme", routes: rs}).Routes()
+	if err := r.CreateRoute(t.Context(), "c", "hint", cloud.Route{TargetNode: "n1", DestinationCIDR: netip.MustParsePrefix("10.244.7.0/24"), TargetNodeAddresses: addrs}); err != nil {
+		t.Fatalf("CreateRoute: %v", err)
+	}
+	if len(rs.created) != 1 || !slices.Equal(rs.created[0].TargetNodeAddresses, addrs) {
+		t.Fatalf("upstream CreateRoute calls: %+v, want one with the node's addresses", rs.created)
+	}
+	recorded := route("r2", "n2", "10.244.8.0/24")
+	recorded.EnableNodeAddresses, recorded.TargetNodeAddresses = true, addrs
+	rs.table = append(rs.table, recorded)
+	got, err := r.ListRoutes(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].EnableNodeAddresses || !got[1].EnableNodeAddresses || !slices.Equal(got[1].TargetNodeAddresses, addrs) {
+		t.Errorf("ListRoutes = %+v, want the addresses and EnableNodeAddresses as the provider lists them", got)
+	}
+}
+
 func TestRoutesCreateDeleteIdempotent(t *testing.T) {
 	rs := &routesStub{}
 	r, _ := newAdapter(t, &stub{name: "acme", routes: rs}).Routes()
