@@ -89,18 +89,9 @@ func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (st
 // cleanup deletes the cloud load balancer, then clears the Service's status and removes
 // the finalizer, in that order: the finalizer goes only once nothing is left to leak.
 func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service) (string, error) {
-	// The cache lags behind our own writes: a sync queued by the status patch of the
-	// previous cleanup would otherwise delete and announce everything twice. Deletions
-	// are rare enough for one read from the apiserver each.
-	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return c.syncGone(ctx, k)
-	case err != nil:
-		return opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
-	case live.UID != svc.UID || !needsCleanup(live, c.class, c.holds(live)):
-		// Done already, or changed since: the event for that change queues it again.
-		return opNone, nil
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return needsCleanup(s, c.class, c.holds(s)) })
+	if live == nil {
+		return op, err
 	}
 	svc = live
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
@@ -127,6 +118,26 @@ func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service)
 	return opDelete, nil
 }
 
+// reread returns svc as the apiserver has it before a deletion, which must not run
+// twice: the cache lags behind the controller's own writes, and a sync queued by the
+// previous deletion's patch would otherwise delete and announce everything again.
+// Deletions are rare enough for one read each. It returns nil when the Service is gone
+// (with what syncGone did), when it was replaced, or when it no longer needs the work
+// (still says): the event for that change queues it again.
+func (c *Controller) reread(ctx context.Context, k string, svc *corev1.Service, still func(*corev1.Service) bool) (*corev1.Service, string, error) {
+	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		op, err := c.syncGone(ctx, k)
+		return nil, op, err
+	case err != nil:
+		return nil, opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
+	case live.UID != svc.UID || !still(live):
+		return nil, opNone, nil
+	}
+	return live, opNone, nil
+}
+
 // release deletes the load balancer this controller made for a Service that now is a
 // LoadBalancer of another class (see movedAway) and removes its ClassAnnotation. The
 // finalizer and the status stay: they belong to the new class's implementation, which
@@ -135,15 +146,9 @@ func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service)
 // Service keeps one nobody removes; deleting it then waits for a person, which is
 // visible, where a removed finalizer would leak silently.
 func (c *Controller) release(ctx context.Context, k string, svc *corev1.Service) (string, error) {
-	// As in cleanup: the cache lags behind our own writes.
-	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return c.syncGone(ctx, k)
-	case err != nil:
-		return opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
-	case live.UID != svc.UID || !movedAway(live, c.class, c.holds(live)):
-		return opNone, nil
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return movedAway(s, c.class, c.holds(s)) })
+	if live == nil {
+		return op, err
 	}
 	st, held := c.state(k)
 	c.log.Info("The Service moved to another load balancer class; deleting the load balancer this controller made for it",
