@@ -172,9 +172,10 @@ func TestFileMarshalRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages := 7
+	var healthz int64 = 20256
 	for _, f := range []File{
 		{Endpoint: "http://10.88.0.1:8990", TokenFile: tokenFile},
-		{Endpoint: "https://127.0.0.1:443", Token: "inline", RequestTimeout: "5s", ListPageSize: &pages},
+		{Endpoint: "https://127.0.0.1:443", Token: "inline", RequestTimeout: "5s", ListPageSize: &pages, ProxyHealthzPort: &healthz},
 	} {
 		raw, err := f.Marshal("a test")
 		if err != nil {
@@ -194,7 +195,7 @@ func TestFileMarshalRoundTrips(t *testing.T) {
 		if cfg.Endpoint != f.Endpoint || cfg.Token != want {
 			t.Errorf("round trip of %+v: %+v", f, cfg)
 		}
-		if f.ListPageSize != nil && (cfg.ListPageSize != pages || cfg.RequestTimeout != 5*time.Second) {
+		if f.ListPageSize != nil && (cfg.ListPageSize != pages || cfg.RequestTimeout != 5*time.Second || cfg.ProxyHealthzPort != int32(healthz)) {
 			t.Errorf("round trip of %+v: %+v", f, cfg)
 		}
 	}
