@@ -3,9 +3,11 @@ package cloud
 import (
 	"context"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -89,6 +91,14 @@ type InstanceLister interface {
 	ListInstances(ctx context.Context) ([]Instance, error)
 }
 
+// KubeProxyHealthzPort is the port of kube-proxy's /healthz on every node (upstream's
+// ports.ProxyHealthzPort). A provider health-checks the backends of a load balancer
+// with externalTrafficPolicy Cluster there, as GCE's does: it fails on a node that is
+// being deleted or that the cluster autoscaler is removing (KEP-3836), so that node's
+// connections drain while it stays a backend (KEP-3458), and on a node whose kube-proxy
+// is not serving. (With policy Local, LoadBalancerSpec.HealthCheckNodePort is the one.)
+const KubeProxyHealthzPort = 10256
+
 // LoadBalancerSpec is the normalized description of the load balancer a Service needs.
 // The controller derives it from the Service and the backend nodes; providers read
 // annotations from the Service passed beside it.
@@ -106,7 +116,8 @@ type LoadBalancerSpec struct {
 	// (thousands of entries each): read it, never modify it; copy it to change it.
 	Backends []Backend
 	// HealthCheckNodePort is set for externalTrafficPolicy Local: health-check each
-	// backend over HTTP on this port.
+	// backend over HTTP on this port. With policy Cluster it is 0: health-check
+	// KubeProxyHealthzPort.
 	HealthCheckNodePort int32
 	// ExternalTrafficPolicy is the Service's policy, Cluster or Local.
 	ExternalTrafficPolicy corev1.ServiceExternalTrafficPolicy
@@ -118,12 +129,25 @@ type LoadBalancerSpec struct {
 	RequestedIP string
 }
 
-// LoadBalancerPort is one listener.
+// LoadBalancerPort is one listener: a Service port as upstream's service controller
+// compares it (portEqualForLB), so a change to any field is a new EnsureLoadBalancer.
 type LoadBalancerPort struct {
-	Name     string
+	// Name is the Service port's name.
+	Name string
+	// Protocol is TCP, UDP or SCTP; the controller turns an empty protocol into TCP.
 	Protocol corev1.Protocol
-	Port     int32
+	// Port is the port the load balancer listens on.
+	Port int32
+	// NodePort is the port on each backend that kube-proxy forwards to the Service.
 	NodePort int32
+	// TargetPort is the Service port's targetPort, a number or the name of a container
+	// port, as the Service gives it. Providers that send traffic straight to pods (or
+	// probe them) read it; those forwarding to node ports may ignore it.
+	TargetPort intstr.IntOrString
+	// AppProtocol is the Service port's appProtocol ("" when unset), such as
+	// "kubernetes.io/h2c" or a provider's own name: providers choose listener and
+	// health probe protocols from it (cloud-provider-azure#2434).
+	AppProtocol string
 }
 
 // Backend is one node behind a load balancer.
@@ -165,6 +189,33 @@ type Route struct {
 	DestinationCIDR netip.Prefix
 	// Blackhole is set by the cloud for routes whose target instance is gone.
 	Blackhole bool
+	// TargetNodeAddresses are the target node's status addresses. The controller sets
+	// them on every route it creates, for providers that route to a next-hop address
+	// rather than to an instance (upstream's Route.TargetNodeAddresses). Read them,
+	// never modify them.
+	TargetNodeAddresses []corev1.NodeAddress
+	// EnableNodeAddresses is set by a provider in ListRoutes on a route whose
+	// TargetNodeAddresses it recorded at creation and lists back (in any order). The
+	// controller then replaces the route, with DeleteRoute and CreateRoute, when its
+	// node's addresses change. Unset, the addresses are not compared: a provider that
+	// does not record them would otherwise see every route replaced on every sync.
+	// Upstream's Route.EnableNodeAddresses.
+	EnableNodeAddresses bool
+}
+
+// SameNodeAddresses reports whether a and b hold the same addresses in any order, as
+// upstream's route controller compares them (equalNodeAddrs): a provider listing a
+// route's TargetNodeAddresses need not keep the order it was given.
+func SameNodeAddresses(a, b []corev1.NodeAddress) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // Routes manages pod-network routes. Calls are scoped to one cluster.

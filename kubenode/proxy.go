@@ -9,14 +9,17 @@ import (
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/cloud"
 )
 
 // Ports of kube-proxy inside the host's network namespace: upstream's defaults.
 const (
 	// ProxyHealthzPort is kube-proxy's health check port. It listens on every address of
-	// the host, because load balancers probe it for Services with externalTrafficPolicy
-	// Local (through the Service's healthCheckNodePort, and here directly).
-	ProxyHealthzPort = 10256
+	// the host, because load balancers probe it: for Services with externalTrafficPolicy
+	// Cluster here directly (the local cloud does, as real clouds do), for Local through
+	// the Service's healthCheckNodePort.
+	ProxyHealthzPort = cloud.KubeProxyHealthzPort
 	proxyMetricsPort = 10249
 )
 

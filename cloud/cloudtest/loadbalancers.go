@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
@@ -31,11 +32,13 @@ func (s *suite) lbSpec(suffix string, backends []cloud.Backend) (*cloud.LoadBala
 func (s *suite) lbSpecNamed(name string, backends []cloud.Backend) (*cloud.LoadBalancerSpec, *corev1.Service) {
 	port := int32(20000 + s.rand(1, 10000))
 	nodePort := int32(30000 + s.rand(2, 2768))
+	// The target port as the apiserver defaults it: the port itself.
+	targetPort := intstr.FromInt32(port)
 	spec := &cloud.LoadBalancerSpec{
 		Name:                  name,
 		ClusterName:           s.cfg.ClusterName,
 		Service:               types.NamespacedName{Namespace: testNamespace, Name: name},
-		Ports:                 []cloud.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, NodePort: nodePort}},
+		Ports:                 []cloud.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, NodePort: nodePort, TargetPort: targetPort}},
 		Backends:              backends,
 		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
 		IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
@@ -48,7 +51,7 @@ func (s *suite) lbSpecNamed(name string, backends []cloud.Backend) (*cloud.LoadB
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID(uid)},
 		Spec: corev1.ServiceSpec{
 			Type:                  corev1.ServiceTypeLoadBalancer,
-			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, NodePort: nodePort}},
+			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, NodePort: nodePort, TargetPort: targetPort}},
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
 			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
 		},

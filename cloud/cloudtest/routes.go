@@ -4,12 +4,21 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// testRoute returns the i-th route of the run and its name hint.
+// testRoute returns the i-th route of the run and its name hint. It carries the target
+// node's addresses as the route controller sends them; a host name, which any provider
+// can take.
 func (s *suite) testRoute(ctx context.Context, i uint64) (cloud.Route, string) {
-	return cloud.Route{TargetNode: s.routeTarget(ctx), DestinationCIDR: s.routeCIDR(i)}, s.nameFor(fmt.Sprintf("route-%d", i))
+	target := s.routeTarget(ctx)
+	return cloud.Route{
+		TargetNode:          target,
+		DestinationCIDR:     s.routeCIDR(i),
+		TargetNodeAddresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: target}},
+	}, s.nameFor(fmt.Sprintf("route-%d", i))
 }
 
 func (c *checker) listRoutes(cluster string) ([]cloud.Route, error) {
@@ -64,6 +73,12 @@ func checkRouteCreateList(c *checker) {
 			}
 			if f.Blackhole {
 				c.errorf("route to %s via live node %s is listed as a blackhole", r.DestinationCIDR, r.TargetNode)
+			}
+			// A provider saying it records the node's addresses must list what it was
+			// given: the controller replaces a route whose addresses differ from the
+			// node's, so a wrong answer would replace it on every sync.
+			if f.EnableNodeAddresses && !cloud.SameNodeAddresses(f.TargetNodeAddresses, r.TargetNodeAddresses) {
+				c.errorf("route to %s is listed with EnableNodeAddresses and node addresses %v, want the %v it was created with", r.DestinationCIDR, f.TargetNodeAddresses, r.TargetNodeAddresses)
 			}
 		}
 		return true, ""

@@ -19,7 +19,8 @@ func (c *Cloud) AllRoutes(clusterName string) []cloud.Route {
 }
 
 // AddRoute creates route in clusterName as CreateRoute would, without a logged call or
-// any fault, keeping route.Name and route.Blackhole as given.
+// any fault, keeping route.Name, route.Blackhole and the node addresses (with
+// route.EnableNodeAddresses) as given.
 func (c *Cloud) AddRoute(clusterName string, route cloud.Route) error {
 	if err := checkRoute(route); err != nil {
 		return err
@@ -29,6 +30,7 @@ func (c *Cloud) AddRoute(clusterName string, route cloud.Route) error {
 	if route.Name == "" {
 		route.Name = c.newRouteName()
 	}
+	route.TargetNodeAddresses = slices.Clone(route.TargetNodeAddresses)
 	c.clusterRoutes(clusterName)[route.DestinationCIDR] = &route
 	return nil
 }
@@ -84,7 +86,12 @@ func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 		if name == "" {
 			name = c.newRouteName()
 		}
-		routes[route.DestinationCIDR] = &cloud.Route{Name: name, TargetNode: route.TargetNode, DestinationCIDR: route.DestinationCIDR}
+		// The fake records the node's addresses and lists them back, as a cloud routing
+		// by next-hop address does.
+		routes[route.DestinationCIDR] = &cloud.Route{
+			Name: name, TargetNode: route.TargetNode, DestinationCIDR: route.DestinationCIDR,
+			TargetNodeAddresses: slices.Clone(route.TargetNodeAddresses), EnableNodeAddresses: true,
+		}
 		return nil
 	})
 }
@@ -147,7 +154,9 @@ func (c *Cloud) sortedRoutes(clusterName string) []cloud.Route {
 	routes := c.routes[clusterName]
 	out := make([]cloud.Route, 0, len(routes))
 	for _, r := range routes {
-		out = append(out, *r)
+		cp := *r
+		cp.TargetNodeAddresses = slices.Clone(r.TargetNodeAddresses)
+		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b cloud.Route) int {
 		if n := strings.Compare(a.TargetNode, b.TargetNode); n != 0 {

@@ -12,15 +12,19 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// TaintToBeDeleted is set by the cluster autoscaler on a node it is about to remove;
-// upstream drains such nodes from load balancers first. (A node still carrying
-// k8s.io/cloud-provider/api's TaintExternalCloudProvider is kept out too.)
+// TaintToBeDeleted is set by the cluster autoscaler on a node it is about to remove. It
+// does not take the node out of load balancers: with KEP-3458 (StableLoadBalancerNodeSet,
+// GA) the node stays a backend until the Node is deleted, and kube-proxy's /healthz on
+// :10256 fails for it (KEP-3836), so the load balancers' health checks drain its
+// connections instead of cutting them.
 const TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
 
 // IsBackend reports whether node may receive load balancer traffic: it is initialized
-// (has a provider ID and no uninitialized taint), is not being deleted, is not labelled
-// node.kubernetes.io/exclude-from-external-load-balancers (unless the value is "false",
-// as upstream) and is not tainted ToBeDeletedByClusterAutoscaler.
+// (has a provider ID and no uninitialized taint), is not being deleted and is not
+// labelled node.kubernetes.io/exclude-from-external-load-balancers (unless the value is
+// "false", as upstream). Readiness and the autoscaler's TaintToBeDeleted do not matter:
+// the load balancer's health checks decide where traffic goes, as upstream's
+// StableLoadBalancerNodeSet has it.
 func IsBackend(node *corev1.Node) bool {
 	if node == nil || node.DeletionTimestamp != nil || node.Spec.ProviderID == "" {
 		return false
@@ -33,8 +37,7 @@ func IsBackend(node *corev1.Node) bool {
 		}
 	}
 	for i := range node.Spec.Taints {
-		switch node.Spec.Taints[i].Key {
-		case TaintToBeDeleted, cloudproviderapi.TaintExternalCloudProvider:
+		if node.Spec.Taints[i].Key == cloudproviderapi.TaintExternalCloudProvider {
 			return false
 		}
 	}

@@ -19,7 +19,9 @@ func TestIsBackend(t *testing.T) {
 		{"no provider ID", newNode("n", withoutProviderID()), false},
 		{"uninitialized taint", newNode("n", withTaint(cloudproviderapi.TaintExternalCloudProvider)), false},
 		{"provider ID but still uninitialized", newNode("n", withTaint(cloudproviderapi.TaintExternalCloudProvider), withTaint("other")), false},
-		{"autoscaler deleting", newNode("n", withTaint(TaintToBeDeleted)), false},
+		// KEP-3458: the node stays until it is deleted; the health check drains it.
+		{"autoscaler deleting", newNode("n", withTaint(TaintToBeDeleted)), true},
+		{"autoscaler deleting and the Node being deleted", newNode("n", withTaint(TaintToBeDeleted), deleting()), false},
 		{"unrelated taint", newNode("n", withTaint("example.com/dedicated")), true},
 		{"excluded label", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "true")), false},
 		{"excluded label, empty value", newNode("n", withLabel(corev1.LabelNodeExcludeBalancers, "")), false},
@@ -63,9 +65,10 @@ func TestBackendSetUpdate(t *testing.T) {
 		{"unrelated label", newNode("n2", withIP("10.9.9.9"), withLabel("example.com/x", "y")), "n2", false, []string{"n1", "n2", "n3"}},
 		{"excluded", newNode("n1", withLabel(corev1.LabelNodeExcludeBalancers, "")), "n1", true, []string{"n2", "n3"}},
 		{"excluded node changes", newNode("n1", withLabel(corev1.LabelNodeExcludeBalancers, ""), withIP("10.1.1.1")), "n1", false, []string{"n2", "n3"}},
-		{"autoscaler taint", newNode("n3", withTaint(TaintToBeDeleted)), "n3", true, []string{"n2"}},
-		{"delete unknown node", nil, "n9", false, []string{"n2"}},
-		{"delete", nil, "n2", true, nil},
+		{"autoscaler taint keeps the node", newNode("n3", withTaint(TaintToBeDeleted)), "n3", false, []string{"n2", "n3"}},
+		{"delete unknown node", nil, "n9", false, []string{"n2", "n3"}},
+		{"delete", nil, "n2", true, []string{"n3"}},
+		{"delete the tainted node", nil, "n3", true, nil},
 	}
 	s := newBackendSet()
 	var prev uint64

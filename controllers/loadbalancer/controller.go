@@ -204,9 +204,17 @@ func (c *Controller) serviceAdded(obj any) {
 	if !ok {
 		return
 	}
-	if wantsLoadBalancer(svc, c.class) || hasFinalizer(svc) {
+	if c.concerns(svc) {
 		c.enqueue(svc)
 	}
+}
+
+// concerns reports whether svc may need this controller's work: it asks for a load
+// balancer of this controller's class, or has a finalizer or a load balancer of this
+// controller's to clean up. The Services of other classes cost nothing.
+func (c *Controller) concerns(svc *corev1.Service) bool {
+	held := c.holds(svc)
+	return held || wantsLoadBalancer(svc, c.class) || needsCleanup(svc, c.class, held) || movedAway(svc, c.class, held)
 }
 
 func (c *Controller) serviceUpdated(oldObj, newObj any) {
@@ -219,7 +227,7 @@ func (c *Controller) serviceUpdated(oldObj, newObj any) {
 		// A resync: the sync that handled this version has already run or is queued.
 		return
 	}
-	if wantsLoadBalancer(svc, c.class) || hasFinalizer(svc) || c.hasState(key(svc)) {
+	if c.concerns(svc) || c.hasState(key(svc)) {
 		c.enqueue(svc)
 	}
 }
@@ -239,7 +247,7 @@ func (c *Controller) serviceDeleted(obj any) {
 // balancer is to be deleted, the work that leaves a Service unserved or a cloud
 // resource leaking until it is done; behind them otherwise.
 func (c *Controller) enqueue(svc *corev1.Service) {
-	if svc.DeletionTimestamp != nil || needsCleanup(svc, c.class) ||
+	if svc.DeletionTimestamp != nil || needsCleanup(svc, c.class, c.holds(svc)) ||
 		(wantsLoadBalancer(svc, c.class) && len(svc.Status.LoadBalancer.Ingress) == 0) {
 		c.worker.AddCritical(key(svc))
 		return

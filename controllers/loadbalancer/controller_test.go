@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -100,27 +101,38 @@ func TestTypeChangeCleansUp(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(*corev1.Service)
+		// theirs is whether the finalizer and status belong to someone else afterwards.
+		theirs bool
 	}{
-		{"to ClusterIP", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }},
-		{"to another class", func(s *corev1.Service) { c := "example.com/other"; s.Spec.LoadBalancerClass = &c }},
+		{name: "to ClusterIP", change: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }},
+		// What the apiserver shows of LoadBalancer -> ClusterIP -> LoadBalancer of
+		// another class when the controller sees only the last: the finalizer and the
+		// status are the other class's now (see movedAway).
+		{name: "to another class", change: func(s *corev1.Service) { c := "example.com/other"; s.Spec.LoadBalancerClass = &c }, theirs: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, nil, newNode("n1"))
 			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+			if !annotatedFor(svc, "") {
+				t.Fatalf("annotations %v, want %s naming the default class", svc.Annotations, ClassAnnotation)
+			}
 			tt.change(svc)
 			h.updateService(svc)
 			poll.Eventually(t, "cleanup", func() error {
 				svc := h.getService("ns", "web")
+				_, annotated := svc.Annotations[ClassAnnotation]
 				switch {
 				case h.cloud.Calls(cloud.OpEnsureLoadBalancerDeleted) == 0:
 					return errors.New("no delete call")
 				case len(h.cloud.AllLoadBalancers()) != 0:
 					return errors.New("load balancer still in the cloud")
-				case hasFinalizer(svc):
-					return errors.New("finalizer still there")
-				case len(svc.Status.LoadBalancer.Ingress) != 0:
-					return fmt.Errorf("status still %+v", svc.Status.LoadBalancer)
+				case annotated:
+					return errors.New("annotation still there")
+				case hasFinalizer(svc) != tt.theirs:
+					return fmt.Errorf("finalizers %v", svc.Finalizers)
+				case (len(svc.Status.LoadBalancer.Ingress) != 0) != tt.theirs:
+					return fmt.Errorf("status %+v", svc.Status.LoadBalancer)
 				case h.ctrl.hasState("ns/web"):
 					return errors.New("state kept")
 				}
@@ -240,7 +252,8 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		t.Errorf("heartbeats caused %d cloud calls: %v", n, h.cloud.CallLog())
 	}
 
-	// Initializing a node, excluding one and tainting one for the autoscaler.
+	// Initializing a node, excluding one, tainting one for the autoscaler (which keeps
+	// it, KEP-3458) and deleting one.
 	h.updateNode(newNode("new-uninit"))
 	h.updateNode(newNode("n2", withLabel(corev1.LabelNodeExcludeBalancers, "")))
 	h.updateNode(newNode("n3", withTaint(TaintToBeDeleted)))
@@ -248,7 +261,7 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		h.waitBackends(n, "n1", "n5", "n6", "new-uninit")
+		h.waitBackends(n, "n1", "n3", "n5", "n6", "new-uninit")
 	}
 	h.quiesce()
 	if n := h.cloud.Calls(cloud.OpEnsureLoadBalancer); n != 0 {
@@ -260,6 +273,28 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAutoscalerTaintKeepsBackend follows KEP-3458 (StableLoadBalancerNodeSet): a node
+// the cluster autoscaler is about to remove stays behind every load balancer until the
+// Node is deleted, so its connections drain through the failing kube-proxy health check
+// (KEP-3836) instead of being cut.
+func TestAutoscalerTaintKeepsBackend(t *testing.T) {
+	h := newHarness(t, nil, newNode("n1"), newNode("n2"))
+	name := LoadBalancerName(h.waitIngress("ns", h.createService(newService("ns", "web")).Name))
+	h.waitBackends(name, "n1", "n2")
+	h.quiesce()
+	h.cloud.ResetCalls()
+	h.updateNode(newNode("n2", withTaint(TaintToBeDeleted)))
+	h.quiesce()
+	h.waitBackends(name, "n1", "n2")
+	if n := h.cloud.TotalCalls(); n != 0 {
+		t.Errorf("the taint cost %d cloud calls: %v", n, h.cloud.CallLog())
+	}
+	if err := h.client.CoreV1().Nodes().Delete(t.Context(), "n2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBackends(name, "n1")
 }
 
 func TestNoBackendsWarns(t *testing.T) {
@@ -473,6 +508,42 @@ func TestSpecChangeEnsuresAgain(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPortFieldChangesEnsureAgain changes what upstream's portEqualForLB compares beside
+// the port numbers: each change must reach the provider in a new EnsureLoadBalancer.
+func TestPortFieldChangesEnsureAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		change svcOpt
+		want   func(cloud.LoadBalancerPort) bool
+	}{
+		{"target port", withTargetPort(intstr.FromString("http-alt")),
+			func(p cloud.LoadBalancerPort) bool { return p.TargetPort == intstr.FromString("http-alt") }},
+		{"app protocol", withAppProtocol("kubernetes.io/h2c"),
+			func(p cloud.LoadBalancerPort) bool { return p.AppProtocol == "kubernetes.io/h2c" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil, newNode("n1"))
+			svc := h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
+			h.quiesce()
+			lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
+			before := lb.Ensures
+			tt.change(svc)
+			h.updateService(svc)
+			poll.Eventually(t, "an ensure with the changed port", func() error {
+				lb, _ := h.cloud.LoadBalancer(LoadBalancerName(svc))
+				switch {
+				case lb.Ensures == before:
+					return fmt.Errorf("still %d ensures", lb.Ensures)
+				case !tt.want(lb.Spec.Ports[0]):
+					return fmt.Errorf("the provider got port %+v", lb.Spec.Ports[0])
+				}
+				return nil
+			})
+		})
+	}
 }
 
 func TestUpdateBackendsNotFoundRecreates(t *testing.T) {

@@ -35,11 +35,19 @@ type harness struct {
 // newHarness starts a controller over objs. tweak may change the config before New.
 func newHarness(t *testing.T, tweak func(*Config), objs ...runtime.Object) *harness {
 	t.Helper()
+	return startHarness(t, fake.NewClientset(objs...), tweak)
+}
+
+// startHarness starts a controller with a fake cloud of its own over client. Two on
+// one client are two managers in one cluster, as with different load balancer classes.
+// tweak may change the config before New; its LoadBalancers is the harness's
+// *fakecloud.Cloud, to fill before the controller starts.
+func startHarness(t *testing.T, client kubernetes.Interface, tweak func(*Config)) *harness {
+	t.Helper()
 	fc, err := fakecloud.New(fakecloud.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	h := &harness{t: t, client: client, cloud: fc, events: &eventlog.Log{}, metrics: prometheus.NewRegistry()}
 	cfg := Config{

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // svcOpt changes a Service built by newService.
@@ -72,6 +73,16 @@ func withPort(name string, proto corev1.Protocol, port, nodePort int32) svcOpt {
 	return func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: name, Protocol: proto, Port: port, NodePort: nodePort})
 	}
+}
+
+// withTargetPort sets the target port of the Service's first port.
+func withTargetPort(tp intstr.IntOrString) svcOpt {
+	return func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = tp }
+}
+
+// withAppProtocol sets the appProtocol of the Service's first port.
+func withAppProtocol(proto string) svcOpt {
+	return func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = &proto }
 }
 
 // nodeOpt changes a Node built by newNode.

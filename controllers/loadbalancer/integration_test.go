@@ -415,6 +415,88 @@ func TestIntegrationLifecycle(t *testing.T) {
 	checkProblems()
 }
 
+// TestIntegrationTwoClasses runs two controllers of different load balancer classes,
+// each with a cloud of its own, on one namespace of a real apiserver: each serves and
+// cleans up its own Services and never touches the other's, although both use the
+// shared cleanup finalizer (KEP-1959).
+func TestIntegrationTwoClasses(t *testing.T) {
+	const classA, classB = "a.integration.nephele.dev/lb", "b.integration.nephele.dev/lb"
+	e := controlPlane(t)
+	ns := newTestNamespace(t, e)
+	start := func(class string) *realHarness {
+		factory := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace(ns))
+		return startRealController(t, e, ns, class, factory, nil)
+	}
+	a, b := start(classA), start(classB)
+	a.createNodes(kwokNode("classes-1", "10.60.0.1"))
+	sa := a.waitIngress(a.create(a.service("sa")).Name, time.Minute)
+	sb := b.waitIngress(b.create(b.service("sb")).Name, time.Minute)
+	for _, side := range []struct {
+		h     *realHarness
+		name  string
+		class string
+	}{{a, "sa", classA}, {b, "sb", classB}} {
+		poll.Eventually(t, "the finalizer and annotation of "+side.name, func() error {
+			svc, err := side.h.get(side.name)
+			switch {
+			case err != nil:
+				return err
+			case !hasFinalizer(svc) || !annotatedFor(svc, side.class):
+				return fmt.Errorf("finalizers %v, annotations %v", svc.Finalizers, svc.Annotations)
+			case len(svc.Status.LoadBalancer.Ingress) == 0:
+				return errors.New("no status")
+			}
+			return nil
+		})
+	}
+
+	// Deleting sb: its controller deletes its load balancer and lets it go.
+	if err := e.Client.CoreV1().Services(ns).Delete(t.Context(), "sb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "sb to be deleted", func() error {
+		if _, err := b.get("sb"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	if _, ok := b.cloud.LoadBalancer(LoadBalancerName(sb)); ok {
+		t.Error("sb is gone but its load balancer is still in its cloud")
+	}
+
+	// Turning sa into a ClusterIP: the apiserver clears its class, the annotation says
+	// whose the finalizer is, and its controller cleans up.
+	sa.Spec.Type = corev1.ServiceTypeClusterIP
+	if _, err := e.Client.CoreV1().Services(ns).Update(t.Context(), sa, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("changing the type of sa to ClusterIP: %v", err)
+	}
+	poll.Eventually(t, "sa cleaned up", func() error {
+		svc, err := a.get("sa")
+		if err != nil {
+			return err
+		}
+		if _, annotated := svc.Annotations[ClassAnnotation]; annotated || hasFinalizer(svc) || len(svc.Status.LoadBalancer.Ingress) != 0 {
+			return fmt.Errorf("finalizers %v, annotations %v, status %+v", svc.Finalizers, svc.Annotations, svc.Status.LoadBalancer)
+		}
+		return nil
+	})
+	if _, ok := a.cloud.LoadBalancer(LoadBalancerName(sa)); ok {
+		t.Error("sa's load balancer outlived the type change")
+	}
+
+	// Each cloud was asked to delete its own Service's load balancer only.
+	for _, side := range []struct {
+		h   *realHarness
+		own *corev1.Service
+	}{{a, sa}, {b, sb}} {
+		for _, c := range side.h.cloud.CallLog() {
+			if c.Op == cloud.OpEnsureLoadBalancerDeleted && c.Subject != LoadBalancerName(side.own) {
+				t.Errorf("the controller of %s deleted load balancer %s", side.own.Name, c.Subject)
+			}
+		}
+	}
+}
+
 func TestIntegrationNodeBurst(t *testing.T) {
 	const services, nodes = 20, 50
 	h := newRealHarness(t, "integration.nephele.dev/burst", func(c *Config) {
@@ -622,8 +704,9 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 		}
 		return out
 	}
+	// The autoscaler's taint keeps a node until it is deleted (KEP-3458).
 	poll.Eventually(t, "backends", func() error {
-		if got := fmt.Sprint(eligNodes()); got != "[elig-good]" {
+		if got := fmt.Sprint(eligNodes()); got != "[elig-autoscaler elig-good]" {
 			return errors.New("backends " + got)
 		}
 		return nil
@@ -640,7 +723,7 @@ func TestIntegrationBackendEligibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, "the initialized node to join", func() error {
-		if got := fmt.Sprint(eligNodes()); got != "[elig-good elig-uninit]" {
+		if got := fmt.Sprint(eligNodes()); got != "[elig-autoscaler elig-good elig-uninit]" {
 			return errors.New("backends " + got)
 		}
 		return nil

@@ -37,16 +37,27 @@ func LoadBalancerName(svc *corev1.Service) string {
 	return name
 }
 
-// wantsLoadBalancer reports whether svc asks this controller for a load balancer:
-// type LoadBalancer and the class this controller serves (no class when class is "").
-func wantsLoadBalancer(svc *corev1.Service, class string) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
+// ClassAnnotation records on a Service which controller added its cleanup finalizer:
+// the --load-balancer-class it serves, "" for the default. It goes on in the patch that
+// adds the finalizer and comes off in the one that removes it, so it always says whose
+// the finalizer is, which the Service itself stops saying when its type changes away
+// from LoadBalancer: the apiserver then clears spec.loadBalancerClass, and the
+// finalizer, which every implementation shares (KEP-1959), names nobody.
+const ClassAnnotation = "loadbalancer.nephele.dev/class"
+
+// servesClass reports whether svc's spec.loadBalancerClass is the one this controller
+// serves: none when class is "", exactly class otherwise.
+func servesClass(svc *corev1.Service, class string) bool {
 	if class == "" {
 		return svc.Spec.LoadBalancerClass == nil
 	}
 	return svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == class
+}
+
+// wantsLoadBalancer reports whether svc asks this controller for a load balancer:
+// type LoadBalancer and the class this controller serves.
+func wantsLoadBalancer(svc *corev1.Service, class string) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && servesClass(svc, class)
 }
 
 // hasFinalizer reports whether svc carries the cleanup finalizer.
@@ -54,11 +65,62 @@ func hasFinalizer(svc *corev1.Service) bool {
 	return slices.Contains(svc.Finalizers, Finalizer)
 }
 
-// needsCleanup reports whether the controller must delete svc's cloud load balancer:
-// it made one (the finalizer says so) and the Service is going away or no longer asks
-// this controller for one.
-func needsCleanup(svc *corev1.Service, class string) bool {
-	return hasFinalizer(svc) && (svc.DeletionTimestamp != nil || !wantsLoadBalancer(svc, class))
+// className returns svc's load balancer class for messages, "(none)" when it has none.
+func className(svc *corev1.Service) string {
+	if svc.Spec.LoadBalancerClass == nil {
+		return "(none)"
+	}
+	return *svc.Spec.LoadBalancerClass
+}
+
+// annotatedFor reports whether svc's ClassAnnotation names class.
+func annotatedFor(svc *corev1.Service, class string) bool {
+	v, ok := svc.Annotations[ClassAnnotation]
+	return ok && v == class
+}
+
+// ownsFinalizer reports whether the cleanup finalizer on svc is this controller's to
+// act on. held is whether this process has ensured a load balancer for svc (its UID).
+//
+// The finalizer is shared by every implementation of load balancers (KEP-1959), so it
+// alone says nothing about who added it. For a LoadBalancer the class does: the
+// apiserver refuses to change it while the type stays LoadBalancer, so it names the
+// implementation the Service belongs to now. For any other type the apiserver has
+// cleared the class, and only a record tells: this process's own, or ClassAnnotation.
+// A finalizer without either was added by upstream's service controller or a nephele
+// from before the annotation; upstream's default controller cleans such Services up,
+// and so does the default class here, while a class controller cannot know and leaves
+// them alone.
+func ownsFinalizer(svc *corev1.Service, class string, held bool) bool {
+	switch {
+	case !hasFinalizer(svc):
+		return false
+	case svc.Spec.Type == corev1.ServiceTypeLoadBalancer:
+		return servesClass(svc, class)
+	case held:
+		return true
+	}
+	if v, ok := svc.Annotations[ClassAnnotation]; ok {
+		return v == class
+	}
+	return class == ""
+}
+
+// needsCleanup reports whether the controller must delete svc's cloud load balancer,
+// then clear its status and remove its finalizer: the finalizer is this controller's
+// (see ownsFinalizer) and the Service is going away or no longer asks this controller
+// for a load balancer.
+func needsCleanup(svc *corev1.Service, class string, held bool) bool {
+	return ownsFinalizer(svc, class, held) && (svc.DeletionTimestamp != nil || !wantsLoadBalancer(svc, class))
+}
+
+// movedAway reports whether svc is a LoadBalancer of another class for which this
+// controller made a load balancer: its type went from LoadBalancer of this class to
+// another type and back to LoadBalancer of another class (the only way a class can
+// change) without this controller seeing the type in between. That load balancer is
+// this controller's to delete; the finalizer and status are the new class's.
+func movedAway(svc *corev1.Service, class string, held bool) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !servesClass(svc, class) && (held || annotatedFor(svc, class))
 }
 
 // SourceRangeError reports a load balancer source range that does not parse. The
@@ -132,7 +194,14 @@ func buildSpec(svc *corev1.Service, clusterName string) (*cloud.LoadBalancerSpec
 		if proto == "" {
 			proto = corev1.ProtocolTCP
 		}
-		spec.Ports = append(spec.Ports, cloud.LoadBalancerPort{Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort})
+		var appProtocol string
+		if p.AppProtocol != nil {
+			appProtocol = *p.AppProtocol
+		}
+		spec.Ports = append(spec.Ports, cloud.LoadBalancerPort{
+			Name: p.Name, Protocol: proto, Port: p.Port, NodePort: p.NodePort,
+			TargetPort: p.TargetPort, AppProtocol: appProtocol,
+		})
 	}
 	return spec, nil
 }

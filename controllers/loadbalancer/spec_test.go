@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
@@ -60,24 +61,43 @@ func TestWantsLoadBalancer(t *testing.T) {
 }
 
 func TestNeedsCleanup(t *testing.T) {
-	deleted := newService("ns", "a", withFinalizer())
-	deleted.DeletionTimestamp = deletedAt()
+	const ours, other = "example.com/ours", "example.com/other"
+	deleting := func(s *corev1.Service) { s.DeletionTimestamp = deletedAt() }
+	clusterIP := withType(corev1.ServiceTypeClusterIP)
 	tests := []struct {
-		name string
-		svc  *corev1.Service
-		want bool
+		name  string
+		svc   *corev1.Service
+		class string // the controller's
+		held  bool   // this process ensured a load balancer for the Service
+		// want is needsCleanup; moved is movedAway.
+		want, moved bool
 	}{
-		{"LoadBalancer with finalizer", newService("ns", "a", withFinalizer()), false},
-		{"LoadBalancer without finalizer", newService("ns", "a"), false},
-		{"deleted with finalizer", deleted, true},
-		{"became ClusterIP with finalizer", newService("ns", "a", withFinalizer(), withType(corev1.ServiceTypeClusterIP)), true},
-		{"became ClusterIP without finalizer", newService("ns", "a", withType(corev1.ServiceTypeClusterIP)), false},
-		{"class changed away with finalizer", newService("ns", "a", withFinalizer(), withClass("example.com/other")), true},
+		{name: "LoadBalancer with finalizer", svc: newService("ns", "a", withFinalizer())},
+		{name: "LoadBalancer without finalizer", svc: newService("ns", "a")},
+		{name: "deleted with finalizer", svc: newService("ns", "a", withFinalizer(), deleting), want: true},
+		{name: "became ClusterIP with finalizer", svc: newService("ns", "a", withFinalizer(), clusterIP), want: true},
+		{name: "became ClusterIP without finalizer", svc: newService("ns", "a", clusterIP)},
+		{name: "became ClusterIP, annotated for us", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, ours)), class: ours, want: true},
+		{name: "became ClusterIP, annotated for another class", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, other)), class: ours},
+		{name: "became ClusterIP, annotated for another class, held here", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, other)), class: ours, held: true, want: true},
+		{name: "became ClusterIP, annotated for the default class", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, "")), want: true},
+		{name: "became ClusterIP, no annotation, class controller", svc: newService("ns", "a", withFinalizer(), clusterIP), class: ours},
+		{name: "became ClusterIP, no annotation, class controller that held it", svc: newService("ns", "a", withFinalizer(), clusterIP), class: ours, held: true, want: true},
+		{name: "our class being deleted", svc: newService("ns", "a", withFinalizer(), withClass(ours), deleting), class: ours, want: true},
+		{name: "another class with the shared finalizer", svc: newService("ns", "a", withFinalizer(), withClass(other))},
+		{name: "another class being deleted", svc: newService("ns", "a", withFinalizer(), withClass(other), deleting)},
+		{name: "no class, seen by a class controller", svc: newService("ns", "a", withFinalizer()), class: ours},
+		{name: "another class now, held here", svc: newService("ns", "a", withFinalizer(), withClass(other)), held: true, moved: true},
+		{name: "another class now, annotated for us", svc: newService("ns", "a", withFinalizer(), withClass(other), withAnnotation(ClassAnnotation, ours)), class: ours, moved: true},
+		{name: "no class now, annotated for us", svc: newService("ns", "a", withFinalizer(), withAnnotation(ClassAnnotation, ours)), class: ours, moved: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := needsCleanup(tt.svc, ""); got != tt.want {
+			if got := needsCleanup(tt.svc, tt.class, tt.held); got != tt.want {
 				t.Errorf("needsCleanup = %v, want %v", got, tt.want)
+			}
+			if got := movedAway(tt.svc, tt.class, tt.held); got != tt.moved {
+				t.Errorf("movedAway = %v, want %v", got, tt.moved)
 			}
 		})
 	}
@@ -121,6 +141,14 @@ func TestBuildSpec(t *testing.T) {
 				s.Ports = append(s.Ports,
 					cloud.LoadBalancerPort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 30053},
 					cloud.LoadBalancerPort{Name: "raw", Protocol: corev1.ProtocolTCP, Port: 9000, NodePort: 30900})
+			},
+		},
+		{
+			name: "ports keep target port and app protocol",
+			svc:  newService("ns", "web", withTargetPort(intstr.FromString("http")), withAppProtocol("kubernetes.io/h2c")),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.Ports[0].TargetPort = intstr.FromString("http")
+				s.Ports[0].AppProtocol = "kubernetes.io/h2c"
 			},
 		},
 		{
@@ -231,6 +259,10 @@ func TestSpecKey(t *testing.T) {
 		"affinity": newService("ns", "web", func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 		}),
+		// Upstream's portEqualForLB compares both (k/k#112785): providers derive health
+		// probes from the app protocol and may forward to the target port.
+		"target port":  newService("ns", "web", withTargetPort(intstr.FromInt32(8080))),
+		"app protocol": newService("ns", "web", withAppProtocol("kubernetes.io/h2c")),
 	}
 	for what, svc := range changes {
 		if specUnchanged(k0, key(svc)) {

@@ -25,7 +25,10 @@ import (
 // writes through) disagree, as after a pause or a lagging watch: a Service the cache
 // still shows must not get a load balancer unless the apiserver confirms it.
 func TestStaleCacheDoesNotCreate(t *testing.T) {
-	cached := newService("ns", "web", withFinalizer())
+	// Annotated as this controller annotates the Services it holds the finalizer of, so
+	// the controller reads the apiserver rather than patching it; the fake clientset
+	// does not refuse a patch carrying another UID as the apiserver does.
+	cached := newService("ns", "web", withFinalizer(), withAnnotation(ClassAnnotation, ""))
 	for _, tc := range []struct {
 		name string
 		// cache is what the informers list; live what the apiserver has.

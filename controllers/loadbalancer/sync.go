@@ -39,9 +39,12 @@ func (c *Controller) sync(ctx context.Context, k string) (string, error) {
 			return op, err
 		}
 	}
+	held := c.holds(svc)
 	switch {
-	case needsCleanup(svc, c.class):
+	case needsCleanup(svc, c.class, held):
 		return c.cleanup(ctx, k, svc)
+	case movedAway(svc, c.class, held):
+		return c.release(ctx, k, svc)
 	case !wantsLoadBalancer(svc, c.class) || svc.DeletionTimestamp != nil:
 		if st, ok := c.state(k); ok {
 			// We ensured a load balancer but the finalizer is gone: someone removed
@@ -86,18 +89,9 @@ func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (st
 // cleanup deletes the cloud load balancer, then clears the Service's status and removes
 // the finalizer, in that order: the finalizer goes only once nothing is left to leak.
 func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service) (string, error) {
-	// The cache lags behind our own writes: a sync queued by the status patch of the
-	// previous cleanup would otherwise delete and announce everything twice. Deletions
-	// are rare enough for one read from the apiserver each.
-	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return c.syncGone(ctx, k)
-	case err != nil:
-		return opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
-	case live.UID != svc.UID || !needsCleanup(live, c.class):
-		// Done already, or changed since: the event for that change queues it again.
-		return opNone, nil
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return needsCleanup(s, c.class, c.holds(s)) })
+	if live == nil {
+		return op, err
 	}
 	svc = live
 	c.recorder.Event(svc, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
@@ -122,6 +116,71 @@ func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service)
 	}
 	c.forget(k)
 	return opDelete, nil
+}
+
+// reread returns svc as the apiserver has it before a deletion, which must not run
+// twice: the cache lags behind the controller's own writes, and a sync queued by the
+// previous deletion's patch would otherwise delete and announce everything again.
+// Deletions are rare enough for one read each. It returns nil when the Service is gone
+// (with what syncGone did), when it was replaced, or when it no longer needs the work
+// (still says): the event for that change queues it again.
+func (c *Controller) reread(ctx context.Context, k string, svc *corev1.Service, still func(*corev1.Service) bool) (*corev1.Service, string, error) {
+	live, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		op, err := c.syncGone(ctx, k)
+		return nil, op, err
+	case err != nil:
+		return nil, opNone, &apiError{fmt.Errorf("reading Service %s: %w", k, err)}
+	case live.UID != svc.UID || !still(live):
+		return nil, opNone, nil
+	}
+	return live, opNone, nil
+}
+
+// release deletes the load balancer this controller made for a Service that now is a
+// LoadBalancer of another class (see movedAway) and removes its ClassAnnotation. The
+// finalizer and the status stay: they belong to the new class's implementation, which
+// uses the same finalizer (KEP-1959), and removing it could let the Service go before
+// that implementation has cleaned up. If that implementation uses no finalizer, the
+// Service keeps one nobody removes; deleting it then waits for a person, which is
+// visible, where a removed finalizer would leak silently.
+func (c *Controller) release(ctx context.Context, k string, svc *corev1.Service) (string, error) {
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return movedAway(s, c.class, c.holds(s)) })
+	if live == nil {
+		return op, err
+	}
+	st, held := c.state(k)
+	c.log.Info("The Service moved to another load balancer class; deleting the load balancer this controller made for it",
+		"service", k, "uid", live.UID, "class", className(live))
+	if !held || !st.elsewhere {
+		// The Service as this controller ensured it, if it did in this process: the
+		// new class's Service may say nothing about the old load balancer.
+		old := live
+		if held {
+			old = st.svc
+		}
+		c.recorder.Event(live, corev1.EventTypeNormal, EventDeletingLoadBalancer, "Deleting load balancer")
+		err := c.lbs.EnsureLoadBalancerDeleted(ctx, cleanupSpec(old, c.clusterName), old)
+		if err != nil && !cloud.IsNotImplemented(err) {
+			c.recorder.Eventf(live, corev1.EventTypeWarning, EventDeleteLoadBalancerFailed, "Error deleting load balancer: %v", err)
+			return opDelete, fmt.Errorf("deleting load balancer %s of Service %s, now of class %s: %w", LoadBalancerName(live), k, className(live), err)
+		}
+		c.recorder.Event(live, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
+	}
+	if annotatedFor(live, c.class) {
+		if err := c.patchMeta(ctx, live, map[string]any{"annotations": map[string]any{ClassAnnotation: nil}}, "removing annotation "+ClassAnnotation); err != nil {
+			return opDelete, err
+		}
+	}
+	c.forget(k)
+	return opDelete, nil
+}
+
+// holds reports whether this process has ensured a load balancer for svc, by UID.
+func (c *Controller) holds(svc *corev1.Service) bool {
+	st, ok := c.state(key(svc))
+	return ok && st.uid == string(svc.UID)
 }
 
 // ensure makes the Service's load balancer match it: a backend update when only the
@@ -261,7 +320,7 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.Service) (*corev1.Service, error) {
 	var live *corev1.Service
 	var err error
-	if hasFinalizer(cached) {
+	if hasFinalizer(cached) && annotatedFor(cached, c.class) {
 		live, err = c.client.CoreV1().Services(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			err = &apiError{fmt.Errorf("reading Service %s before ensuring its load balancer: %w", k, err)}
@@ -287,7 +346,7 @@ func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.S
 		return nil, c.skipStale(k, cached, "the Service is being deleted")
 	case !wantsLoadBalancer(live, c.class):
 		return nil, c.skipStale(k, cached, "the Service no longer asks for a load balancer of this class")
-	case !hasFinalizer(live):
+	case !hasFinalizer(live) || !annotatedFor(live, c.class):
 		return c.addFinalizer(ctx, live)
 	}
 	return live, nil
@@ -346,41 +405,52 @@ func (c *Controller) requeueIfNodesMoved(k string, applied uint64) {
 	}
 }
 
-// addFinalizer adds the cleanup finalizer with a strategic merge patch, which appends
-// to the list without clobbering other finalizers. The UID in the patch makes it fail
-// rather than touch a different Service of the same name.
+// addFinalizer adds the cleanup finalizer, and ClassAnnotation naming this controller's
+// class, in one strategic merge patch, which appends to the list without clobbering
+// other finalizers.
 func (c *Controller) addFinalizer(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":        svc.UID,
-		"finalizers": []string{Finalizer},
-	}})
+	return c.patchMetaAnswer(ctx, svc, map[string]any{
+		"finalizers":  []string{Finalizer},
+		"annotations": map[string]any{ClassAnnotation: c.class},
+	}, "adding finalizer "+Finalizer)
+}
+
+// removeFinalizer removes the cleanup finalizer and ClassAnnotation in one patch, and
+// leaves other finalizers alone.
+func (c *Controller) removeFinalizer(ctx context.Context, svc *corev1.Service) error {
+	return c.patchMeta(ctx, svc, map[string]any{
+		"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
+		"annotations":                         map[string]any{ClassAnnotation: nil},
+	}, "removing finalizer "+Finalizer)
+}
+
+// patchMeta applies meta to svc's metadata like patchMetaAnswer. A Service that is gone
+// has nothing left to remove, so NotFound is success.
+func (c *Controller) patchMeta(ctx context.Context, svc *corev1.Service, meta map[string]any, what string) error {
+	_, err := c.patchMetaAnswer(ctx, svc, meta, what)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// patchMetaAnswer applies meta to svc's metadata with a strategic merge patch and
+// returns the Service as stored. The UID in the patch makes it fail rather than touch
+// a different Service of the same name; what names the change in errors.
+func (c *Controller) patchMetaAnswer(ctx context.Context, svc *corev1.Service, meta map[string]any, what string) (*corev1.Service, error) {
+	m := map[string]any{"uid": svc.UID}
+	for k, v := range meta {
+		m[k] = v
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": m})
 	if err != nil {
-		return nil, fmt.Errorf("encoding finalizer patch for Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return nil, fmt.Errorf("encoding the patch %s of Service %s/%s: %w", what, svc.Namespace, svc.Name, err)
 	}
 	out, err := c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return nil, &apiError{fmt.Errorf("adding finalizer %s to Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)}
+		return nil, &apiError{fmt.Errorf("%s of Service %s/%s: %w", what, svc.Namespace, svc.Name, err)}
 	}
 	return out, nil
-}
-
-// removeFinalizer removes the cleanup finalizer and leaves any others alone.
-func (c *Controller) removeFinalizer(ctx context.Context, svc *corev1.Service) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"uid":                                 svc.UID,
-		"$deleteFromPrimitiveList/finalizers": []string{Finalizer},
-	}})
-	if err != nil {
-		return fmt.Errorf("encoding finalizer patch for Service %s/%s: %w", svc.Namespace, svc.Name, err)
-	}
-	_, err = c.client.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil // already gone, so the finalizer is too
-	}
-	if err != nil {
-		return &apiError{fmt.Errorf("removing finalizer %s from Service %s/%s: %w", Finalizer, svc.Namespace, svc.Name, err)}
-	}
-	return nil
 }
 
 // patchStatus sets status.loadBalancer through the status subresource with a JSON merge

@@ -179,8 +179,9 @@ func (c *Controller) onAdd(obj any) {
 	}
 }
 
-// onUpdate reacts only to what changes a node's routes. Periodic resyncs and status
-// heartbeats are left to the drift check, which costs one listing for all nodes.
+// onUpdate reacts only to what changes a node's routes: its identity, its pod CIDRs
+// and its addresses, which routes carry. Periodic resyncs and status heartbeats are left
+// to the drift check, which costs one listing for all nodes.
 func (c *Controller) onUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
 	newNode, ok2 := newObj.(*corev1.Node)
@@ -188,7 +189,8 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 		return
 	}
 	if oldNode.UID != newNode.UID || oldNode.Spec.PodCIDR != newNode.Spec.PodCIDR ||
-		!slices.Equal(oldNode.Spec.PodCIDRs, newNode.Spec.PodCIDRs) {
+		!slices.Equal(oldNode.Spec.PodCIDRs, newNode.Spec.PodCIDRs) ||
+		!slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) {
 		c.worker.Add(newNode.Name)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -136,6 +137,40 @@ func (h *harness) createNode(name string, cidrs ...string) *corev1.Node {
 	return n
 }
 
+// createNodeWithAddresses creates a node with the given pod CIDRs and InternalIPs, as a
+// kubelet registers it: status included.
+func (h *harness) createNodeWithAddresses(name string, ips []string, cidrs ...string) *corev1.Node {
+	h.t.Helper()
+	n := h.node(name, cidrs...)
+	n.Status.Addresses = internalIPs(ips...)
+	n, err := h.client.CoreV1().Nodes().Create(h.t.Context(), n, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatalf("creating node %s: %v", name, err)
+	}
+	return n
+}
+
+// setAddresses replaces the node's status addresses with InternalIPs.
+func (h *harness) setAddresses(node *corev1.Node, ips ...string) {
+	h.t.Helper()
+	n, err := h.client.CoreV1().Nodes().Get(h.t.Context(), node.Name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n.Status.Addresses = internalIPs(ips...)
+	if _, err := h.client.CoreV1().Nodes().UpdateStatus(h.t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatalf("setting the addresses of node %s: %v", node.Name, err)
+	}
+}
+
+func internalIPs(ips ...string) []corev1.NodeAddress {
+	out := make([]corev1.NodeAddress, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return out
+}
+
 func (h *harness) deleteNode(node *corev1.Node) {
 	h.t.Helper()
 	if err := h.client.CoreV1().Nodes().Delete(h.t.Context(), node.Name, metav1.DeleteOptions{}); err != nil {
@@ -227,6 +262,12 @@ func (h *harness) counter(name string, labels map[string]string) float64 {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// equalOrEmpty reports whether a and b are deeply equal or both empty: routes hold
+// slices, so they compare with reflect rather than ==.
+func equalOrEmpty[T any](a, b []T) bool {
+	return (len(a) == 0 && len(b) == 0) || reflect.DeepEqual(a, b)
+}
 
 // errInjected is a cloud failure that is neither NotFound nor throttling.
 var errInjected = fmt.Errorf("HTTP 500 from the cloud API: %w", fakecloud.ErrInjected)

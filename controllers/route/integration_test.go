@@ -98,6 +98,35 @@ func TestIntegrationPodCIDRChanges(t *testing.T) {
 	})
 }
 
+// TestIntegrationNodeAddressChangeUpdatesRoute follows upstream's route controller,
+// which passes a node's addresses with each route it creates and replaces a route whose
+// node's addresses changed (for providers that route by next-hop address): the route of
+// a node whose InternalIP changes is deleted and created again with the new addresses;
+// the other node's route stays as it is.
+func TestIntegrationNodeAddressChangeUpdatesRoute(t *testing.T) {
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{})
+	a := h.createNodeWithAddresses("a", []string{"10.0.0.1"}, "10.244.1.0/24")
+	b := h.createNodeWithAddresses("b", []string{"10.0.0.2"}, "10.244.2.0/24")
+	h.waitRoutes(want(routeOf(a, "10.244.1.0/24"), routeOf(b, "10.244.2.0/24")))
+	creates, deletes := h.cloud.Calls(cloud.OpCreateRoute), h.cloud.Calls(cloud.OpDeleteRoute)
+
+	h.setAddresses(a, "10.0.0.11")
+	poll.Eventually(t, "the route of node a replaced", func() error {
+		if c, d := h.cloud.Calls(cloud.OpCreateRoute)-creates, h.cloud.Calls(cloud.OpDeleteRoute)-deletes; c != 1 || d != 1 {
+			return fmt.Errorf("%d creates and %d deletes since the address changed, want 1 and 1", c, d)
+		}
+		return nil
+	})
+	h.waitRoutes(want(routeOf(a, "10.244.1.0/24"), routeOf(b, "10.244.2.0/24")))
+	h.waitCondition(a, corev1.ConditionFalse, reasonRouteCreated)
+	for _, r := range h.cloud.AllRoutes(testCluster) {
+		wantAddrs := map[string][]corev1.NodeAddress{a.Name: internalIPs("10.0.0.11"), b.Name: internalIPs("10.0.0.2")}[r.TargetNode]
+		if !slices.Equal(r.TargetNodeAddresses, wantAddrs) {
+			t.Errorf("route %s to %s carries addresses %v, want %v", r.Name, r.TargetNode, r.TargetNodeAddresses, wantAddrs)
+		}
+	}
+}
+
 func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
 	outside := []cloud.Route{
 		{Name: "vpn", TargetNode: "gateway", DestinationCIDR: mustPrefix("192.168.0.0/24")},

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -156,6 +157,11 @@ func (pl *planner) plan(name string, node *corev1.Node, idx *routeIndex) nodePla
 			p.deletes = append(p.deletes, r) // the node no longer owns this CIDR
 		case r.Blackhole:
 			p.deletes = append(p.deletes, r) // recreated below unless a healthy twin exists
+		case r.EnableNodeAddresses && !cloud.SameNodeAddresses(r.TargetNodeAddresses, node.Status.Addresses):
+			// The node's addresses changed since the route was made, and the provider
+			// routes by them: replace it (upstream's "update", a delete and a create,
+			// the only change the contract has; deletes go first).
+			p.deletes = append(p.deletes, r)
 		case i < 64:
 			have |= 1 << i
 		}
@@ -182,8 +188,11 @@ func (pl *planner) plan(name string, node *corev1.Node, idx *routeIndex) nodePla
 			continue
 		}
 		p.creates = append(p.creates, create{
-			hint:  nameHint(pl.clusterName, node, p.want, i),
-			route: cloud.Route{TargetNode: name, DestinationCIDR: cidr},
+			hint: nameHint(pl.clusterName, node, p.want, i),
+			route: cloud.Route{
+				TargetNode: name, DestinationCIDR: cidr,
+				TargetNodeAddresses: slices.Clone(node.Status.Addresses),
+			},
 		})
 	}
 	return p

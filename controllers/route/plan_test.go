@@ -29,6 +29,20 @@ func rt(name, node, cidr string) cloud.Route {
 
 func blackhole(r cloud.Route) cloud.Route { r.Blackhole = true; return r }
 
+// via returns r carrying the node addresses ips (InternalIPs), recorded by the provider
+// when recorded is set.
+func via(r cloud.Route, recorded bool, ips ...string) cloud.Route {
+	r.TargetNodeAddresses = internalIPs(ips...)
+	r.EnableNodeAddresses = recorded
+	return r
+}
+
+// withIPs returns n with the InternalIPs ips.
+func withIPs(n *corev1.Node, ips ...string) *corev1.Node {
+	n.Status.Addresses = internalIPs(ips...)
+	return n
+}
+
 func prefixes(ss ...string) []netip.Prefix {
 	out := make([]netip.Prefix, len(ss))
 	for i, s := range ss {
@@ -106,6 +120,36 @@ func TestPlan(t *testing.T) {
 			key:        "a",
 			node:       nodeWith("a", "10.244.1.0/24", "fd00:10:244:1::/64"),
 			routes:     []cloud.Route{rt("r1", "a", "10.244.1.0/24"), rt("r2", "a", "fd00:10:244:1::/64")},
+			wantReason: reasonRouteCreated,
+		},
+		{
+			name:        "a new route carries the node's addresses",
+			key:         "a",
+			node:        withIPs(nodeWith("a", "10.244.1.0/24"), "10.0.0.1"),
+			wantCreates: []create{{hint: "kubernetes-uid-a-ipv4", route: via(rt("", "a", "10.244.1.0/24"), false, "10.0.0.1")}},
+			wantReason:  reasonRouteCreated,
+		},
+		{
+			name:        "the node's address changed: the route is replaced",
+			key:         "a",
+			node:        withIPs(nodeWith("a", "10.244.1.0/24"), "10.0.0.2"),
+			routes:      []cloud.Route{via(rt("r1", "a", "10.244.1.0/24"), true, "10.0.0.1")},
+			wantDeletes: []cloud.Route{via(rt("r1", "a", "10.244.1.0/24"), true, "10.0.0.1")},
+			wantCreates: []create{{hint: "kubernetes-uid-a-ipv4", route: via(rt("", "a", "10.244.1.0/24"), false, "10.0.0.2")}},
+			wantReason:  reasonRouteCreated,
+		},
+		{
+			name:       "the same addresses in another order: nothing to do",
+			key:        "a",
+			node:       withIPs(nodeWith("a", "10.244.1.0/24"), "10.0.0.1", "10.0.0.9"),
+			routes:     []cloud.Route{via(rt("r1", "a", "10.244.1.0/24"), true, "10.0.0.9", "10.0.0.1")},
+			wantReason: reasonRouteCreated,
+		},
+		{
+			name:       "a provider that does not record addresses: never compared",
+			key:        "a",
+			node:       withIPs(nodeWith("a", "10.244.1.0/24"), "10.0.0.2"),
+			routes:     []cloud.Route{via(rt("r1", "a", "10.244.1.0/24"), false)},
 			wantReason: reasonRouteCreated,
 		},
 		{
@@ -238,10 +282,10 @@ func TestPlan(t *testing.T) {
 			idx := newRouteIndex(pl.clusterCIDRs, tt.routes)
 			p := pl.plan(tt.key, tt.node, idx)
 
-			if !slices.Equal(p.deletes, tt.wantDeletes) {
+			if !equalOrEmpty(p.deletes, tt.wantDeletes) {
 				t.Errorf("deletes = %v, want %v", p.deletes, tt.wantDeletes)
 			}
-			if !slices.Equal(p.creates, tt.wantCreates) {
+			if !equalOrEmpty(p.creates, tt.wantCreates) {
 				t.Errorf("creates = %v, want %v", p.creates, tt.wantCreates)
 			}
 			if !slices.Equal(p.outside, tt.wantOutside) {

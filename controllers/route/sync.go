@@ -78,7 +78,7 @@ func (c *Controller) planNode(key string, node *corev1.Node) (p nodePlan, unlist
 	c.table.view(func(idx *routeIndex) {
 		p = c.planner.plan(key, node, idx)
 		for _, r := range p.deletes {
-			if at, ok := idx.unlisted[r]; ok && at.After(unlistedAt) {
+			if at, ok := idx.unlisted[keyOf(r)]; ok && at.After(unlistedAt) {
 				unlistedAt = at
 			}
 		}
@@ -164,6 +164,8 @@ func (c *Controller) createRoute(ctx context.Context, cr create) error {
 		c.changeFailed(ctx)
 		return err
 	}
+	// Recorded without its addresses, as a route whose addresses are not compared:
+	// whether the provider records them shows in the next listing.
 	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr})
 	return nil
 }

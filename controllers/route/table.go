@@ -10,6 +10,25 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 )
 
+// routeKey identifies a route in the index: the cloud's route as listed, without its
+// node addresses, which a route cannot be told apart by (and whose slice would make
+// cloud.Route unusable as a map key).
+type routeKey struct {
+	name, target string
+	cidr         netip.Prefix
+	blackhole    bool
+}
+
+func keyOf(r cloud.Route) routeKey {
+	return routeKey{name: r.Name, target: r.TargetNode, cidr: r.DestinationCIDR, blackhole: r.Blackhole}
+}
+
+// indexOf returns the index of the route with r's key in rs, or -1.
+func indexOf(rs []cloud.Route, r cloud.Route) int {
+	k := keyOf(r)
+	return slices.IndexFunc(rs, func(x cloud.Route) bool { return keyOf(x) == k })
+}
+
 // routeIndex holds the routes inside the cluster CIDRs, by target node and by CIDR.
 // Routes outside the cluster CIDRs are dropped when the index is built: the controller
 // never acts on them.
@@ -20,7 +39,7 @@ type routeIndex struct {
 	// unlisted are routes this controller created that no listing has shown yet, with
 	// the time they were recorded. Their cloud name is unknown, so before deleting one
 	// the controller waits for a listing that started after that time.
-	unlisted map[cloud.Route]time.Time
+	unlisted map[routeKey]time.Time
 }
 
 func newRouteIndex(clusterCIDRs []netip.Prefix, routes []cloud.Route) *routeIndex {
@@ -47,7 +66,7 @@ func (idx *routeIndex) add(r cloud.Route) {
 // remove removes one route equal to r and reports whether there was one.
 func (idx *routeIndex) remove(r cloud.Route) bool {
 	rs := idx.byNode[r.TargetNode]
-	i := slices.Index(rs, r)
+	i := indexOf(rs, r)
 	if i < 0 {
 		return false
 	}
@@ -58,14 +77,14 @@ func (idx *routeIndex) remove(r cloud.Route) bool {
 	}
 	cidr := r.DestinationCIDR.Masked()
 	cs := idx.byCIDR[cidr]
-	if j := slices.Index(cs, r); j >= 0 {
+	if j := indexOf(cs, r); j >= 0 {
 		if cs = slices.Delete(cs, j, j+1); len(cs) == 0 {
 			delete(idx.byCIDR, cidr)
 		} else {
 			idx.byCIDR[cidr] = cs
 		}
 	}
-	delete(idx.unlisted, r)
+	delete(idx.unlisted, keyOf(r))
 	idx.n--
 	return true
 }
@@ -88,9 +107,9 @@ func (idx *routeIndex) addCreated(r cloud.Route, at time.Time) {
 	}
 	idx.add(r)
 	if idx.unlisted == nil {
-		idx.unlisted = make(map[cloud.Route]time.Time)
+		idx.unlisted = make(map[routeKey]time.Time)
 	}
-	idx.unlisted[r] = at
+	idx.unlisted[keyOf(r)] = at
 }
 
 // change is a create or delete that succeeded while a listing was in flight, replayed
@@ -245,7 +264,7 @@ func (t *table) has(r cloud.Route) bool {
 	if t.idx == nil {
 		return true
 	}
-	return slices.Contains(t.idx.byNode[r.TargetNode], r)
+	return indexOf(t.idx.byNode[r.TargetNode], r) >= 0
 }
 
 // routed reports whether the table holds a healthy route sending cidr to node.

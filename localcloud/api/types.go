@@ -182,8 +182,9 @@ type LoadBalancerSpec struct {
 	Ports    []Port    `json:"ports"`
 	Backends []Backend `json:"backends"`
 	// HealthCheckNodePort, when set, makes health checks an HTTP GET of /healthz on this
-	// port of each backend (kube-proxy's health check node port for
-	// externalTrafficPolicy Local) instead of a TCP connect to the node port.
+	// port of each backend instead of a TCP connect to the node port: the Service's
+	// health check node port for externalTrafficPolicy Local, kube-proxy's own healthz
+	// port (10256) for Cluster, as the local provider sends them.
 	HealthCheckNodePort int32 `json:"healthCheckNodePort,omitempty"`
 	// SourceRanges are the CIDRs clients may connect from; empty allows everyone.
 	SourceRanges []string `json:"sourceRanges,omitempty"`
@@ -245,6 +246,11 @@ type RouteSpec struct {
 	DestinationCIDR string `json:"destinationCIDR"`
 	TargetNode      string `json:"targetNode,omitempty"`
 	TargetInstance  string `json:"targetInstance,omitempty"`
+	// TargetNodeAddresses are the target node's addresses as Kubernetes lists them. The
+	// cloud routes to the instance and only stores them, for clients that compare them
+	// with the node's (upstream's route controller replaces a route whose node's
+	// addresses changed). Optional: clients that predate the field send none.
+	TargetNodeAddresses []Address `json:"targetNodeAddresses,omitempty"`
 }
 
 // Route sends a destination CIDR to an instance.
@@ -258,6 +264,8 @@ type Route struct {
 	// Blackhole is set in answers when the target instance no longer exists or is
 	// terminated: traffic to the destination goes nowhere.
 	Blackhole bool `json:"blackhole,omitempty"`
+	// TargetNodeAddresses are the addresses the route was created with, if any.
+	TargetNodeAddresses []Address `json:"targetNodeAddresses,omitempty"`
 }
 
 // RouteList is a listing of a cluster's routes.

@@ -345,6 +345,28 @@ func (s *RouteSpec) Validate() error {
 			return err
 		}
 	}
+	return validateRouteAddresses(s.TargetNodeAddresses)
+}
+
+// maxRouteAddresses bounds the target node addresses a route stores.
+const maxRouteAddresses = 64
+
+// validateRouteAddresses checks a route's target node addresses for size only: the
+// cloud stores them as the node lists them and routes by instance, so an address it
+// would refuse on an instance must not cost a node its route.
+func validateRouteAddresses(addrs []Address) error {
+	if len(addrs) > maxRouteAddresses {
+		return fieldErr("spec.targetNodeAddresses", "%d addresses, at most %d allowed", len(addrs), maxRouteAddresses)
+	}
+	for i, a := range addrs {
+		field := fmt.Sprintf("spec.targetNodeAddresses[%d]", i)
+		if a.Type == "" || len(a.Type) > maxTokenLen {
+			return fieldErr(field+".type", "%q: want 1-%d characters", a.Type, maxTokenLen)
+		}
+		if a.Address == "" || len(a.Address) > maxNameLen {
+			return fieldErr(field+".address", "%d characters: want 1-%d", len(a.Address), maxNameLen)
+		}
+	}
 	return nil
 }
 

@@ -120,6 +120,12 @@ func TestRouteSpecValidate(t *testing.T) {
 		{name: "host bits", spec: RouteSpec{DestinationCIDR: "10.244.1.1/24", TargetNode: "node-1"}, field: "spec.destinationCIDR"},
 		{name: "no target", spec: RouteSpec{DestinationCIDR: "10.244.1.0/24"}, field: "spec.targetNode"},
 		{name: "bad name", spec: RouteSpec{Name: "-x", DestinationCIDR: "10.244.1.0/24", TargetNode: "n"}, field: "spec.name"},
+		{name: "node addresses", spec: RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n", TargetNodeAddresses: []Address{
+			{Type: AddressInternalIP, Address: "10.0.0.1"}, {Type: "SomethingNew", Address: "any thing"}}}},
+		{name: "node address without type", spec: RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n", TargetNodeAddresses: []Address{
+			{Type: AddressInternalIP, Address: "10.0.0.1"}, {Address: "10.0.0.2"}}}, field: "spec.targetNodeAddresses[1].type"},
+		{name: "empty node address", spec: RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n", TargetNodeAddresses: []Address{
+			{Type: AddressHostname}}}, field: "spec.targetNodeAddresses[0].address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantField(t, tt.spec.Validate(), tt.field) })

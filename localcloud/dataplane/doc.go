@@ -9,8 +9,11 @@
 // serving.
 //
 // Health checks are TCP connects to each backend's node port, or, when the load
-// balancer has a health check node port, an HTTP GET of /healthz on it (kube-proxy's
-// answer for externalTrafficPolicy Local). UDP ports without a health check node port
-// cannot be probed and count every backend as healthy. When every backend of a port is
-// unhealthy, traffic goes to all of them (fail open), as cloud load balancers do.
+// balancer has a health check node port, an HTTP GET of /healthz on it: kube-proxy
+// answers there, on the Service's health check node port for externalTrafficPolicy
+// Local and on its own port 10256 for Cluster (which the local provider sends), and
+// fails for a node that is being removed, so its connections drain. UDP ports without
+// a health check node port cannot be probed and count every backend as healthy. When
+// every backend of a port is unhealthy, traffic goes to all of them (fail open), as
+// cloud load balancers do.
 package dataplane

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -381,7 +382,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatalf("load balancer after the restart: %+v", got)
 	}
 	routes := must(cl.ListRoutes(ctx(), "k")).of(t)
-	if len(routes) != 1 || routes[0] != *route {
+	if len(routes) != 1 || !reflect.DeepEqual(routes[0], *route) {
 		t.Fatalf("routes after the restart: %+v, want %+v", routes, route)
 	}
 	if answer, err := testnet.AskTCP(tcpAddr, netip.Addr{}, "after"); err != nil || answer != "a after" {

@@ -90,12 +90,13 @@ func (s *Store) CreateRoute(ctx context.Context, cluster string, spec api.RouteS
 			return err
 		}
 		want := api.Route{
-			Name:            name,
-			ClusterName:     cluster,
-			DestinationCIDR: dest.String(),
-			TargetNode:      target.Name,
-			TargetInstance:  target.ID,
-			CreatedAt:       now,
+			Name:                name,
+			ClusterName:         cluster,
+			DestinationCIDR:     dest.String(),
+			TargetNode:          target.Name,
+			TargetInstance:      target.ID,
+			CreatedAt:           now,
+			TargetNodeAddresses: spec.TargetNodeAddresses,
 		}
 		var existing api.Route
 		ok, err := getJSON(b, []byte(name), &existing)

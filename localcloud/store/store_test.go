@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -232,9 +233,13 @@ func TestRoutes(t *testing.T) {
 	n1 := createInstance(t, s, "n1")
 	n2 := createInstance(t, s, "n2")
 
-	r, created, err := s.CreateRoute(ctx, "k", api.RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n1"}, now)
-	if err != nil || !created || r.Name != "r-10-244-1-0-24" || r.TargetInstance != n1.ID {
+	addrs := []api.Address{{Type: api.AddressInternalIP, Address: "10.0.0.1"}}
+	r, created, err := s.CreateRoute(ctx, "k", api.RouteSpec{DestinationCIDR: "10.244.1.0/24", TargetNode: "n1", TargetNodeAddresses: addrs}, now)
+	if err != nil || !created || r.Name != "r-10-244-1-0-24" || r.TargetInstance != n1.ID || !slices.Equal(r.TargetNodeAddresses, addrs) {
 		t.Fatalf("CreateRoute = %+v, %v, %v", r, created, err)
+	}
+	if listed, err := s.ListRoutes(ctx, "k"); err != nil || len(listed) != 1 || !slices.Equal(listed[0].TargetNodeAddresses, addrs) {
+		t.Fatalf("ListRoutes = %+v, %v; want the route with its node addresses", listed, err)
 	}
 	tests := []struct {
 		name        string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/cloud"
 )
 
 // Defaults of Config's optional fields.
@@ -26,6 +29,8 @@ const (
 	maxListPageSize = 1000
 	// maxConfigSize bounds the cloud config read from --cloud-config.
 	maxConfigSize = 1 << 20
+	// ProxyHealthzOff is the ProxyHealthzPort that turns kube-proxy health checks off.
+	ProxyHealthzOff = -1
 )
 
 // Config is the provider's configuration, the --cloud-config file:
@@ -34,6 +39,7 @@ const (
 //	tokenFile: /etc/localcloud/token  # or token: <the token>; exactly one
 //	requestTimeout: 30s               # optional: bound on one HTTP request
 //	listPageSize: 100                 # optional: instances per listing page, 1-1000
+//	proxyHealthzPort: 10256           # optional: kube-proxy's healthz port, -1 for none
 type Config struct {
 	// Endpoint is the local cloud's base URL, "http://host:port".
 	Endpoint string
@@ -43,6 +49,13 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ListPageSize is the page size of instance listings.
 	ListPageSize int
+	// ProxyHealthzPort is the port of kube-proxy's /healthz on every node. Load
+	// balancers of Services with externalTrafficPolicy Cluster health-check each
+	// backend there, as real clouds do: kube-proxy answers 503 for a node the cluster
+	// autoscaler is removing or that is being deleted (KEP-3836), so the load balancer
+	// drains it. 0 means cloud.KubeProxyHealthzPort; ProxyHealthzOff checks those
+	// backends with a TCP connect to the node port instead, for nodes without kube-proxy.
+	ProxyHealthzPort int32
 }
 
 // File is the cloud config file's shape: what LoadConfig reads, and what a tool that
@@ -55,6 +68,9 @@ type File struct {
 	TokenFile      string `json:"tokenFile,omitempty"`
 	RequestTimeout string `json:"requestTimeout,omitempty"`
 	ListPageSize   *int   `json:"listPageSize,omitempty"`
+	// ProxyHealthzPort is an int64 so that a value out of range is reported as such,
+	// not as a decoding error.
+	ProxyHealthzPort *int64 `json:"proxyHealthzPort,omitempty"`
 }
 
 // Marshal returns f as the YAML of a --cloud-config file, after a comment line saying
@@ -119,7 +135,7 @@ func LoadConfig(r io.Reader) (*Config, error) {
 func (fc *File) validate() (*Config, error) {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize}
+	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort}
 
 	if cfg.Endpoint == "" {
 		add("endpoint: required: the local cloud's URL, such as http://127.0.0.1:8990")
@@ -162,6 +178,14 @@ func (fc *File) validate() (*Config, error) {
 			add("listPageSize: %d: want 1-%d", n, maxListPageSize)
 		} else {
 			cfg.ListPageSize = n
+		}
+	}
+
+	if fc.ProxyHealthzPort != nil {
+		if n := *fc.ProxyHealthzPort; n != ProxyHealthzOff && (n < 1 || n > math.MaxUint16) {
+			add("proxyHealthzPort: %d: want 1-65535, or -1 for no kube-proxy health checks", n)
+		} else {
+			cfg.ProxyHealthzPort = int32(n)
 		}
 	}
 

@@ -36,13 +36,20 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "inline token, defaults",
 			yaml: "endpoint: http://127.0.0.1:8990\ntoken: abc\n",
-			want: Config{Endpoint: "http://127.0.0.1:8990", Token: "abc", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize},
+			want: Config{Endpoint: "http://127.0.0.1:8990", Token: "abc", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort},
 		},
 		{
 			name: "token file, every field",
-			yaml: "endpoint: https://cloud.example:443/base\ntokenFile: " + tokenFile + "\nrequestTimeout: 1.5s\nlistPageSize: 7\n",
-			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7},
+			yaml: "endpoint: https://cloud.example:443/base\ntokenFile: " + tokenFile + "\nrequestTimeout: 1.5s\nlistPageSize: 7\nproxyHealthzPort: 20256\n",
+			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7, ProxyHealthzPort: 20256},
 		},
+		{
+			name: "kube-proxy health checks off",
+			yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: -1\n",
+			want: Config{Endpoint: "http://a:1", Token: "x", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: ProxyHealthzOff},
+		},
+		{name: "healthz port zero", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 0\n", wantErr: []string{"proxyHealthzPort: 0: want 1-65535, or -1"}},
+		{name: "healthz port too big", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 70000\n", wantErr: []string{"proxyHealthzPort: 70000"}},
 		{name: "unknown field", yaml: "endpoint: http://a:1\ntoken: x\ntokenfile: y\n", wantErr: []string{`unknown field "tokenfile"`}},
 		{name: "wrong type", yaml: "endpoint: [1]\ntoken: x\n", wantErr: []string{"endpoint"}},
 		{name: "duplicate key", yaml: "endpoint: http://a:1\nendpoint: http://b:1\ntoken: x\n", wantErr: []string{"endpoint"}},
@@ -151,6 +158,12 @@ func TestNewFromConfig(t *testing.T) {
 	if p.pageSize != DefaultListPageSize {
 		t.Errorf("page size %d, want the default %d", p.pageSize, DefaultListPageSize)
 	}
+	if got := p.Config().ProxyHealthzPort; got != cloud.KubeProxyHealthzPort {
+		t.Errorf("kube-proxy healthz port %d, want the default %d", got, cloud.KubeProxyHealthzPort)
+	}
+	if _, err := NewFromConfig(Config{Endpoint: "http://a:1", Token: "x", ProxyHealthzPort: -2}); err == nil {
+		t.Error("NewFromConfig with kube-proxy healthz port -2 succeeded")
+	}
 }
 
 func TestFileMarshalRoundTrips(t *testing.T) {
@@ -159,9 +172,10 @@ func TestFileMarshalRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	pages := 7
+	var healthz int64 = 20256
 	for _, f := range []File{
 		{Endpoint: "http://10.88.0.1:8990", TokenFile: tokenFile},
-		{Endpoint: "https://127.0.0.1:443", Token: "inline", RequestTimeout: "5s", ListPageSize: &pages},
+		{Endpoint: "https://127.0.0.1:443", Token: "inline", RequestTimeout: "5s", ListPageSize: &pages, ProxyHealthzPort: &healthz},
 	} {
 		raw, err := f.Marshal("a test")
 		if err != nil {
@@ -181,7 +195,7 @@ func TestFileMarshalRoundTrips(t *testing.T) {
 		if cfg.Endpoint != f.Endpoint || cfg.Token != want {
 			t.Errorf("round trip of %+v: %+v", f, cfg)
 		}
-		if f.ListPageSize != nil && (cfg.ListPageSize != pages || cfg.RequestTimeout != 5*time.Second) {
+		if f.ListPageSize != nil && (cfg.ListPageSize != pages || cfg.RequestTimeout != 5*time.Second || cfg.ProxyHealthzPort != int32(healthz)) {
 			t.Errorf("round trip of %+v: %+v", f, cfg)
 		}
 	}

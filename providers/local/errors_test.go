@@ -387,7 +387,7 @@ func TestRequests(t *testing.T) {
 		{"ensure", func() error {
 			_, err := loadBalancers{p}.EnsureLoadBalancer(ctx, lbSpec("lb1"), nil)
 			return err
-		}, "PUT /v1/loadbalancers/lb1", mustJSON(api.LoadBalancerSpec{ClusterName: "kubernetes", Ports: []api.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}}, Backends: []api.Backend{}})},
+		}, "PUT /v1/loadbalancers/lb1", mustJSON(api.LoadBalancerSpec{ClusterName: "kubernetes", Ports: []api.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}}, Backends: []api.Backend{}, HealthCheckNodePort: cloud.KubeProxyHealthzPort})},
 		{"update backends", func() error { return loadBalancers{p}.UpdateLoadBalancerBackends(ctx, lbSpec("lb1"), nil) },
 			"PUT /v1/loadbalancers/lb1/backends", `{"backends":[]}`},
 		{"delete", func() error { return loadBalancers{p}.EnsureLoadBalancerDeleted(ctx, lbSpec("lb1"), nil) }, "DELETE /v1/loadbalancers/lb1", ""},

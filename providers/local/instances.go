@@ -118,16 +118,24 @@ func toInstance(inst *api.Instance) (*cloud.Instance, error) {
 		Region:       inst.Region,
 		State:        toState(inst.State),
 	}
-	for _, a := range inst.Addresses {
-		if a.Type == "" || a.Address == "" {
-			continue
-		}
-		out.Addresses = append(out.Addresses, corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.Address})
-	}
+	out.Addresses = nodeAddresses(inst.Addresses)
 	if len(inst.Labels) > 0 {
 		out.Labels = maps.Clone(inst.Labels)
 	}
 	return out, nil
+}
+
+// nodeAddresses maps the local cloud's addresses to a Node's, leaving out incomplete
+// ones; nil when there are none.
+func nodeAddresses(in []api.Address) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, a := range in {
+		if a.Type == "" || a.Address == "" {
+			continue
+		}
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.Address})
+	}
+	return out
 }
 
 // toState maps the local cloud's states, which are the contract's values, and anything

@@ -326,6 +326,9 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 		Ports:        []api.Port{{Name: "echo", Protocol: api.ProtocolTCP, Port: int32(port), NodePort: int32(nodePort)}},
 		Backends:     []api.Backend{{NodeName: "node-1", Address: addr1.String()}},
 		SourceRanges: []string{"127.0.0.0/8"},
+		// Traffic policy Cluster: kube-proxy's healthz, which nothing serves here, so
+		// every backend fails it and traffic goes to all of them (fail open).
+		HealthCheckNodePort: cloud.KubeProxyHealthzPort,
 	}
 	if !reflect.DeepEqual(got.Spec, wantSpec) {
 		t.Errorf("the cloud holds\n%+v\nwant\n%+v", got.Spec, wantSpec)
@@ -382,6 +385,57 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	if _, err := lbs.GetLoadBalancer(ctx, spec, nil); !cloud.IsNotFound(err) {
 		t.Errorf("GetLoadBalancer after delete: %v, want NotFound", err)
 	}
+}
+
+// TestIntegrationClusterTrafficHealthCheck checks that an externalTrafficPolicy Cluster
+// load balancer is health-checked through kube-proxy's /healthz on each backend, as real
+// clouds do: a node whose kube-proxy answers 503 (KEP-3836: the node is tainted
+// ToBeDeletedByClusterAutoscaler or being deleted) gets no new connections although its
+// node port still accepts them, so its connections drain.
+func TestIntegrationClusterTrafficHealthCheck(t *testing.T) {
+	ctx := context.Background()
+	backendNet := testnet.LoopbackPrefix(109)
+	addr1, addr2 := backendNet.Addr().Next().Next().Next(), backendNet.Addr().Next().Next().Next().Next()
+	healthzPort := testnet.FreePort(t, "tcp", addr1, addr2)
+	c := startRealCloud(t, fmt.Sprintf("proxyHealthzPort: %d", healthzPort))
+	lbs := c.lbs(t)
+	vip := c.firstVIP()
+	nodePort := testnet.FreePort(t, "tcp", addr1, addr2)
+	port := testnet.FreePort(t, "tcp", vip)
+	testnet.TCPEcho(t, netip.AddrPortFrom(addr1, nodePort), "node-1")
+	testnet.TCPEcho(t, netip.AddrPortFrom(addr2, nodePort), "node-2")
+	testnet.Healthz(t, netip.AddrPortFrom(addr1, healthzPort), http.StatusOK)
+	testnet.Healthz(t, netip.AddrPortFrom(addr2, healthzPort), http.StatusServiceUnavailable)
+
+	spec := lbSpec("a0123456789cluster", cloud.LoadBalancerPort{Name: "echo", Protocol: corev1.ProtocolTCP, Port: int32(port), NodePort: int32(nodePort)})
+	spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	spec.Backends = []cloud.Backend{
+		{NodeName: "node-1", Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr1.String()}}},
+		{NodeName: "node-2", Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr2.String()}}},
+	}
+	if _, err := lbs.EnsureLoadBalancer(ctx, spec, nil); err != nil {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	got, err := c.admin.GetLoadBalancer(ctx, spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.HealthCheckNodePort != int32(healthzPort) {
+		t.Errorf("the cloud health-checks port %d, want kube-proxy's %d", got.Spec.HealthCheckNodePort, healthzPort)
+	}
+	front := netip.AddrPortFrom(vip, port)
+	poll.Eventually(t, "node-2 to be drained", func() error {
+		for range 10 {
+			a, err := testnet.AskTCP(front, netip.Addr{}, "hello")
+			if err != nil {
+				return err
+			}
+			if a != "node-1 hello" {
+				return fmt.Errorf("answered %q", a)
+			}
+		}
+		return nil
+	})
 }
 
 // TestIntegrationLoadBalancerRefusals checks requests the cloud refuses: unsupported
@@ -441,7 +495,9 @@ func TestIntegrationRoutes(t *testing.T) {
 	if got, err := rt.ListRoutes(ctx, "blue"); err != nil || len(got) != 0 {
 		t.Fatalf("routes of a new cluster: %v, %v", got, err)
 	}
-	if err := rt.CreateRoute(ctx, "blue", "blue-uid1-ipv4", cloud.Route{TargetNode: "node-1", DestinationCIDR: cidr1}); err != nil {
+	// The node's addresses are stored and listed back, so the controller can compare them.
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: "node-1"}}
+	if err := rt.CreateRoute(ctx, "blue", "blue-uid1-ipv4", cloud.Route{TargetNode: "node-1", DestinationCIDR: cidr1, TargetNodeAddresses: addrs}); err != nil {
 		t.Fatalf("CreateRoute: %v", err)
 	}
 	// Identical again, under another hint: success, no second route.
@@ -458,7 +514,7 @@ func TestIntegrationRoutes(t *testing.T) {
 	}
 
 	want := []cloud.Route{
-		{Name: "blue-uid1-ipv4", TargetNode: "node-1", DestinationCIDR: cidr1},
+		{Name: "blue-uid1-ipv4", TargetNode: "node-1", DestinationCIDR: cidr1, TargetNodeAddresses: addrs, EnableNodeAddresses: true},
 		{Name: "r-10-244-2-0-24", TargetNode: "node-2", DestinationCIDR: cidr2},
 	}
 	got, err := rt.ListRoutes(ctx, "blue")

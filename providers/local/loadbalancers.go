@@ -37,7 +37,7 @@ func (l loadBalancers) EnsureLoadBalancer(ctx context.Context, spec *cloud.LoadB
 	if err := checkSpec(spec); err != nil {
 		return nil, err
 	}
-	want, skipped := toSpec(spec)
+	want, skipped := toSpec(spec, l.p.cfg.ProxyHealthzPort)
 	logSkipped(ctx, spec, skipped)
 	lb, err := l.p.client.EnsureLoadBalancer(ctx, spec.Name, want)
 	if err != nil {
@@ -96,16 +96,20 @@ type skippedBackend struct {
 
 // toSpec maps the contract's spec to the local cloud's. Ports keep their order, so a
 // field the cloud refuses ("spec.ports[1].protocol") points at the Service's port.
-func toSpec(spec *cloud.LoadBalancerSpec) (api.LoadBalancerSpec, []skippedBackend) {
+// proxyHealthz is kube-proxy's healthz port (Config.ProxyHealthzPort).
+func toSpec(spec *cloud.LoadBalancerSpec, proxyHealthz int32) (api.LoadBalancerSpec, []skippedBackend) {
 	out := api.LoadBalancerSpec{
 		ClusterName:         spec.ClusterName,
-		HealthCheckNodePort: spec.HealthCheckNodePort,
+		HealthCheckNodePort: healthCheckPort(spec, proxyHealthz),
 		RequestedIP:         spec.RequestedIP,
 		Ports:               make([]api.Port, 0, len(spec.Ports)),
 	}
 	if spec.Service.Name != "" {
 		out.Service = spec.Service.String()
 	}
+	// TargetPort and AppProtocol stay behind: the local cloud forwards bytes to node
+	// ports, where kube-proxy applies the target port, and has no protocol-aware
+	// listeners or probes for the app protocol to choose.
 	for _, p := range spec.Ports {
 		out.Ports = append(out.Ports, api.Port{Name: p.Name, Protocol: api.Protocol(p.Protocol), Port: p.Port, NodePort: p.NodePort})
 	}
@@ -115,6 +119,23 @@ func toSpec(spec *cloud.LoadBalancerSpec) (api.LoadBalancerSpec, []skippedBacken
 	var skipped []skippedBackend
 	out.Backends, skipped = toBackends(spec)
 	return out, skipped
+}
+
+// healthCheckPort returns the port the local cloud health-checks each backend on with
+// GET /healthz, or 0 for TCP connects to the node port. externalTrafficPolicy Local
+// has the Service's own health check node port, which passes only on nodes with a
+// ready endpoint. Cluster (or no policy) has kube-proxy's healthz port, as real clouds
+// do (GCE's node health check): it fails on a node being deleted or tainted by the
+// cluster autoscaler (KEP-3836), whose connections then drain while it stays a backend
+// (KEP-3458), and on a node whose kube-proxy is down, and it probes UDP ports too.
+func healthCheckPort(spec *cloud.LoadBalancerSpec, proxyHealthz int32) int32 {
+	switch {
+	case spec.HealthCheckNodePort != 0:
+		return spec.HealthCheckNodePort
+	case spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal, proxyHealthz == ProxyHealthzOff:
+		return 0
+	}
+	return proxyHealthz
 }
 
 // toBackends picks each backend's address: an InternalIP, else an ExternalIP,

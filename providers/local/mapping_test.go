@@ -158,7 +158,7 @@ func TestToSpec(t *testing.T) {
 		IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
 		RequestedIP:           "127.100.0.7",
 	}
-	got, skipped := toSpec(spec)
+	got, skipped := toSpec(spec, cloud.KubeProxyHealthzPort)
 	want := api.LoadBalancerSpec{
 		ClusterName: "kubernetes",
 		Service:     "default/web",
@@ -187,9 +187,33 @@ func TestToSpec(t *testing.T) {
 		t.Errorf("skipped = %+v, want %+v", skipped, wantSkipped)
 	}
 
-	empty, _ := toSpec(&cloud.LoadBalancerSpec{Name: "x", Ports: spec.Ports})
+	empty, _ := toSpec(&cloud.LoadBalancerSpec{Name: "x", Ports: spec.Ports}, ProxyHealthzOff)
 	if empty.Backends == nil || len(empty.Backends) != 0 || empty.Service != "" {
 		t.Errorf("spec without backends or service maps to backends %#v, service %q; want an empty list (the whole, empty set) and no service", empty.Backends, empty.Service)
+	}
+}
+
+func TestHealthCheckPort(t *testing.T) {
+	tests := []struct {
+		name         string
+		policy       corev1.ServiceExternalTrafficPolicy
+		hcNodePort   int32
+		proxyHealthz int32
+		want         int32
+	}{
+		{name: "Local: the Service's health check node port", policy: corev1.ServiceExternalTrafficPolicyLocal, hcNodePort: 32000, proxyHealthz: 10256, want: 32000},
+		{name: "Local without one: TCP connects", policy: corev1.ServiceExternalTrafficPolicyLocal, proxyHealthz: 10256, want: 0},
+		{name: "Cluster: kube-proxy's healthz", policy: corev1.ServiceExternalTrafficPolicyCluster, proxyHealthz: 10256, want: 10256},
+		{name: "no policy is Cluster", proxyHealthz: 20256, want: 20256},
+		{name: "Cluster, kube-proxy checks off: TCP connects", policy: corev1.ServiceExternalTrafficPolicyCluster, proxyHealthz: ProxyHealthzOff, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &cloud.LoadBalancerSpec{Name: "x", ExternalTrafficPolicy: tt.policy, HealthCheckNodePort: tt.hcNodePort}
+			if got := healthCheckPort(spec, tt.proxyHealthz); got != tt.want {
+				t.Errorf("healthCheckPort = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }
 

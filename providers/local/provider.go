@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -48,11 +49,17 @@ var (
 	_ cloud.Routes         = routes{}
 )
 
-// NewFromConfig returns the provider for cfg. Zero RequestTimeout and ListPageSize take
-// the defaults.
+// NewFromConfig returns the provider for cfg. Zero RequestTimeout, ListPageSize and
+// ProxyHealthzPort take the defaults.
 func NewFromConfig(cfg Config) (*Provider, error) {
 	if cfg.Endpoint == "" {
 		return nil, errors.New("local cloud provider: the endpoint is required")
+	}
+	if cfg.ProxyHealthzPort == 0 {
+		cfg.ProxyHealthzPort = cloud.KubeProxyHealthzPort
+	}
+	if p := cfg.ProxyHealthzPort; p != ProxyHealthzOff && (p < 1 || p > math.MaxUint16) {
+		return nil, fmt.Errorf("local cloud provider: kube-proxy healthz port %d: want 1-65535, or %d for none", p, ProxyHealthzOff)
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout

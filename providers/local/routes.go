@@ -25,7 +25,14 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 		if err != nil {
 			return nil, fmt.Errorf("listing the routes of cluster %s: route %s has destination %q, not a CIDR", clusterName, it.Name, it.DestinationCIDR)
 		}
-		out = append(out, cloud.Route{Name: it.Name, TargetNode: it.TargetNode, DestinationCIDR: cidr, Blackhole: it.Blackhole})
+		out = append(out, cloud.Route{
+			Name: it.Name, TargetNode: it.TargetNode, DestinationCIDR: cidr, Blackhole: it.Blackhole,
+			TargetNodeAddresses: nodeAddresses(it.TargetNodeAddresses),
+			// A route lists addresses only when it was created with them by a cloud that
+			// stores them: a cloud from before the field, or a route created without
+			// them, has none to compare, and comparing would replace it on every sync.
+			EnableNodeAddresses: len(it.TargetNodeAddresses) > 0,
+		})
 	}
 	return out, nil
 }
@@ -41,6 +48,9 @@ func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 		return cloud.Invalidf("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
 	}
 	spec := api.RouteSpec{DestinationCIDR: route.DestinationCIDR.Masked().String(), TargetNode: route.TargetNode}
+	for _, a := range route.TargetNodeAddresses {
+		spec.TargetNodeAddresses = append(spec.TargetNodeAddresses, api.Address{Type: api.AddressType(a.Type), Address: a.Address})
+	}
 	if nameHint != "" && api.ValidateObjectName("name", nameHint) == nil {
 		spec.Name = nameHint
 	}

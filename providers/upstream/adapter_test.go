@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
@@ -306,7 +307,10 @@ func TestLoadBalancers(t *testing.T) {
 	}
 	spec := &cloud.LoadBalancerSpec{
 		Name: "lb-1", ClusterName: "prod", Service: types.NamespacedName{Namespace: "ns", Name: "web"},
-		Ports:        []cloud.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
+		Ports: []cloud.LoadBalancerPort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080,
+			TargetPort: intstr.FromString("web"), AppProtocol: "kubernetes.io/h2c",
+		}},
 		Backends:     []cloud.Backend{{NodeName: "n1", Node: shared}, {NodeName: "n2", ProviderID: "acme://i-2", Addresses: addrs}},
 		SourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, HealthCheckNodePort: 32000,
 		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, RequestedIP: "192.0.2.7",
@@ -331,6 +335,9 @@ func TestLoadBalancers(t *testing.T) {
 		!slices.Equal(svc.Spec.LoadBalancerSourceRanges, []string{"10.0.0.0/8"}) || svc.Spec.LoadBalancerIP != "192.0.2.7" ||
 		svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 		t.Errorf("made-up Service in cluster %q = %+v", lb.cluster, svc)
+	}
+	if p := svc.Spec.Ports[0]; p.TargetPort != intstr.FromString("web") || p.AppProtocol == nil || *p.AppProtocol != "kubernetes.io/h2c" {
+		t.Errorf("made-up Service port = %+v, want the spec's target port and app protocol", p)
 	}
 
 	given := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "given", UID: "u-1"}}
@@ -400,6 +407,30 @@ func TestRoutesList(t *testing.T) {
 				t.Errorf("routes = %v, want %v", out, tt.want)
 			}
 		})
+	}
+}
+
+// TestRoutesNodeAddresses checks that a route's node addresses pass through both ways:
+// to the upstream provider on create, and back with its EnableNodeAddresses on list.
+func TestRoutesNodeAddresses(t *testing.T) {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}, {Type: corev1.NodeHostName, Address: "n1"}}
+	rs := &routesStub{}
+	r, _ := newAdapter(t, &stub{name: "acme", routes: rs}).Routes()
+	if err := r.CreateRoute(t.Context(), "c", "hint", cloud.Route{TargetNode: "n1", DestinationCIDR: netip.MustParsePrefix("10.244.7.0/24"), TargetNodeAddresses: addrs}); err != nil {
+		t.Fatalf("CreateRoute: %v", err)
+	}
+	if len(rs.created) != 1 || !slices.Equal(rs.created[0].TargetNodeAddresses, addrs) {
+		t.Fatalf("upstream CreateRoute calls: %+v, want one with the node's addresses", rs.created)
+	}
+	recorded := route("r2", "n2", "10.244.8.0/24")
+	recorded.EnableNodeAddresses, recorded.TargetNodeAddresses = true, addrs
+	rs.table = append(rs.table, recorded)
+	got, err := r.ListRoutes(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].EnableNodeAddresses || !got[1].EnableNodeAddresses || !slices.Equal(got[1].TargetNodeAddresses, addrs) {
+		t.Errorf("ListRoutes = %+v, want the addresses and EnableNodeAddresses as the provider lists them", got)
 	}
 }
 

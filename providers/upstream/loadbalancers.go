@@ -137,7 +137,11 @@ func serviceFor(spec *cloud.LoadBalancerSpec, svc *corev1.Service) *corev1.Servi
 		},
 	}
 	for _, p := range spec.Ports {
-		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort})
+		sp := corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort, TargetPort: p.TargetPort}
+		if p.AppProtocol != "" {
+			sp.AppProtocol = &p.AppProtocol
+		}
+		out.Spec.Ports = append(out.Spec.Ports, sp)
 	}
 	for _, r := range spec.SourceRanges {
 		out.Spec.LoadBalancerSourceRanges = append(out.Spec.LoadBalancerSourceRanges, r.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -77,7 +78,13 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 	}
 	out := make([]cloud.Route, len(ups))
 	for i, u := range ups {
-		out[i] = cloud.Route{Name: u.Name, TargetNode: string(u.TargetNode), DestinationCIDR: cidrs[i], Blackhole: u.Blackhole}
+		out[i] = cloud.Route{
+			Name: u.Name, TargetNode: string(u.TargetNode), DestinationCIDR: cidrs[i], Blackhole: u.Blackhole,
+			// Passed on as the provider sets them: a provider that records the addresses
+			// says so, and only then does the controller compare them.
+			TargetNodeAddresses: slices.Clone(u.TargetNodeAddresses),
+			EnableNodeAddresses: u.EnableNodeAddresses,
+		}
 	}
 	return out, nil
 }
@@ -105,9 +112,10 @@ func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 	subject := fmt.Sprintf("route %s to node %s in cluster %s", dst, route.TargetNode, clusterName)
 	_, err = routeCall(ctx, r.p, "CreateRoute", subject, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, r.up.CreateRoute(ctx, clusterName, nameHint, &cloudprovider.Route{
-			Name:            nameHint,
-			TargetNode:      types.NodeName(route.TargetNode),
-			DestinationCIDR: dst.String(),
+			Name:                nameHint,
+			TargetNode:          types.NodeName(route.TargetNode),
+			TargetNodeAddresses: slices.Clone(route.TargetNodeAddresses),
+			DestinationCIDR:     dst.String(),
 		})
 	})
 	return err
