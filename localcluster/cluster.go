@@ -246,12 +246,3 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
-
-// names lists nodes' names.
-func names(nodes []Node) string {
-	s := make([]string, len(nodes))
-	for i, n := range nodes {
-		s[i] = n.Name
-	}
-	return strings.Join(s, ", ")
-}

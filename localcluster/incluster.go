@@ -122,16 +122,16 @@ func (c *Cluster) WaitInClusterCCM(ctx context.Context, o render.Options) (strin
 			return err
 		}
 		if !deploymentAvailable(d) {
-			return fmt.Errorf("Deployment %s/%s: %d of %d replicas available, %d updated", d.Namespace, d.Name,
+			return fmt.Errorf("deployment %s/%s: %d of %d replicas available, %d updated", d.Namespace, d.Name,
 				d.Status.AvailableReplicas, ptr.Deref(d.Spec.Replicas, 1), d.Status.UpdatedReplicas)
 		}
 		lease, err := c.Env.Client.CoordinationV1().Leases(o.Namespace).Get(ctx, render.LeaseName, metav1.GetOptions{})
 		if err != nil {
-			return fmt.Errorf("Lease %s/%s: %w", o.Namespace, render.LeaseName, err)
+			return fmt.Errorf("lease %s/%s: %w", o.Namespace, render.LeaseName, err)
 		}
 		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
 		if holder == "" {
-			return fmt.Errorf("Lease %s/%s has no holder", o.Namespace, render.LeaseName)
+			return fmt.Errorf("lease %s/%s has no holder", o.Namespace, render.LeaseName)
 		}
 		return nil
 	})

@@ -29,9 +29,7 @@ func TrimForCache(obj any) (any, error) {
 		trimNode(o)
 	case *corev1.Service:
 		o.ManagedFields = nil
-		if _, ok := o.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
-			delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-		}
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 	case cache.DeletedFinalStateUnknown:
 		inner, err := TrimForCache(o.Obj)
 		if err != nil {

@@ -79,7 +79,6 @@ type Controller struct {
 	client       kubernetes.Interface
 	routes       cloud.Routes
 	nodes        corelisters.NodeLister
-	nodesSynced  cache.InformerSynced
 	recorder     record.EventRecorder
 	log          logr.Logger
 	health       *manager.Progress

@@ -187,7 +187,8 @@ func TestKubeControllerManagerAndBackOnRealNodes(t *testing.T) {
 	// nephele stops (it releases the lease) and kube-controller-manager takes over.
 	// The VIP is asked all along.
 	probe := newProber(ctx, vip)
-	kcm = startKCM()
+	// The control plane stops it when the test ends.
+	startKCM()
 	poll.WithinContext(t, 2*time.Minute, "kube-controller-manager to lead on its main lease", func(ctx context.Context) error {
 		// The stopped one did not release it: the new one leads once it has expired.
 		h, _, err := leaseRecord(ctx, c.Env.Client, kcmLease)

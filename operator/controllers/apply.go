@@ -116,7 +116,7 @@ func applyObject(ctx context.Context, c client.Client, u *unstructured.Unstructu
 		}
 	}
 	applied := u.DeepCopy()
-	if err := c.Patch(ctx, applied, client.Apply, client.FieldOwner(FieldManagerOperand), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManagerOperand), client.ForceOwnership); err != nil {
 		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
 			// The recreated object's predecessor is still being deleted: try again.
 			return false, fmt.Errorf("apply %s while its predecessor is deleted: %w", refString(ref(u)), err)

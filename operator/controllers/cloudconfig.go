@@ -186,7 +186,7 @@ func applySynced(ctx context.Context, c client.Client, ccm *v1alpha1.CloudContro
 	u := &unstructured.Unstructured{Object: m}
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	ownedBy(u, ccm, ComponentSync)
-	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil

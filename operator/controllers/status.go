@@ -51,7 +51,7 @@ func applyStatus(ctx context.Context, c client.Client, fieldManager string, stat
 	u.SetAPIVersion(v1alpha1.GroupVersion.String())
 	u.SetKind("CloudControllerManager")
 	u.SetName(v1alpha1.SingletonName)
-	if err := c.Status().Patch(ctx, u, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply the status of CloudControllerManager %s as %s: %w", v1alpha1.SingletonName, fieldManager, err)
 	}
 	return nil

@@ -34,7 +34,7 @@ func EnsureCRD(ctx context.Context, c client.Client, fieldOwner string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply CustomResourceDefinition %s: %w", crd.GetName(), err)
 	}
 	key := client.ObjectKeyFromObject(crd)

@@ -28,7 +28,7 @@ func Install(ctx context.Context, c client.Client, o Options, fieldOwner string)
 		if u.GetKind() == "CustomResourceDefinition" {
 			continue
 		}
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
