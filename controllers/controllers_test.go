@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/controllertest"
+	"github.com/nephele-dev/nephele/internal/testkit/controllertest"
 	"github.com/nephele-dev/nephele/manager"
 )
 

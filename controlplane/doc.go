@@ -6,10 +6,10 @@
 // same flags:
 //   - `nephele up` (cmd/nephele), which starts it in a known directory (Options.Dir) and adds
 //     the local cloud and the cloud-controller-manager with StartProcess;
-//   - the integration tests, through internal/testenv, which adds what needs a *testing.T
+//   - the integration tests, through internal/testkit/testenv, which adds what needs a *testing.T
 //     (one control plane per package, per-test scopes, logs printed when a test fails);
 //   - the benchmarks in bench/ and the example provider's end-to-end test, which are modules
-//     of their own and cannot import internal/testenv.
+//     of their own and cannot import internal/testkit/testenv.
 //
 // The apiserver runs as a real cluster's does: Node and RBAC authorization, the
 // NodeRestriction admission plugin, an admin bearer token in group system:masters,

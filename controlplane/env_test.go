@@ -24,9 +24,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 )
 
 // pollTimeout bounds waits for things that take seconds; generous, so that a slow shared

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // startShell runs a shell script as a Process and stops it when the test ends.

@@ -25,7 +25,7 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/handover"
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 )
 
 // TestImportImageForTheNodesPlatform: images are imported for the node's platform

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 func shComponent(t *testing.T, script string) component {

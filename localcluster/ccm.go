@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 )
 
 // StartCCM starts nephele's cloud-controller-manager with the local provider, where
@@ -100,7 +100,7 @@ func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	var err error
 	if c.CCM != nil {
 		err = c.CCM.WaitFor(ctx, "the nodes to be initialized", initialized)
-	} else if err = poll.Until(ctx, startTimeout(ctx), initialized); err != nil {
+	} else if err = waitfor.Condition(ctx, startTimeout(ctx), initialized); err != nil {
 		err = errors.Join(fmt.Errorf("the nodes to be initialized: %w", err), c.ccmPodDiagnostics(context.WithoutCancel(ctx), c.CCMManifests().Namespace))
 	}
 	if err != nil {

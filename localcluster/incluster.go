@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
@@ -116,7 +116,7 @@ func (c *Cluster) startInClusterCCM(ctx context.Context) (string, error) {
 // failure it says what each pod is doing, with the end of its log.
 func (c *Cluster) WaitInClusterCCM(ctx context.Context, o render.Options) (string, error) {
 	var holder string
-	err := poll.Until(ctx, startTimeout(ctx), func(ctx context.Context) error {
+	err := waitfor.Condition(ctx, startTimeout(ctx), func(ctx context.Context) error {
 		d, err := c.Env.Client.AppsV1().Deployments(o.Namespace).Get(ctx, render.DeploymentName, metav1.GetOptions{})
 		if err != nil {
 			return err

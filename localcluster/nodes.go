@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/images"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/kubenode"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
@@ -98,7 +98,7 @@ func InternalIP(inst *api.Instance) (netip.Addr, error) {
 // node is, with the end of its console.
 func (c *Cluster) waitNodesReady(ctx context.Context) (string, error) {
 	var ready []string
-	err := poll.Until(ctx, startTimeout(ctx), func(ctx context.Context) error {
+	err := waitfor.Condition(ctx, startTimeout(ctx), func(ctx context.Context) error {
 		ready = ready[:0]
 		var pending []string
 		for _, n := range c.Nodes {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
@@ -138,7 +138,7 @@ func (c *Cluster) deletePods(ctx context.Context) (string, error) {
 		}
 	}
 	var left []corev1.Pod
-	waitErr := poll.Until(ctx, podDeleteTimeout, func(ctx context.Context) error {
+	waitErr := waitfor.Condition(ctx, podDeleteTimeout, func(ctx context.Context) error {
 		l, err := c.Env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

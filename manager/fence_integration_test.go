@@ -17,11 +17,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // witness counts the calls that reach the local cloud, per replica: each replica's cloud

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // startCloud starts a local cloud and a tap in front of it, and returns a client that

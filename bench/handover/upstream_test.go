@@ -23,11 +23,11 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/handover"
-	"github.com/nephele-dev/nephele/handover/scenario"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/internal/testenv"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/witness"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/local"
@@ -98,7 +98,7 @@ func TestFromUpstreamCCM(t *testing.T) {
 	start := time.Now()
 	env := testenv.New(t, controlplane.Options{})
 	ctx := t.Context()
-	w := scenario.NewWitness(t)
+	w := witness.New(t)
 	nodes := env.Client.CoreV1().Nodes()
 	var names []string
 	for i := range 3 {
@@ -216,7 +216,7 @@ func TestFromUpstreamCCM(t *testing.T) {
 	poll.Within(t, 2*time.Minute, "nephele to ensure every load balancer once", func() error {
 		seen := map[string]bool{}
 		for _, c := range w.Log() {
-			if c.Replica == "nephele" && c.Op == scenario.OpEnsure && c.Status/100 == 2 {
+			if c.Replica == "nephele" && c.Op == witness.OpEnsure && c.Status/100 == 2 {
 				seen[c.LB] = true
 			}
 		}
@@ -233,7 +233,7 @@ func TestFromUpstreamCCM(t *testing.T) {
 	nepheleEarly, nepheleOps := map[string]int{}, map[string]int{}
 	var deletes, upstreamLate int
 	for _, c := range w.Log() {
-		if c.Op == scenario.OpDelete {
+		if c.Op == witness.OpDelete {
 			deletes++
 		}
 		switch {
@@ -303,7 +303,7 @@ func terminate(t *testing.T, p *proctest.Process) {
 
 // served returns nil once every Node is initialized (provider ID, no uninitialized
 // taint, an address) and every Service has an address that is its load balancer's VIP.
-func served(ctx context.Context, env *controlplane.Env, w *scenario.Witness, names []string) error {
+func served(ctx context.Context, env *controlplane.Env, w *witness.Witness, names []string) error {
 	for _, name := range names {
 		n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -355,7 +355,7 @@ func nodeViews(t *testing.T, env *controlplane.Env, names []string) map[string]n
 }
 
 // loadBalancers returns the cluster's load balancers: name -> creation time.
-func loadBalancers(t *testing.T, w *scenario.Witness) map[string]time.Time {
+func loadBalancers(t *testing.T, w *witness.Witness) map[string]time.Time {
 	t.Helper()
 	lbs, err := w.Client.ListLoadBalancers(t.Context(), clusterName)
 	if err != nil {

@@ -11,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // startCloud starts a local cloud and returns the provider over it, a direct client and

@@ -1,7 +1,6 @@
-// Package cloudtest is nephele's conformance suite: it checks that a cloud.Provider keeps
-// the provider contract of package cloud, whatever the cloud behind it.
-//
-// A provider runs it from its own tests:
+// Package cloudtest runs nephele's conformance suite (package conformance) from a
+// provider's Go tests: Run makes each clause of the provider contract a subtest, failed
+// with the problems found or skipped with the reason.
 //
 //	func TestConformance(t *testing.T) {
 //		cloudtest.Run(t, cloudtest.Setup{
@@ -11,19 +10,7 @@
 //		})
 //	}
 //
-// and tools run it without the testing package through RunSuite, which returns a
-// Report that prints as text (WriteText) or JUnit XML (WriteJUnit). Both front ends run
-// the same checks in the same order.
-//
-// Every check names the clause of the contract it tests, such as
-// "instances/deleted-not-found"; Clauses lists them all, and docs/conformance.md says
-// what each protects. A check that cannot run is skipped with the reason: a capability
-// the provider does not claim, something the setup lacks (an instance factory, a fault),
-// or a clause the setup names in Skip.
-//
-// The suite tests the contract, never a particular cloud: it makes its own test
-// instances through the setup's InstanceFactory, names everything it creates with a
-// random prefix so that runs against a shared cloud do not collide, and removes what it
-// created when it ends. A provider call that ignores its context is abandoned after
-// Setup.CancelBound and reported, so the suite never hangs on a provider.
+// It re-exports the suite's names, so the test needs this one import. It is a package of
+// its own because it imports testing: tools such as `nephele conformance` run the same
+// suite through conformance.RunSuite without linking the testing package.
 package cloudtest

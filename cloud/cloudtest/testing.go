@@ -3,6 +3,8 @@ package cloudtest
 import (
 	"strings"
 	"testing"
+
+	"github.com/nephele-dev/nephele/cloud/conformance"
 )
 
 // Run runs the suite as subtests of t, one per clause, named after the clause: a
@@ -15,7 +17,7 @@ import (
 // the setup names it in Skip, so a skip in CI means the same as a skip on a laptop.
 func Run(t *testing.T, setup Setup) *Report {
 	t.Helper()
-	rep, err := run(t.Context(), setup, func(cl Clause, check func() Result) Result {
+	rep, err := conformance.RunClauses(t.Context(), setup, func(cl Clause, check func() Result) Result {
 		var res Result
 		t.Run(cl.ID, func(t *testing.T) {
 			res = check()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // inFlight is a condition for poll: n calls are in flight.

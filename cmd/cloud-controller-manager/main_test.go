@@ -15,14 +15,14 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/internal/testenv"
-	"github.com/nephele-dev/nephele/internal/testlog"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // TestMain lets the test binary run main instead of the tests: the tests start the

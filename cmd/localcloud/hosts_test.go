@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/nephele-dev/nephele/internal/procstat"
-	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
 	"github.com/nephele-dev/nephele/localcloud/api"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 func TestHostFlagsRejected(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/cloud/conformance"
 	"github.com/nephele-dev/nephele/internal/atomicfile"
 	"github.com/nephele-dev/nephele/providers/local"
 	"github.com/nephele-dev/nephele/providers/local/localtest"
@@ -31,7 +31,7 @@ type conformanceOptions struct {
 }
 
 func newConformanceCommand() *cobra.Command {
-	o := conformanceOptions{clusterName: "nephele-conformance", faultInjection: true, callTimeout: cloudtest.DefaultCallTimeout}
+	o := conformanceOptions{clusterName: "nephele-conformance", faultInjection: true, callTimeout: conformance.DefaultCallTimeout}
 	cmd := &cobra.Command{
 		Use:   "conformance --provider NAME --cloud-config FILE [--junit FILE]",
 		Short: "Check a cloud provider against the provider contract",
@@ -100,11 +100,11 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformance
 		r = bytes.NewReader(config)
 	}
 	provider, buildErr := registry.New(o.provider, r)
-	setup := cloudtest.Setup{
+	setup := conformance.Setup{
 		NewProvider: func(context.Context) (cloud.Provider, error) { return provider, buildErr },
 		ClusterName: o.clusterName,
 		CallTimeout: o.callTimeout,
-		OnResult: func(r cloudtest.Result) {
+		OnResult: func(r conformance.Result) {
 			fmt.Fprintf(stderr, "%s %s (%s)\n", r.Status, r.Clause, r.Duration.Round(time.Millisecond))
 		},
 	}
@@ -121,14 +121,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformance
 	if !o.faultInjection {
 		// Added to the fixture's own skips, which stay.
 		setup.Throttling, setup.Slow = nil, nil
-		setup.Use(cloudtest.Fixture{Skip: map[string]string{
+		setup.Use(conformance.Fixture{Skip: map[string]string{
 			"errors/throttled-retry-after": "--fault-injection=false: the cloud is not throttled on purpose",
 			"context/deadline":             "--fault-injection=false: the cloud is not slowed on purpose",
 		}})
 	}
 
 	fmt.Fprintf(stderr, "Checking provider %s against the provider contract\n", o.provider)
-	rep, err := cloudtest.RunSuite(ctx, setup)
+	rep, err := conformance.RunSuite(ctx, setup)
 	if err != nil {
 		return fmt.Errorf("conformance: %w", err)
 	}
@@ -150,32 +150,32 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, o conformance
 }
 
 // fixtureOf returns the fixture for provider: its own when it implements
-// cloudtest.FixtureProvider, nephele's built-in one for the providers it carries, or
+// conformance.FixtureProvider, nephele's built-in one for the providers it carries, or
 // none (the clauses that need instances or faults are then skipped, saying why).
-func fixtureOf(ctx context.Context, provider cloud.Provider) (cloudtest.Fixture, error) {
+func fixtureOf(ctx context.Context, provider cloud.Provider) (conformance.Fixture, error) {
 	switch p := provider.(type) {
-	case cloudtest.FixtureProvider:
+	case conformance.FixtureProvider:
 		return p.ConformanceFixture(ctx)
 	case *local.Provider:
 		return localtest.Fixture(p.Config())
 	}
-	return cloudtest.Fixture{}, nil
+	return conformance.Fixture{}, nil
 }
 
 // capabilitiesOf returns the capabilities p reports.
-func capabilitiesOf(p cloud.Provider) []cloudtest.Capability {
-	var out []cloudtest.Capability
+func capabilitiesOf(p cloud.Provider) []conformance.Capability {
+	var out []conformance.Capability
 	if v, ok := p.Instances(); ok && v != nil {
-		out = append(out, cloudtest.Instances)
+		out = append(out, conformance.Instances)
 	}
 	if v, ok := p.InstanceLister(); ok && v != nil {
-		out = append(out, cloudtest.InstanceLister)
+		out = append(out, conformance.InstanceLister)
 	}
 	if v, ok := p.LoadBalancers(); ok && v != nil {
-		out = append(out, cloudtest.LoadBalancers)
+		out = append(out, conformance.LoadBalancers)
 	}
 	if v, ok := p.Routes(); ok && v != nil {
-		out = append(out, cloudtest.Routes)
+		out = append(out, conformance.Routes)
 	}
 	return out
 }

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 )
 
 // conformanceTimeout bounds one `nephele conformance` run; a run against the local

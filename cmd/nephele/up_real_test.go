@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
 )
 
 // Bounds of the real-node test. A smoke run on two nodes takes about two and a half

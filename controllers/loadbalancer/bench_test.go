@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
 )
 
 const (

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/eventlog"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 )
 
 // harness runs a controller against a fake clientset and a fake cloud.

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // A controller whose cache is a snapshot of the apiserver taken before the apiserver

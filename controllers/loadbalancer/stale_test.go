@@ -18,7 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // The controller's cache (the informers' clientset) and the apiserver (the clientset it

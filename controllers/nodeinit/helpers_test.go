@@ -9,7 +9,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/nodetest"
+	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
 )
 
 // fixture is a controller on nodetest's fake API server and fake cloud, informers

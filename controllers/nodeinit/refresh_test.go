@@ -14,7 +14,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/eventlog"
+	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
 	"github.com/nephele-dev/nephele/manager/inventory"
 )
 

@@ -11,7 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/nodetest"
+	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
 )
 
 // fixture is a controller on nodetest's fake API server and fake cloud, and a fake

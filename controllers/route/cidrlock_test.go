@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 func TestCIDRLocks(t *testing.T) {

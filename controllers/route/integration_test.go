@@ -12,11 +12,11 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
 
-// These tests run the controller against a real kube-apiserver (internal/testenv) and
+// These tests run the controller against a real kube-apiserver (internal/testkit/testenv) and
 // the fake cloud. Nodes are plain API objects with spec.podCIDRs set; nothing else
 // manages them.
 

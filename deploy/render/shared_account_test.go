@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 )
 
 // TestDeletingSharedAccountKeepsKubeControllerManager: kube-system/node-controller is

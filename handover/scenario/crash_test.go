@@ -14,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nephele-dev/nephele/controllers/loadbalancer"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/witness"
 )
 
 // Where a crash falls, relative to the cloud call it is aimed at.
@@ -78,16 +79,16 @@ func TestCrashAtEveryStep(t *testing.T) {
 	excluded := false
 	var results []crashRun
 	for i := range *runs {
-		ops := []string{OpEnsure, OpUpdate, OpDelete}
+		ops := []string{witness.OpEnsure, witness.OpUpdate, witness.OpDelete}
 		op := ops[i%len(ops)]
 		phase := []string{killBefore, killInCloud, killAfter}[rng.IntN(3)]
 		delay := time.Duration(rng.IntN(500)) * time.Millisecond
-		if op == OpDelete && len(live) == 0 {
-			op = OpEnsure
+		if op == witness.OpDelete && len(live) == 0 {
+			op = witness.OpEnsure
 		}
 		var target string
 		var victim *corev1.Service
-		if op == OpDelete {
+		if op == witness.OpDelete {
 			j := rng.IntN(len(live))
 			victim = live[j]
 			live = append(live[:j], live[j+1:]...)
@@ -99,22 +100,22 @@ func TestCrashAtEveryStep(t *testing.T) {
 		fired := make(chan struct{})
 		victimCCM := ccm
 		kill := func() { victimCCM.Kill() }
-		s.w.SetIntercept(func(c Call) Action {
+		s.w.SetIntercept(func(c witness.Call) witness.Action {
 			if c.Op != op || (target != "" && c.LB != target) {
-				return Action{}
+				return witness.Action{}
 			}
-			var a Action
+			var a witness.Action
 			hit := false
 			once.Do(func() {
 				hit = true
 				switch phase {
 				case killBefore:
 					kill()
-					a = Action{Drop: true}
+					a = witness.Action{Drop: true}
 				case killInCloud:
-					a = Action{BeforeRelay: kill}
+					a = witness.Action{BeforeRelay: kill}
 				case killAfter:
-					a = Action{AfterRelay: func() {
+					a = witness.Action{AfterRelay: func() {
 						time.AfterFunc(delay, kill)
 					}}
 				}
@@ -126,12 +127,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 		})
 
 		switch op {
-		case OpEnsure:
+		case witness.OpEnsure:
 			create(fmt.Sprintf("run-%d", i))
-		case OpUpdate:
+		case witness.OpUpdate:
 			excluded = !excluded
 			s.setExcluded(ctx, s.nodes[len(s.nodes)-1], excluded)
-		case OpDelete:
+		case witness.OpDelete:
 			uid := victim.UID
 			if err := services.Delete(ctx, victim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
 				t.Fatalf("deleting Service %s: %v", victim.Name, err)
@@ -214,7 +215,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 func (s *scenario) ensuredSince(since time.Time, svcs []*corev1.Service) error {
 	done := map[string]bool{}
 	for _, c := range s.w.Log() {
-		if c.Op == OpEnsure && c.Arrived.After(since) && c.Status/100 == 2 {
+		if c.Op == witness.OpEnsure && c.Arrived.After(since) && c.Status/100 == 2 {
 			done[c.LB] = true
 		}
 	}

@@ -22,9 +22,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/witness"
 	"github.com/nephele-dev/nephele/localcluster"
 	"github.com/nephele-dev/nephele/providers/local"
 )
@@ -54,7 +55,7 @@ func TestLeaderKillLoopInCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := WitnessOf(t, c.CloudURL, strings.TrimSpace(string(token)))
+	w := witness.Of(t, c.CloudURL, strings.TrimSpace(string(token)))
 	front := w.Front(t, net.JoinHostPort(c.Gateway.String(), "0"), func(r *http.Request) string {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		return host

@@ -12,8 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
 )
 
 // workloadServices is how many Services the kill loop creates and deletes.
@@ -21,7 +21,7 @@ const workloadServices = 50
 
 // replica is one manager process of the kill loop.
 type replica struct {
-	name     string // its name at the Witness
+	name     string // its name at the witness
 	identity string // its lease identity
 	proc     *proctest.Process
 	killed   time.Time

@@ -22,8 +22,9 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controllers/loadbalancer"
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/proctest"
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/witness"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/local"
@@ -75,7 +76,7 @@ type scenario struct {
 	// class is the load balancer class of the scenario's Services and managers, so
 	// that a manager never sees another scenario's Services.
 	class string
-	w     *Witness
+	w     *witness.Witness
 	nodes []string
 }
 
@@ -85,7 +86,7 @@ func newScenario(t *testing.T, n int) *scenario {
 	e := shared.Env(t)
 	ctx := t.Context()
 	suffix := strings.ToLower(rand.Text()[:5])
-	s := &scenario{t: t, env: e, w: NewWitness(t),
+	s := &scenario{t: t, env: e, w: witness.New(t),
 		ns: "scenario-" + suffix, cluster: "scenario-" + suffix, lease: "ccm-" + suffix,
 		class: "scenario.nephele.dev/" + suffix}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {

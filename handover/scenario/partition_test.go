@@ -14,8 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nephele-dev/nephele/controllers/loadbalancer"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/proctest"
+	"github.com/nephele-dev/nephele/internal/testkit/witness"
 	"github.com/nephele-dev/nephele/manager"
 )
 
@@ -34,19 +35,19 @@ func TestPartitionedLeader(t *testing.T) {
 		name string
 		// isolate and rejoin act on the leader a, whose apiserver connection goes
 		// through proxy.
-		isolate, rejoin func(t *testing.T, a *proctest.Process, proxy *CutProxy)
+		isolate, rejoin func(t *testing.T, a *proctest.Process, proxy *witness.CutProxy)
 	}{{
 		name:    "apiserver cut",
-		isolate: func(_ *testing.T, _ *proctest.Process, proxy *CutProxy) { proxy.Cut() },
-		rejoin:  func(_ *testing.T, _ *proctest.Process, proxy *CutProxy) { proxy.Heal() },
+		isolate: func(_ *testing.T, _ *proctest.Process, proxy *witness.CutProxy) { proxy.Cut() },
+		rejoin:  func(_ *testing.T, _ *proctest.Process, proxy *witness.CutProxy) { proxy.Heal() },
 	}, {
 		name: "frozen",
-		isolate: func(t *testing.T, a *proctest.Process, _ *CutProxy) {
+		isolate: func(t *testing.T, a *proctest.Process, _ *witness.CutProxy) {
 			if err := a.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatalf("SIGSTOP: %v", err)
 			}
 		},
-		rejoin: func(t *testing.T, a *proctest.Process, _ *CutProxy) {
+		rejoin: func(t *testing.T, a *proctest.Process, _ *witness.CutProxy) {
 			if err := a.Signal(syscall.SIGCONT); err != nil {
 				t.Fatalf("SIGCONT: %v", err)
 			}
@@ -56,7 +57,7 @@ func TestPartitionedLeader(t *testing.T) {
 	}
 }
 
-func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process, *CutProxy)) {
+func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process, *witness.CutProxy)) {
 	start := time.Now()
 	s := newScenario(t, 2)
 	ctx := t.Context()
@@ -64,7 +65,7 @@ func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process,
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := NewCutProxy(t, u.Host)
+	proxy := witness.NewCutProxy(t, u.Host)
 	aArgs := s.ccmArgs("a", "--kubeconfig="+proxy.KubeconfigThrough(t, s.env.Kubeconfig))
 	a := proctest.Start(t, "cloud-controller-manager a", aArgs...)
 	aID := identity(t, a)
@@ -113,18 +114,18 @@ func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process,
 
 	// a has work under way when it is cut off: each of its load balancer calls takes a
 	// second at the cloud, and six new Services wait.
-	s.w.SetIntercept(func(c Call) Action {
-		if c.Replica == "a" && c.Op != OpOther {
+	s.w.SetIntercept(func(c witness.Call) witness.Action {
+		if c.Replica == "a" && c.Op != witness.OpOther {
 			time.Sleep(time.Second) // the cloud's latency for a
 		}
-		return Action{}
+		return witness.Action{}
 	})
 	for i := range 6 {
 		create(fmt.Sprintf("late-%d", i))
 	}
 	poll.Within(t, convergeWithin, "a to be at work on the new Services", func() error {
 		for _, c := range s.w.Log() {
-			if c.Replica == "a" && c.Op == OpEnsure && c.Arrived.After(start) && strings.HasPrefix(serviceOf(all, c.LB), "late-") {
+			if c.Replica == "a" && c.Op == witness.OpEnsure && c.Arrived.After(start) && strings.HasPrefix(serviceOf(all, c.LB), "late-") {
 				return nil
 			}
 		}
@@ -153,7 +154,7 @@ func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process,
 		}
 		bLeads = acquired
 		for _, c := range s.w.Log() {
-			if c.Replica == "b" && c.Arrived.After(acquired) && c.Op == OpDelete {
+			if c.Replica == "b" && c.Arrived.After(acquired) && c.Op == witness.OpDelete {
 				return nil
 			}
 		}
@@ -228,7 +229,7 @@ func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process,
 			}
 		case "b":
 			bCalls++
-			if c.Op == OpDelete {
+			if c.Op == witness.OpDelete {
 				deletedBy[c.LB] = c.Arrived
 			}
 		case "a2":
@@ -236,7 +237,7 @@ func partition(t *testing.T, isolate, rejoin func(*testing.T, *proctest.Process,
 		}
 	}
 	for _, c := range s.w.Log() {
-		if at, ok := deletedBy[c.LB]; ok && c.Op == OpEnsure && c.Arrived.After(at) {
+		if at, ok := deletedBy[c.LB]; ok && c.Op == witness.OpEnsure && c.Arrived.After(at) {
 			recreated[c.LB] = true
 		}
 	}

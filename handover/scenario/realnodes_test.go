@@ -21,9 +21,9 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/handover"
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // These tests make cgroups on the machine, below /nephele-cgroupfs-test-<random> in every

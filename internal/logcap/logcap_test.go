@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/internal/logcap"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // TestTrim: a log under its cap is left alone; one over it moves to .1 (replacing the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 // line is a /proc/<pid>/stat line of a sleeping bash, with comm and state replaced.

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/nephele-dev/nephele/internal/testlog"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 )
 
 func TestTCPForwardsRoundRobin(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 func sleeper(tn testNet, i int, id, name string) hosts.HostSpec {

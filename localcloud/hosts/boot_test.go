@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
 

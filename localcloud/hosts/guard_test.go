@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 // outside is an address outside every range of the test and of the machine's own

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/procstat"
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 // helperEnv makes the test binary a helper program when set: the boot command of a host

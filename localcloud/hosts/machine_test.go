@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/internal/cgroupfs"
-	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/procstat"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 // TestHostLifecycle boots a host and checks that its boot command runs inside it (its

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 )
 
 // TestRoutesRoute serves on an address of a guarded range inside host b and connects to

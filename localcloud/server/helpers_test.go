@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/testlog"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcloud/store"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -145,5 +145,5 @@ func (s *smoke) run(ctx context.Context, res *Result, list []check) error {
 // eventually calls fn until it succeeds or the check's time is up; the error then quotes
 // fn's last.
 func (s *smoke) eventually(ctx context.Context, fn func(context.Context) error) error {
-	return poll.Until(ctx, s.timeout, fn)
+	return waitfor.Condition(ctx, s.timeout, fn)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/metrictest"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 )
 
 // fakeClock is a clock that moves only when Step is called; timers fire inside Step.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/metrictest"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 )
 
 // stubFence is a Fence a test opens and closes.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/internal/metrictest"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 )
 
 // setup returns a fake cloud, an instrumented Cloud over it registered in a fresh

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 func TestSelfSignedCertificate(t *testing.T) {

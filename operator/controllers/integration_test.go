@@ -25,9 +25,9 @@ import (
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/deploy/render"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/testenv"
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/profiles"

@@ -17,9 +17,9 @@ import (
 
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcluster"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/install"

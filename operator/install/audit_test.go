@@ -18,11 +18,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nephele-dev/nephele/deploy/render"
-	"github.com/nephele-dev/nephele/internal/poll"
-	"github.com/nephele-dev/nephele/internal/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/operatortest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/controllers"
-	"github.com/nephele-dev/nephele/operator/operatortest"
 	"github.com/nephele-dev/nephele/operator/profiles"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nephele-dev/nephele/internal/testenv"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/scheme"
 )

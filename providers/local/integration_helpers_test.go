@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/testlog"
-	"github.com/nephele-dev/nephele/internal/testnet"
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
+	"github.com/nephele-dev/nephele/internal/testkit/testlog"
+	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 )
 
 // realCloud is a real local cloud serving HTTP on a loopback port, with an admin

@@ -19,7 +19,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/providers/upstream"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/internal/testkit/servertest"
 	"github.com/nephele-dev/nephele/localcloud/server"
-	"github.com/nephele-dev/nephele/localcloud/servertest"
 	"github.com/nephele-dev/nephele/providers/local"
 )
 

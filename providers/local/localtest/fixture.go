@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/cloud/cloudtest"
+	"github.com/nephele-dev/nephele/cloud/conformance"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
 	"github.com/nephele-dev/nephele/providers/local"
@@ -19,12 +19,12 @@ import (
 // of the provider's own cloud config) and induces throttling and latency with its fault
 // knobs, putting the rules back afterwards. The failing cloud is a provider built
 // against a closed port, which disturbs nothing.
-func Fixture(cfg local.Config) (cloudtest.Fixture, error) {
+func Fixture(cfg local.Config) (conformance.Fixture, error) {
 	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"))
 	if err != nil {
-		return cloudtest.Fixture{}, err
+		return conformance.Fixture{}, err
 	}
-	fx := cloudtest.Fixture{
+	fx := conformance.Fixture{
 		Instances: localInstances{c},
 		Failing: func(context.Context, cloud.Provider) (cloud.Provider, func(context.Context) error, error) {
 			addr, err := closedLoopbackAddress()
