@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -98,6 +100,30 @@ func TestBinariesLinkNoTestingPackage(t *testing.T) {
 	}
 }
 
+// statSources stats every Go file and directory of the module at root. go test caches a
+// test's result keyed by the files the test itself opened or stat'ed, and the files go list
+// reads are not among them: without this, an import added anywhere would leave this
+// test's cached pass standing.
+func statSources(t *testing.T, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || strings.HasSuffix(path, ".go") || d.Name() == "go.mod" {
+			_, err := os.Stat(path)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // below returns path relative to nephele's module, false for packages of other modules.
 func below(path string) (string, bool) {
 	if path == module {
@@ -133,6 +159,7 @@ func layerOf(rel string) (int, bool) {
 // Makefile does: the question is about the module's own graph.
 func listPackages(t *testing.T, args ...string) []pkg {
 	t.Helper()
+	statSources(t, "../..")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("this test needs the go command: %v", err)
