@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,20 +60,9 @@ func TestConfigure(t *testing.T) {
 // TestUpRealNodes, through the command.)
 func TestKwokCluster(t *testing.T) {
 	bin := clustertest.Commands(t, "localcloud", "cloud-controller-manager")
-	tmp, err := os.MkdirTemp("", "smoke")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the cluster's logs are kept in %s", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	})
 	cfg := localcluster.Config{
 		NodeMode: localcluster.NodesKwok,
-		Dir:      filepath.Join(tmp, "cluster"),
+		Dir:      clustertest.Dir(t, "smoke"),
 		BinDir:   bin,
 		Nodes:    2,
 		// Ranges of the test's own, apart from other tests' local clouds.

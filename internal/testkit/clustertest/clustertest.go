@@ -153,16 +153,10 @@ func (r Ranges) Config(dir, binDir string, nodes int) localcluster.Config {
 	}
 }
 
-// Start starts a real cluster of nodes with the programs in bin (BinDir), on a bridge and
-// ranges of its own (NewRanges) under a short directory named after prefix (containerd's
-// socket paths under it must stay under 104 bytes, which t.TempDir's name would pass),
-// configured by tweak (nil for none). The cluster is stopped when the test ends (a test may
-// call Stop earlier: it runs once), and the machine must then be as before
-// (hoststest.Snapshot). It returns the cluster and its directory; a failed test keeps the
-// directory, with the logs.
-func Start(t testing.TB, prefix, bin string, nodes int, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
+// Dir returns a new directory for a cluster's state, named after prefix: removed when
+// the test passes, kept with its logs (and named in the test's log) when it fails.
+func Dir(t testing.TB, prefix string) string {
 	t.Helper()
-	ranges := NewRanges(prefix)
 	tmp, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +168,19 @@ func Start(t testing.TB, prefix, bin string, nodes int, tweak func(*localcluster
 		}
 		_ = os.RemoveAll(tmp)
 	})
-	dir := filepath.Join(tmp, "cluster")
+	return filepath.Join(tmp, "cluster")
+}
+
+// Start starts a real cluster of nodes with the programs in bin (BinDir), on a bridge and
+// ranges of its own (NewRanges) in a directory of its own (Dir), configured by tweak (nil
+// for none). The cluster is stopped when the test ends (a test may
+// call Stop earlier: it runs once), and the machine must then be as before
+// (hoststest.Snapshot). It returns the cluster and its directory; a failed test keeps the
+// directory, with the logs.
+func Start(t testing.TB, prefix, bin string, nodes int, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
+	t.Helper()
+	ranges := NewRanges(prefix)
+	dir := Dir(t, prefix)
 	markers := append(append([]string(nil), ranges.Markers...), dir)
 	before := hoststest.Snapshot(t, markers...)
 	cfg := ranges.Config(dir, bin, nodes)
