@@ -97,7 +97,7 @@ func (e *Env) StartKwok(ctx context.Context, args ...string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, p, "http://"+addr+"/healthz"); err != nil {
+	if err := waitHTTP(ctx, p, "http://"+addr+"/healthz", nil); err != nil {
 		return nil, errors.Join(err, p.Stop())
 	}
 	return p, nil

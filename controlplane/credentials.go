@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -59,7 +60,20 @@ type credentials struct {
 	// kubeletClientCert and kubeletClientKey are the apiserver's client certificate
 	// toward kubelets.
 	kubeletClientCert, kubeletClientKey string
-	dir                                 string
+	// etcd are etcd's certificates, of a CA of their own (see writeEtcdCerts).
+	etcd etcdCerts
+	dir  string
+}
+
+// etcdCerts are the files of etcd's TLS: its CA, the certificate it serves clients and
+// peers with, and kube-apiserver's client certificate, the one identity etcd accepts.
+type etcdCerts struct {
+	caFile                string
+	serverCert, serverKey string
+	clientCert, clientKey string
+	// tls is the client configuration with kube-apiserver's certificate, for probing
+	// etcd's /health.
+	tls *tls.Config
 }
 
 // writeCredentials creates a random admin token, service account keys, a CA, a serving
@@ -96,7 +110,124 @@ func writeCredentials(dir string, svcIP, servingIP netip.Addr) (*credentials, er
 	if c.kubeletClientCert, c.kubeletClientKey, err = c.issueClientCert("apiserver-kubelet-client", kubeletClientUser, kubeletClientGroup); err != nil {
 		return nil, err
 	}
+	if err := c.writeEtcdCerts(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// writeEtcdCerts makes etcd's CA and certificates in the etcd subdirectory. etcd serves
+// clients and peers on loopback with TLS and requires a client certificate of this CA,
+// which signs nothing but etcd's own certificate and kube-apiserver's client
+// certificate: the cluster's CA signs kubelets' and other clients' certificates, which
+// must not open the store, and without client authentication any local user could read
+// every Secret or write RBAC straight into etcd.
+func (c *credentials) writeEtcdCerts() error {
+	dir := filepath.Join(c.dir, "etcd-pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	ca, err := newAuthority("nephele-etcd-ca")
+	if err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	e := etcdCerts{
+		caFile:     filepath.Join(dir, "ca.crt"),
+		serverCert: filepath.Join(dir, "etcd.crt"), serverKey: filepath.Join(dir, "etcd.key"),
+		clientCert: filepath.Join(dir, "apiserver-etcd-client.crt"), clientKey: filepath.Join(dir, "apiserver-etcd-client.key"),
+	}
+	if err := os.WriteFile(e.caFile, ca.pem, 0o600); err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	// One certificate for clients and peers: etcd's peer connections are mutual TLS too.
+	server := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "etcd"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	if err := ca.issue(server, e.serverCert, e.serverKey); err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	client := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := ca.issue(client, e.clientCert, e.clientKey); err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	pair, err := tls.LoadX509KeyPair(e.clientCert, e.clientKey)
+	if err != nil {
+		return fmt.Errorf("etcd certificates: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	e.tls = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	c.etcd = e
+	return nil
+}
+
+// authority is a certificate authority made for one control plane.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// newAuthority makes a self-signed CA named name, valid for certValidity.
+func newAuthority(name string) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate %s key: %w", name, err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("create %s certificate: %w", name, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s certificate: %w", name, err)
+	}
+	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// issue signs tmpl (its subject, key usages and names; the rest is filled in) with a new
+// key and writes the certificate and the key, readable by the owner only.
+func (a *authority) issue(tmpl *x509.Certificate, certFile, keyFile string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("certificate %s: generate key: %w", tmpl.Subject.CommonName, err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return fmt.Errorf("certificate %s: serial: %w", tmpl.Subject.CommonName, err)
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial.Add(serial, big.NewInt(2)) // 1 is the CA's
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		return fmt.Errorf("certificate %s: %w", tmpl.Subject.CommonName, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("certificate %s: encode key: %w", tmpl.Subject.CommonName, err)
+	}
+	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writePEM(keyFile, "EC PRIVATE KEY", keyDER)
 }
 
 func writeServiceAccountKeys(keyFile, pubFile string) error {

@@ -73,6 +73,9 @@ type Env struct {
 	Token string
 	// APIServerURL is the https URL of kube-apiserver.
 	APIServerURL string
+	// EtcdURL is where etcd serves its clients, on loopback with mutual TLS: it accepts
+	// only a client certificate of its own CA, which kube-apiserver alone holds.
+	EtcdURL string
 	// Config is a client configuration for the admin identity.
 	Config *rest.Config
 	// Client is a clientset for the admin identity.
@@ -149,8 +152,12 @@ func envDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("env directory %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	// Owner only: it holds the admin token, the CAs' keys and etcd's data.
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("create env directory: %w", err)
+	}
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return "", fmt.Errorf("env directory %s: %w", abs, err)
 	}
 	entries, err := os.ReadDir(abs)
 	if err != nil {
@@ -191,10 +198,12 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	etcdURL := "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "https://127.0.0.1:" + strconv.Itoa(ports[1])
 	// The member name must be the same in --name and --initial-cluster.
 	const etcdMember = "nephele"
+	et := creds.etcd
+	e.EtcdURL = etcdURL
 	etcd, err := e.run(etcdBinary, []string{
 		"--name", etcdMember,
 		"--data-dir", filepath.Join(e.Dir, "etcd"),
@@ -205,11 +214,17 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		"--initial-cluster", etcdMember + "=" + peerURL,
 		// Durability is worthless for a throwaway store and fsync is slow on busy disks.
 		"--unsafe-no-fsync",
+		// Clients and peers need a certificate of etcd's own CA (writeEtcdCerts): only
+		// kube-apiserver has one.
+		"--cert-file", et.serverCert, "--key-file", et.serverKey,
+		"--client-cert-auth", "--trusted-ca-file", et.caFile,
+		"--peer-cert-file", et.serverCert, "--peer-key-file", et.serverKey,
+		"--peer-client-cert-auth", "--peer-trusted-ca-file", et.caFile,
 	}, nil)
 	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, etcd, etcdURL+"/health"); err != nil {
+	if err := waitHTTP(ctx, etcd, etcdURL+"/health", et.tls); err != nil {
 		return err
 	}
 
@@ -228,6 +243,9 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	}
 	apiserver, err := e.run(apiserverBinary, append([]string{
 		"--etcd-servers", etcdURL,
+		"--etcd-cafile", et.caFile,
+		"--etcd-certfile", et.clientCert,
+		"--etcd-keyfile", et.clientKey,
 		"--bind-address", addr,
 		"--advertise-address", addr,
 		"--secure-port", strconv.Itoa(ports[2]),

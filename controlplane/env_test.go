@@ -2,8 +2,11 @@ package controlplane_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +130,60 @@ func TestControlPlane(t *testing.T) {
 			if _, err := client.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{}); err != nil {
 				t.Errorf("get namespace %s: %v", ns, err)
 			}
+		}
+	})
+
+	t.Run("etcd takes only kube-apiserver's client certificate", func(t *testing.T) {
+		ca, err := os.ReadFile(filepath.Join(env.Dir, "etcd-pki", "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(ca)
+		// A certificate of the cluster's CA, as every kubelet holds one.
+		kubeletCert, kubeletKey, err := env.IssueClientCertificate("etcd-test-kubelet", "system:node:x", "system:nodes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair := func(cert, key string) []tls.Certificate {
+			p, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []tls.Certificate{p}
+		}
+		get := func(url string, certs []tls.Certificate) error {
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}, DisableKeepAlives: true}}
+			resp, err := hc.Get(url)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s", resp.Status)
+			}
+			return nil
+		}
+		url := env.EtcdURL + "/v3/kv/range"
+		if !strings.HasPrefix(env.EtcdURL, "https://127.0.0.1:") {
+			t.Fatalf("etcd serves at %s, want https on loopback", env.EtcdURL)
+		}
+		if err := get(strings.Replace(env.EtcdURL, "https://", "http://", 1)+"/health", nil); err == nil {
+			t.Error("etcd answered plain HTTP")
+		}
+		if err := get(url, nil); err == nil {
+			t.Error("etcd answered a client without a certificate")
+		}
+		if err := get(url, pair(kubeletCert, kubeletKey)); err == nil {
+			t.Error("etcd answered a client certificate of the cluster's CA (a kubelet's)")
+		}
+		if err := get(env.EtcdURL+"/health", pair(filepath.Join(env.Dir, "etcd-pki", "apiserver-etcd-client.crt"), filepath.Join(env.Dir, "etcd-pki", "apiserver-etcd-client.key"))); err != nil {
+			t.Errorf("etcd refused kube-apiserver's client certificate: %v", err)
+		}
+		fi, err := os.Stat(env.Dir)
+		if err != nil || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("env directory mode %v (%v), want owner only", fi.Mode(), err)
 		}
 	})
 

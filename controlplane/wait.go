@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,10 +32,10 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// waitHTTP waits until url answers 200 OK.
-func waitHTTP(ctx context.Context, p *Process, url string) error {
+// waitHTTP waits until url answers 200 OK, over TLS with tlsConfig for an https URL.
+func waitHTTP(ctx context.Context, p *Process, url string, tlsConfig *tls.Config) error {
 	// No keep-alive: nothing of the probe should linger once the process is up.
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}}
 	return p.WaitFor(ctx, url, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
