@@ -49,7 +49,8 @@ type Cluster struct {
 	cfg         Config
 	cloudProc   *controlplane.Process
 	registryLog *os.File
-	agent       *nodeAgent // kwok nodes only
+	pushed      map[string]registry.Pushed // the images Start pushed, by name
+	agent       *nodeAgent                 // kwok nodes only
 	ccmStarted  bool
 
 	stopOnce sync.Once

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/providers/local"
 )
@@ -28,6 +29,9 @@ import (
 // flags. A test that installs the CCM itself renders them the same way.
 func (c *Cluster) CCMManifests() render.Options {
 	o := render.DefaultOptions()
+	if pinned, err := c.PinnedImage(images.CloudControllerManager); err == nil {
+		o.Image = pinned
+	}
 	o.Replicas = c.cfg.CCMReplicas
 	o.ClusterName = c.cfg.ClusterName
 	o.ClusterCIDR = c.cfg.ClusterCIDR.String()

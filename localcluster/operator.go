@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/install"
 	"github.com/nephele-dev/nephele/operator/scheme"
@@ -19,8 +20,16 @@ import (
 // --server-side), creates the cloud config Secret and the CloudControllerManager of the
 // local platform, and waits until the operator reports it Available: its Deployment
 // available and a replica holding the Lease.
-func (c *Cluster) startOperatorCCM(ctx context.Context) (string, error) {
-	objs, err := install.Render(install.DefaultOptions())
+func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
+	opts := install.DefaultOptions()
+	if opts.Image, err = c.PinnedImage(images.Operator); err != nil {
+		return "", err
+	}
+	ccmImage, err := c.PinnedImage(images.CloudControllerManager)
+	if err != nil {
+		return "", err
+	}
+	objs, err := install.Render(opts)
 	if err != nil {
 		return "", fmt.Errorf("render the operator's manifests: %w", err)
 	}
@@ -53,6 +62,7 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (string, error) {
 		ClusterCIDR: o.ClusterCIDR,
 		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name, Key: o.CloudConfig.Key},
 		ExtraArgs:   o.ExtraArgs,
+		Image:       ccmImage,
 	}
 	if err := install.ApplyCloudControllerManager(ctx, cl, spec); err != nil {
 		return "", err

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/images/registry"
 	"github.com/nephele-dev/nephele/kubenode"
@@ -32,15 +34,33 @@ func (c *Cluster) startRegistry(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c.Registry = reg
+	c.pushed = map[string]registry.Pushed{}
 	var pushed []string
 	for _, img := range Images {
 		p, err := reg.PushArchive(ctx, filepath.Join(ImageDir(c.cfg.BinDir), img.Name+".tar"), "")
 		if err != nil {
 			return "", err
 		}
+		c.pushed[img.Name] = p
 		pushed = append(pushed, p.Ref)
 	}
 	return reg.URL() + ": " + strings.Join(pushed, ", "), nil
+}
+
+// PinnedImage is the reference of the image program in the cluster's registry by the
+// digest Start pushed (nephele.local/<name>@sha256:...): what the cluster's manifests
+// run, so that a tag moved behind the cluster's back could not change what runs with the
+// cloud's credentials. It fails for an image the cluster did not push.
+func (c *Cluster) PinnedImage(program images.Program) (string, error) {
+	p, ok := c.pushed[program.Name]
+	if !ok {
+		return "", fmt.Errorf("localcluster: image %s was not pushed to the cluster's registry", program.Name)
+	}
+	tag, err := name.NewTag(p.Ref, name.StrictValidation)
+	if err != nil {
+		return "", fmt.Errorf("localcluster: image %s: %w", p.Ref, err)
+	}
+	return tag.Context().Digest(p.Digest.String()).String(), nil
 }
 
 // nodeRegistries are the registries of every node's containerd: nephele's registry name

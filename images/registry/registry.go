@@ -2,6 +2,9 @@ package registry
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -31,12 +35,22 @@ type Options struct {
 	Log io.Writer
 }
 
-// Server is a running registry. Close stops it.
+// Limits of what a push may send.
+const (
+	// maxPushBody bounds one request body on the push listener: a blob, a manifest. The
+	// largest image nephele pushes is tens of MiB; upstream's e2e images a few hundred.
+	maxPushBody = 2 << 30
+)
+
+// Server is a running registry: it serves pulls on Options.Listen and takes pushes only
+// on a loopback listener of its own with a bearer token it makes, which only its own
+// process holds. Close stops it.
 type Server struct {
-	ln   net.Listener
-	http *http.Server
-	done chan struct{}
-	err  error
+	ln, pushLn     net.Listener
+	http, pushHTTP *http.Server
+	token          string
+	done           chan struct{}
+	err            error
 }
 
 // Start serves a registry on o.Listen until Close.
@@ -54,33 +68,82 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if logOut == nil {
 		logOut = io.Discard
 	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("registry: push token: %w", err)
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("registry: listen on %s: %w", o.Listen, err)
 	}
-	s := &Server{
-		ln:   ln,
-		done: make(chan struct{}),
-		http: &http.Server{
-			Handler: registry.New(
-				registry.Logger(log.New(logOut, "registry: ", log.LstdFlags)),
-				registry.WithBlobHandler(registry.NewDiskBlobHandler(o.Dir)),
-			),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-		},
+	pushLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("registry: push listener: %w", err), ln.Close())
+	}
+	// One registry behind both listeners: pushes through one are pulled through the other.
+	reg := registry.New(
+		registry.Logger(log.New(logOut, "registry: ", log.LstdFlags)),
+		registry.WithBlobHandler(registry.NewDiskBlobHandler(o.Dir)),
+	)
+	s := &Server{ln: ln, pushLn: pushLn, token: hex.EncodeToString(raw), done: make(chan struct{})}
+	s.http = &http.Server{Handler: readOnly(reg), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.pushHTTP = &http.Server{Handler: s.authorized(reg), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errs := make(chan error, 2)
+	for _, sv := range []struct {
+		srv *http.Server
+		ln  net.Listener
+	}{{s.http, ln}, {s.pushHTTP, pushLn}} {
+		go func() {
+			err := sv.srv.Serve(sv.ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			errs <- err
+		}()
 	}
 	go func() {
 		defer close(s.done)
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.err = err
-		}
+		s.err = errors.Join(<-errs, <-errs)
 	}()
 	return s, nil
 }
 
-// Addr is the host:port the registry serves on.
+// readOnly serves what pulling needs, GET and HEAD, and refuses every other method: on
+// the address the nodes reach, every pod and local user could otherwise replace the
+// pause image or the cloud-controller-manager's, which runs with the cloud's credentials.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "this registry is read-only here: images are pushed by nephele up", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authorized serves h to requests with the push token, and answers the registry API's
+// ping (GET /v2/) without it, as distribution's clients ask it first to learn how to
+// authenticate. Bodies are capped.
+func (s *Server) authorized(h http.Handler) http.Handler {
+	want := []byte("Bearer " + s.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ping := r.Method == http.MethodGet && r.URL.Path == "/v2/"
+		if !ping && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "pushes need this registry's token", http.StatusUnauthorized)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxPushBody)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// PushAddr is the loopback host:port pushes go to; they need the token only this
+// Server holds (PushArchive, PushImage and PushIndex send it).
+func (s *Server) PushAddr() string { return s.pushLn.Addr().String() }
+
+// Addr is the host:port the registry serves pulls on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // URL is the registry's base URL, http://host:port: the endpoint a containerd
@@ -89,9 +152,11 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 
 // Close stops serving, waiting for requests in flight until ctx ends.
 func (s *Server) Close(ctx context.Context) error {
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, s.http.Close())
+	var err error
+	for _, srv := range []*http.Server{s.http, s.pushHTTP} {
+		if e := srv.Shutdown(ctx); e != nil {
+			err = errors.Join(err, e, srv.Close())
+		}
 	}
 	<-s.done
 	if s.err != nil {
@@ -154,7 +219,7 @@ func (s *Server) PushIndex(ctx context.Context, ref string, idx v1.ImageIndex) (
 	if err != nil {
 		return Pushed{}, err
 	}
-	if err := remote.WriteIndex(tag, idx, remote.WithContext(ctx)); err != nil {
+	if err := remote.WriteIndex(tag, idx, remote.WithContext(ctx), s.auth()); err != nil {
 		return Pushed{}, fmt.Errorf("push %s to %s: %w", ref, s.Addr(), err)
 	}
 	d, err := idx.Digest()
@@ -170,7 +235,7 @@ func (s *Server) PushImage(ctx context.Context, ref string, img v1.Image) (Pushe
 	if err != nil {
 		return Pushed{}, err
 	}
-	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(tag, img, remote.WithContext(ctx), s.auth()); err != nil {
 		return Pushed{}, fmt.Errorf("push %s to %s: %w", ref, s.Addr(), err)
 	}
 	d, err := img.Digest()
@@ -180,15 +245,20 @@ func (s *Server) PushImage(ctx context.Context, ref string, img v1.Image) (Pushe
 	return Pushed{Ref: ref, Digest: d}, nil
 }
 
-// here is ref's repository and tag in this server.
+// auth is the push token for go-containerregistry's client.
+func (s *Server) auth() remote.Option {
+	return remote.WithAuth(&authn.Bearer{Token: s.token})
+}
+
+// here is ref's repository and tag in this server's push listener.
 func (s *Server) here(ref string) (name.Tag, error) {
 	t, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
 		return name.Tag{}, fmt.Errorf("image reference %q: want registry/repository:tag: %w", ref, err)
 	}
-	tag, err := name.NewTag(s.Addr()+"/"+t.RepositoryStr()+":"+t.TagStr(), name.Insecure)
+	tag, err := name.NewTag(s.pushLn.Addr().String()+"/"+t.RepositoryStr()+":"+t.TagStr(), name.Insecure)
 	if err != nil {
-		return name.Tag{}, fmt.Errorf("image reference %q in %s: %w", ref, s.Addr(), err)
+		return name.Tag{}, fmt.Errorf("image reference %q in %s: %w", ref, s.pushLn.Addr(), err)
 	}
 	return tag, nil
 }

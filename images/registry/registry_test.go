@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,64 @@ func TestPushArchiveRefusesBadInput(t *testing.T) {
 func TestStartNeedsAnAddress(t *testing.T) {
 	if _, err := registry.Start(t.Context(), registry.Options{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "Listen") {
 		t.Fatalf("error %v, want one naming Listen", err)
+	}
+}
+
+// TestPushesNeedTheServersToken tries what any pod or local user could: push an image,
+// overwrite a tag and delete a manifest, on the pull address and on the push listener
+// without the token. Each is refused, and the server's own push still works.
+func TestPushesNeedTheServersToken(t *testing.T) {
+	s := startRegistry(t)
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "pause.tar")
+	if err := images.WriteArchive(archive, "nephele.local/pause:dev", img); err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := s.PushArchive(t.Context(), archive, "")
+	if err != nil {
+		t.Fatalf("the server's own push: %v", err)
+	}
+	evil, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{s.Addr(), s.PushAddr()} {
+		tag, err := name.NewTag(addr+"/pause:dev", name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(tag, evil, remote.WithContext(t.Context())); err == nil {
+			t.Errorf("an anonymous push to %s succeeded", addr)
+		}
+		digest := tag.Context().Digest(pushed.Digest.String())
+		if err := remote.Delete(digest, remote.WithContext(t.Context())); err == nil {
+			t.Errorf("an anonymous delete at %s succeeded", addr)
+		}
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+"/v2/pause/blobs/uploads/", strings.NewReader("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s without the token: %s, want 405 or 401", method, addr, resp.Status)
+			}
+		}
+	}
+	// The tag still names what the server pushed, and pulls work without a token.
+	ref, err := name.ParseReference(s.Addr()+"/pause:dev", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(ref, remote.WithContext(t.Context()))
+	if err != nil || desc.Digest != pushed.Digest {
+		t.Fatalf("pause:dev is %v (%v), want the server's push %s", desc, err, pushed.Digest)
 	}
 }
