@@ -14,6 +14,7 @@ import (
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images/registry"
+	"github.com/nephele-dev/nephele/internal/securedir"
 	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
@@ -83,6 +84,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if err := cfg.preflight(); err != nil {
 		return nil, err
+	}
+	// Start acts as root on what it finds in Dir (a killed run's journal, its hosts): a
+	// directory another user could write must not be it.
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+	if err := securedir.Check(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
 	}
 	c := &Cluster{cfg: cfg, Kubectl: filepath.Join(cfg.BinDir, "kubectl")}
 	if err := c.start(ctx); err != nil {

@@ -20,7 +20,9 @@ type dirLock struct{ f *os.File }
 
 func lockDir(dir string) (*dirLock, error) {
 	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// O_NOFOLLOW: a link planted where the lock is must not make up open (and truncate)
+	// another file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}

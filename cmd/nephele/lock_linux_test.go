@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,5 +35,47 @@ func TestLockDir(t *testing.T) {
 	}
 	if err := again.release(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLockDirFollowsNoLink plants a link where the lock goes, as another user could in a
+// directory they can write: lockDir must not open, let alone truncate, its target.
+func TestLockDirFollowsNoLink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, lockFile)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := lockDir(dir); err == nil {
+		_ = l.release()
+		t.Fatal("lockDir followed a planted link")
+	}
+	if raw, err := os.ReadFile(victim); err != nil || string(raw) != "keep me\n" {
+		t.Errorf("the link's target holds %q (%v), want it untouched", raw, err)
+	}
+}
+
+// TestUpRefusesAnUntrustedDir runs up on a directory others can write: it stops before
+// opening anything in it.
+func TestUpRefusesAnUntrustedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCommand()
+	root.SetArgs([]string{"up", "--kwok", "--dir", dir, "--bin-dir", t.TempDir(), "--build=false"})
+	root.SetOut(new(strings.Builder))
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "cannot be trusted") || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Errorf("up on a world-writable --dir: %v, want it refused naming why", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, lockFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("up created its lock in the untrusted directory (lstat: %v)", err)
 	}
 }

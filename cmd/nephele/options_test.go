@@ -38,7 +38,6 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"defaults", false, func(*upOptions) {}, ""},
 		{"no nodes", false, func(o *upOptions) { o.nodes = 0 }, "--nodes 0: want at least 1"},
 		{"too many nodes", false, func(o *upOptions) { o.nodes = localcluster.MaxKwokNodes + 1 }, "want 1 to 100"},
-		{"empty dir", false, func(o *upOptions) { o.dir = "" }, "--dir"},
 		{"zero timeout", false, func(o *upOptions) { o.timeout = 0 }, "--timeout"},
 		{"bad VIP pool", false, func(o *upOptions) { o.vipPool = "127.100.0.0" }, "--vip-pool"},
 		{"VIP pool outside loopback", false, func(o *upOptions) { o.vipPool = "10.0.0.0/24" }, "--vip-pool 10.0.0.0/24: want a range inside 127.0.0.0/8"},
@@ -75,6 +74,24 @@ func TestConfigChecksFlags(t *testing.T) {
 				t.Fatalf("config() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestConfigDefaultDir(t *testing.T) {
+	for kwok, want := range map[bool]string{false: realDir, true: kwokDir} {
+		o := validOptions(t)
+		o.kwok, o.dir = kwok, ""
+		if !kwok {
+			o = validRealOptions(t)
+			o.dir = ""
+		}
+		cfg, err := o.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if abs, _ := filepath.Abs(want); cfg.Dir != abs {
+			t.Errorf("kwok %v: Dir = %q, want %q", kwok, cfg.Dir, abs)
+		}
 	}
 }
 
@@ -115,7 +132,7 @@ func TestUpFlags(t *testing.T) {
 		t.Fatalf("root command has no up subcommand: %v", err)
 	}
 	for flag, def := range map[string]string{
-		"dir": filepath.Join(".nephele", "up"), "nodes": "3", "smoke": "false", "fresh": "false",
+		"dir": "", "nodes": "3", "smoke": "false", "fresh": "false",
 		"build": "true", "bin-dir": "", "vip-pool": "127.100.0.0/16", "instance-cidr": "", "timeout": "3m0s",
 		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "10.96.0.0/16", "ccm": "process",
 	} {

@@ -14,10 +14,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/securedir"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcluster"
 	"github.com/nephele-dev/nephele/localcluster/smoke"
+)
+
+// Default state directories. Real nodes' is root's own: up acts as root on what it finds
+// there (a killed run's journal), so a directory another user could write is refused
+// (securedir), and a checkout's .nephele/up is often the user's who ran sudo.
+const (
+	realDir = "/var/lib/nephele/up"
+	kwokDir = ".nephele/up"
 )
 
 // upOptions are the flags of `nephele up`.
@@ -40,7 +49,6 @@ type upOptions struct {
 
 func newUpCommand() *cobra.Command {
 	o := upOptions{
-		dir:         filepath.Join(".nephele", "up"),
 		nodes:       localcluster.DefaultNodes,
 		build:       true,
 		vipPool:     server.DefaultVIPPool.String(),
@@ -87,7 +95,7 @@ the node images there unless --build=false. See docs/up.md.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.dir, "dir", o.dir, "directory for the cluster's state, kubeconfig and logs")
+	fs.StringVar(&o.dir, "dir", "", "directory for the cluster's state, kubeconfig and logs (default "+realDir+", with --kwok "+kwokDir+"); only root (or you, with --kwok) may be able to write it and every directory above it")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory holding the binaries (default: bin/ of the nephele source tree, or $"+controlplane.BinDirEnv+")")
 	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("number of nodes (1-%d; with --kwok 1-%d)", localcluster.MaxNodes, localcluster.MaxKwokNodes))
 	fs.BoolVar(&o.smoke, "smoke", false, "run the smoke checks, stop, and exit 0 only if all passed")
@@ -113,7 +121,10 @@ the node images there unless --build=false. See docs/up.md.`,
 func (o *upOptions) config() (localcluster.Config, error) {
 	var errs []error
 	if o.dir == "" {
-		errs = append(errs, errors.New("--dir must not be empty"))
+		o.dir = realDir
+		if o.kwok {
+			o.dir = kwokDir
+		}
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
@@ -227,6 +238,11 @@ func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Wri
 	fmt.Fprintf(out, "nephele up: %s, state in %s\n", what, cfg.Dir)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err
+	}
+	// Before anything in it is opened: another user's directory could hold a planted
+	// link where the lock or a journal is.
+	if err := securedir.Check(cfg.Dir); err != nil {
+		return fmt.Errorf("--dir: %w", err)
 	}
 	lock, err := lockDir(cfg.Dir)
 	if err != nil {
