@@ -59,6 +59,13 @@ type Config struct {
 	// few seconds, and at each boot), its content moves to boot.log.1, replacing the one
 	// before. Default DefaultMaxLogSize.
 	MaxLogSize int64
+	// VIPPool, when set, turns on the machine's load balancer data plane: load balancer
+	// VIPs come from it, and SetLoadBalancers routes their connections to hosts,
+	// unchanged (see vip.go). IPv4, outside 127.0.0.0/8, at most a /30, overlapping
+	// neither Range nor a guard nor a route of the machine's. Its last address but the
+	// broadcast one (VIPSource) is the machine's own source address for VIP traffic and
+	// never a VIP.
+	VIPPool netip.Prefix
 	// Owner names what the directory's hosts belong to, such as a local cloud's state
 	// file: Open records it in the journal and refuses a directory recorded for another
 	// owner (an OwnerError), whose hosts Reconcile would otherwise remove as unknown.
@@ -104,6 +111,17 @@ func (c *Config) complete() error {
 		guards[g.Masked()] = true
 	}
 	c.Guards = slices.SortedFunc(maps.Keys(guards), comparePrefix)
+	if c.VIPPool.IsValid() {
+		if err := ValidateVIPPool(c.VIPPool); err != nil {
+			return err
+		}
+		c.VIPPool = c.VIPPool.Masked()
+		for _, p := range append([]netip.Prefix{c.Range}, c.Guards...) {
+			if p.Overlaps(c.VIPPool) {
+				return fmt.Errorf("VIP pool %s overlaps %s: VIPs must be addresses no host, pod or Service has", c.VIPPool, p)
+			}
+		}
+	}
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = DefaultStopTimeout
 	}

@@ -14,7 +14,7 @@ import (
 const commandTimeout = 30 * time.Second
 
 // tools are the programs the package runs; Open checks that each is installed.
-var tools = []string{"ip", "iptables", "nsenter", "unshare", "mount", "sh"}
+var tools = []string{"ip", "iptables", "iptables-restore", "nsenter", "unshare", "mount", "sh"}
 
 // run runs a command and returns its standard output. A failure names the command and
 // carries its standard error.

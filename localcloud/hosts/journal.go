@@ -58,6 +58,8 @@ type networkRecord struct {
 	NSDir string `json:"nsDir,omitempty"`
 	// Routes are the routes installed on the machine (SetRoutes).
 	Routes []Route `json:"routes,omitempty"`
+	// VIP is the load balancer data plane, when the machine has a VIP pool.
+	VIP *vipRecord `json:"vip,omitempty"`
 }
 
 // hostRecord is one host. Up is set while its namespaces exist.

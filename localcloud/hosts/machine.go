@@ -122,6 +122,8 @@ type Machine struct {
 	// routesMu serializes SetRoutes, a host's network setup and the network's
 	// teardown, so a host never misses a route table set while it was being built.
 	routesMu sync.Mutex
+	// vipMu serializes SetLoadBalancers.
+	vipMu sync.Mutex
 
 	mu     sync.Mutex
 	j      *journal
@@ -214,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (*Machine, error) {
 		return nil, m.failOpen(err)
 	}
 	m.keepLogs()
-	m.log.Info("host network ready", "bridge", cfg.Bridge, "gateway", Gateway(cfg.Range), "range", cfg.Range, "guards", cfg.Guards, "dir", cfg.Dir)
+	m.log.Info("host network ready", "bridge", cfg.Bridge, "gateway", Gateway(cfg.Range), "range", cfg.Range, "guards", cfg.Guards, "vipPool", cfg.VIPPool, "dir", cfg.Dir)
 	return m, nil
 }
 

@@ -80,6 +80,7 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 		return fmt.Errorf("reading the machine's routes: %w", err)
 	}
 	ours := map[netip.Prefix]bool{}
+	ourTables := map[string]bool{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n := m.j.Network; n != nil {
@@ -91,11 +92,21 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 		for _, r := range n.Routes {
 			ours[r.Destination] = true
 		}
+		if v := n.VIP; v != nil {
+			// The data plane's tables route the pool, to the hosts and to lo.
+			ourTables[strconv.FormatUint(uint64(v.RejectTable), 10)] = true
+			for _, nd := range v.Nodes {
+				ourTables[strconv.FormatUint(uint64(nd.Table), 10)] = true
+			}
+		}
 	}
 	wanted := append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)
+	if m.cfg.VIPPool.IsValid() {
+		wanted = append(wanted, m.cfg.VIPPool)
+	}
 	for _, r := range routes {
 		p, ok := r.prefix()
-		if !ok || r.Table == "local" || r.Dev == m.cfg.Bridge || ours[p] && (r.Type == "unreachable" || r.Dev == "") {
+		if !ok || r.Table == "local" || ourTables[r.Table] || r.Dev == m.cfg.Bridge || ours[p] && (r.Type == "unreachable" || r.Dev == "") {
 			continue
 		}
 		for i, w := range wanted {
@@ -103,7 +114,10 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 				continue
 			}
 			what := "instance range"
-			if i > 0 {
+			switch {
+			case w == m.cfg.VIPPool && i > len(m.cfg.Guards):
+				what = "VIP pool"
+			case i > 0:
 				what = "guard CIDR"
 			}
 			via := r.Dev
@@ -159,7 +173,11 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	// business answering or routing anything else for them.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+m.cfg.Bridge+"/disable_ipv6", []byte("1"), 0o644)
 
-	if err := m.setGuards(ctx, append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)); err != nil {
+	guards := append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)
+	if m.cfg.VIPPool.IsValid() {
+		guards = append(guards, m.cfg.VIPPool)
+	}
+	if err := m.setGuards(ctx, guards); err != nil {
 		return err
 	}
 	// The chain before the table that forwards to the sink: nothing is forwarded
@@ -168,6 +186,9 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 		return err
 	}
 	if err := m.setBridgeTable(ctx, gw); err != nil {
+		return err
+	}
+	if err := m.setupVIP(ctx); err != nil {
 		return err
 	}
 	// Forwarding on the bridge alone (not net.ipv4.ip_forward): with it off the machine
@@ -309,9 +330,16 @@ func (m *Machine) setChain(ctx context.Context) error {
 		{"-F", chain},
 		{"-A", chain, "-i", br, "-o", br, "-j", "ACCEPT"},
 		{"-A", chain, "-i", br, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+	}
+	if m.cfg.VIPPool.IsValid() {
+		// A host whose kube-proxy has no rule for a VIP yet sends to the machine: that
+		// VIP refuses it, as the machine's own clients are refused where no listener is.
+		rules = append(rules, []string{"-A", chain, "-i", br, "-d", m.cfg.VIPPool.String(), "-j", "REJECT", "--reject-with", "icmp-port-unreachable"})
+	}
+	rules = append(rules, [][]string{
 		{"-A", chain, "-i", br, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
 		{"-A", chain, "-o", br, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"},
-	}
+	}...)
 	for _, r := range rules {
 		if _, err := m.exec(ctx, "", "iptables", append([]string{"-w"}, r...)...); err != nil {
 			return fmt.Errorf("programming iptables chain %s: %w", chain, err)
@@ -329,7 +357,11 @@ func (m *Machine) setChain(ctx context.Context) error {
 // the bridge. It goes on after a failure and returns every error.
 func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error {
 	var errs []error
-	// The bridge first: with it go its forwarding and every route through it, so
+	// The load balancers first: nothing is sent to a host through them any more.
+	if n.VIP != nil {
+		errs = append(errs, m.teardownVIP(ctx, n.VIP, n.Bridge)...)
+	}
+	// The bridge next: with it go its forwarding and every route through it, so
 	// nothing is forwarded while the guards come down.
 	if err := m.deleteLink(ctx, n.Bridge); err != nil {
 		errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
