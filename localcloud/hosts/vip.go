@@ -37,11 +37,15 @@ import (
 //     packet to the host when mangle OUTPUT changed its mark.
 //   - Everything else for the pool (a VIP without a load balancer, a port without a
 //     listener, a client outside the source ranges, a load balancer without hosts, a
-//     TCP connection whose host left) gets the reject mark, whose rule routes it to a
-//     local route of the pool, where filter INPUT rejects it: TCP with a reset, the rest
-//     with ICMP port unreachable. Rejecting in OUTPUT would fail the client's send with
-//     EPERM instead, which clients (upstream's e2e among them) take for another error
-//     than "nothing listens".
+//     TCP connection whose host left) gets the reject mark and is delivered on the
+//     machine, where filter INPUT rejects it: TCP with a reset, the rest with ICMP port
+//     unreachable, as a cloud answers where nothing listens. Rejecting in OUTPUT would
+//     fail the client's send with EPERM instead, which clients (upstream's e2e among
+//     them) take for another error than "nothing listens". A new flow is sent to
+//     VIPSource (nat OUTPUT): an ICMP error needs a source address of the machine's,
+//     which a VIP is not, and conntrack gives the error the VIP back on its way to the
+//     client. Later packets of a flow are routed by the reject mark's rule to a local
+//     route of the pool (the kernel's TCP reset needs no address of the machine's).
 //
 // Packets for the pool that arrive on the bridge (a host whose kube-proxy has no rule
 // for a VIP yet sends it to its default route, the machine) are never sent back: the
@@ -137,8 +141,10 @@ type vipRecord struct {
 	RejectMark   uint32 `json:"rejectMark"`
 	RejectTable  uint32 `json:"rejectTable"`
 	RulePriority int    `json:"rulePriority"`
-	// MangleChain is jumped to from mangle OUTPUT, FilterChain from filter INPUT.
+	// MangleChain is jumped to from mangle OUTPUT, NATChain from nat OUTPUT,
+	// FilterChain from filter INPUT.
 	MangleChain string `json:"mangleChain"`
+	NATChain    string `json:"natChain"`
 	FilterChain string `json:"filterChain"`
 	// Chains are the load balancers' chains in the mangle table.
 	Chains []string `json:"chains,omitempty"`
@@ -156,6 +162,13 @@ type vipNode struct {
 
 func mangleChainName(bridge string) string { return "NEPHELE-LB-" + bridge }
 func filterChainName(bridge string) string { return "NEPHELE-VIP-" + bridge }
+
+// vipJump is a jump from a built-in chain to one of the data plane's, for the pool.
+type vipJump struct{ table, hook, chain string }
+
+func (v *vipRecord) jumps() []vipJump {
+	return []vipJump{{"mangle", "OUTPUT", v.MangleChain}, {"nat", "OUTPUT", v.NATChain}, {"filter", "INPUT", v.FilterChain}}
+}
 
 // vipMark returns the mark routing packets to address a of instance range r, and false
 // when a cannot have one (outside r, or beyond the mark's 16 bits).
@@ -223,7 +236,7 @@ func (m *Machine) setupVIP(ctx context.Context) error {
 		v = &vipRecord{
 			Pool: pool.String(), Source: netip.PrefixFrom(src, 32).String(),
 			Mask: vipMarkMask, RejectMark: 1 << vipMarkShift, RejectTable: addrNum(m.cfg.Range.Masked().Addr()),
-			RulePriority: vipRulePriority, MangleChain: mangleChainName(br), FilterChain: filterChainName(br),
+			RulePriority: vipRulePriority, MangleChain: mangleChainName(br), NATChain: filterChainName(br), FilterChain: filterChainName(br),
 		}
 		if err := m.record(func() { n.VIP = v }); err != nil {
 			return err
@@ -244,17 +257,20 @@ func (m *Machine) setupVIP(ctx context.Context) error {
 	// rewrites them. A new one refuses everything until then.
 	fresh := ""
 	if _, err := m.exec(ctx, "", "iptables", "-w", "-t", "mangle", "-S", v.MangleChain); err != nil {
-		fresh = fmt.Sprintf("*mangle\n:%s - [0:0]\n%sCOMMIT\n", v.MangleChain, vipPlan{v: v}.topTail())
+		fresh = fmt.Sprintf("*mangle\n:%s - [0:0]\n%sCOMMIT\n", v.MangleChain, vipPlan{v: v}.topHead()+vipPlan{v: v}.topTail())
 	}
-	filter := fmt.Sprintf("*filter\n:%s - [0:0]\n"+
-		"-A %[1]s -d %[2]s/32 -j RETURN\n"+
-		"-A %[1]s -p tcp -j REJECT --reject-with tcp-reset\n"+
-		"-A %[1]s -j REJECT --reject-with icmp-port-unreachable\n"+
-		"COMMIT\n", v.FilterChain, src)
-	if _, err := m.exec(ctx, fresh+filter, "iptables-restore", "-w", "--noflush"); err != nil {
+	reject := fmt.Sprintf("%#x/%#x", v.RejectMark, v.Mask)
+	fixed := fmt.Sprintf("*nat\n:%s - [0:0]\n"+
+		"-A %[1]s -m mark --mark %[2]s -j DNAT --to-destination %[3]s\n"+
+		"COMMIT\n"+
+		"*filter\n:%[4]s - [0:0]\n"+
+		"-A %[4]s -m mark --mark %[2]s -p tcp -j REJECT --reject-with tcp-reset\n"+
+		"-A %[4]s -m mark --mark %[2]s -j REJECT --reject-with icmp-port-unreachable\n"+
+		"COMMIT\n", v.NATChain, reject, src, v.FilterChain)
+	if _, err := m.exec(ctx, fresh+fixed, "iptables-restore", "-w", "--noflush"); err != nil {
 		return fmt.Errorf("programming the chains of VIP pool %s: %w", pool, err)
 	}
-	for _, j := range []struct{ table, hook, chain string }{{"mangle", "OUTPUT", v.MangleChain}, {"filter", "INPUT", v.FilterChain}} {
+	for _, j := range v.jumps() {
 		if _, err := m.exec(ctx, "", "iptables", "-w", "-t", j.table, "-C", j.hook, "-d", pool.String(), "-j", j.chain); err == nil {
 			continue
 		}
@@ -291,7 +307,7 @@ func (m *Machine) delVIPRule(ctx context.Context, v *vipRecord, mark, table uint
 // source address. It goes on after a failure and returns every error.
 func (m *Machine) teardownVIP(ctx context.Context, v *vipRecord, bridge string) []error {
 	var errs []error
-	for _, j := range []struct{ table, hook, chain string }{{"mangle", "OUTPUT", v.MangleChain}, {"filter", "INPUT", v.FilterChain}} {
+	for _, j := range v.jumps() {
 		for range 100 {
 			if _, err := m.exec(ctx, "", "iptables", "-w", "-t", j.table, "-D", j.hook, "-d", v.Pool, "-j", j.chain); err != nil {
 				break
@@ -299,12 +315,15 @@ func (m *Machine) teardownVIP(ctx context.Context, v *vipRecord, bridge string) 
 		}
 	}
 	// The top chain first: it jumps to the others.
-	chains := []struct{ table, chain string }{{"mangle", v.MangleChain}, {"filter", v.FilterChain}}
+	chains := v.jumps()
 	for _, c := range v.Chains {
-		chains = append(chains, struct{ table, chain string }{"mangle", c})
+		chains = append(chains, vipJump{table: "mangle", chain: c})
 	}
 	for _, op := range []string{"-F", "-X"} {
 		for _, c := range chains {
+			if c.chain == "" {
+				continue // a journal from before the chain existed
+			}
 			if _, err := m.exec(ctx, "", "iptables", "-w", "-t", c.table, op, c.chain); err != nil && !said(err, "No chain", "does not exist", "not found") {
 				errs = append(errs, fmt.Errorf("removing iptables chain %s: %w", c.chain, err))
 			}

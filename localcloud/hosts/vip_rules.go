@@ -29,7 +29,7 @@ func (p vipPlan) lbChain(name string) string { return "NEPHELE-LB-" + hashName(p
 
 // recentName is the recent list of the clients load balancer name sent to host a.
 func (p vipPlan) recentName(name string, a netip.Addr) string {
-	return fmt.Sprintf("nephele-%s-%08x", strings.ToLower(hashName(p.bridge+"/"+name))[:12], addrNum(a))
+	return fmt.Sprintf("nephele-%s-%08x", strings.ToLower(hashName(p.bridge + "/" + name))[:12], addrNum(a))
 }
 
 // markOf is the mark of host a, whose address the caller checked.
@@ -40,8 +40,14 @@ func (p vipPlan) markOf(a netip.Addr) uint32 {
 
 func (p vipPlan) mark(v uint32) string { return fmt.Sprintf("%#x/%#x", v, p.v.Mask) }
 
-// topTail is the end of the top chain, all there is before the first SetLoadBalancers:
-// what no listener took gets the reject mark.
+// topHead is the start of the top chain: replies the machine sends itself (a reset, an
+// ICMP error from a VIP) are for the source address, which is in the pool.
+func (p vipPlan) topHead() string {
+	return fmt.Sprintf("-A %s -d %s -j RETURN\n", p.v.MangleChain, p.v.Source)
+}
+
+// topTail is the end of the top chain (its head and tail are all there is before the
+// first SetLoadBalancers): what no listener took gets the reject mark.
 func (p vipPlan) topTail() string {
 	return fmt.Sprintf("-A %s -m mark --mark %s -j MARK --set-xmark %s\n", p.v.MangleChain, p.mark(0), p.mark(p.v.RejectMark))
 }
@@ -60,10 +66,7 @@ func (p vipPlan) render(lbs []LoadBalancer, stale []string) string {
 	for _, c := range stale {
 		fmt.Fprintf(&b, ":%s - [0:0]\n", c)
 	}
-	src, _ := netip.ParsePrefix(p.v.Source)
-	// Replies the machine sends itself (a reset, an ICMP error from a VIP) are for the
-	// source address, which is in the pool.
-	fmt.Fprintf(&b, "-A %s -d %s -j RETURN\n", top, src)
+	b.WriteString(p.topHead())
 	for _, lb := range lbs {
 		chain := p.lbChain(lb.Name)
 		for _, port := range lb.Ports {

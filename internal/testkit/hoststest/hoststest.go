@@ -114,7 +114,8 @@ func InNetNS(path string, fn func() error) error {
 
 // Snapshot returns the lines of the machine's state that contain one of markers (a
 // bridge name, a directory, a CIDR, a veth prefix): network namespaces, links, routes of
-// every table, mounts, iptables rules of every table, and cgroup directories. Two
+// every table, routing rules, mounts, iptables rules of every table, and cgroup
+// directories. Two
 // snapshots with the same markers, before and after a test, must be equal.
 func Snapshot(t testing.TB, markers ...string) string {
 	t.Helper()
@@ -139,6 +140,7 @@ func Snapshot(t testing.TB, markers ...string) string {
 		{"netns", []string{"ip", "netns", "list"}},
 		{"link", []string{"ip", "-o", "link", "show"}},
 		{"route", []string{"ip", "-4", "route", "show", "table", "all"}},
+		{"rule", []string{"ip", "-4", "rule", "show"}},
 		{"iptables", []string{"iptables-save"}},
 	} {
 		out, err := exec.Command(c.args[0], c.args[1:]...).Output()
