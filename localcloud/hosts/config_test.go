@@ -33,3 +33,33 @@ func TestConfigRefusesBadGuards(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigRefusesBadVIPPools(t *testing.T) {
+	p := netip.MustParsePrefix
+	tests := []struct {
+		name string
+		pool netip.Prefix
+		want string // "" for accepted
+	}{
+		{"none", netip.Prefix{}, ""},
+		{"the default", DefaultVIPPool, ""},
+		{"a /30", p("10.89.0.4/30"), ""},
+		{"loopback", p("127.100.0.0/16"), "outside 127.0.0.0/8"},
+		{"too small", p("10.89.0.0/31"), "at most a /30"},
+		{"IPv6", p("fd00::/64"), "IPv4"},
+		{"inside the instance range", p("10.88.7.0/24"), "overlaps 10.88.0.0/16"},
+		{"a guard", p("10.244.0.0/16"), "overlaps 10.244.0.0/16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Dir: t.TempDir(), Range: p("10.88.0.0/16"), Guards: []netip.Prefix{p("10.244.0.0/16")}, VIPPool: tt.pool}
+			err := c.complete()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("complete: %v, want it accepted", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("complete: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
