@@ -33,10 +33,10 @@ func listenerProbe(lb LoadBalancer, port Port, b Backend) (probe, bool) {
 	if lb.HealthCheckNodePort != 0 {
 		return probe{probeHTTP, netip.AddrPortFrom(b.Addr, lb.HealthCheckNodePort)}, true
 	}
-	if port.Protocol == TCP {
+	if port.Protocol == TCP && port.NodePort != 0 {
 		return probe{probeTCP, netip.AddrPortFrom(b.Addr, port.NodePort)}, true
 	}
-	return probe{}, false // a UDP port cannot be probed
+	return probe{}, false // a UDP port cannot be probed, nor a port without a node port
 }
 
 // backendProbes returns the distinct probes of one backend.
@@ -66,17 +66,41 @@ func probesFor(lb LoadBalancer) []probe {
 	return out
 }
 
+// backendHealth is the health of backend b of lb across its probes' states (nil when
+// nothing checks them): unhealthy when any probe fails, healthy when all pass, unknown
+// before the first round or without a probe.
+func backendHealth(lb LoadBalancer, b Backend, states map[probe]*healthState) Health {
+	probes := backendProbes(lb, b)
+	if states == nil || len(probes) == 0 {
+		return HealthUnknown
+	}
+	h := HealthHealthy
+	for _, pr := range probes {
+		s, ok := states[pr]
+		switch {
+		case !ok || s.get() == HealthUnknown:
+			if h == HealthHealthy {
+				h = HealthUnknown
+			}
+		case s.get() == HealthUnhealthy:
+			h = HealthUnhealthy
+		}
+	}
+	return h
+}
+
 // healthState is the last result of one probe.
 type healthState struct{ v atomic.Int32 }
 
 func (h *healthState) get() Health { return Health(h.v.Load()) }
 
-func (h *healthState) set(ok bool) {
+// set records a result and reports whether the health changed.
+func (h *healthState) set(ok bool) bool {
+	v := int32(HealthUnhealthy)
 	if ok {
-		h.v.Store(int32(HealthHealthy))
-	} else {
-		h.v.Store(int32(HealthUnhealthy))
+		v = int32(HealthHealthy)
 	}
+	return h.v.Swap(v) != v
 }
 
 // checker probes one load balancer's backends every interval until stopped.
@@ -86,12 +110,14 @@ type checker struct {
 	cancel            context.CancelFunc
 	done              chan struct{}
 	kick              chan struct{}
+	// onChange, when set, is called after a round in which a probe's health changed.
+	onChange func()
 
 	mu     sync.Mutex
 	states map[probe]*healthState // replaced, never modified, once published
 }
 
-func newChecker(parent context.Context, interval, timeout time.Duration) *checker {
+func newChecker(parent context.Context, interval, timeout time.Duration, onChange func()) *checker {
 	ctx, cancel := context.WithCancel(parent)
 	c := &checker{
 		interval: interval,
@@ -104,10 +130,11 @@ func newChecker(parent context.Context, interval, timeout time.Duration) *checke
 				return http.ErrUseLastResponse
 			},
 		},
-		cancel: cancel,
-		done:   make(chan struct{}),
-		kick:   make(chan struct{}, 1),
-		states: map[probe]*healthState{},
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		onChange: onChange,
+		states:   map[probe]*healthState{},
 	}
 	go c.run(ctx)
 	return c
@@ -166,6 +193,12 @@ func (c *checker) round(ctx context.Context) {
 	states := c.current()
 	sem := make(chan struct{}, maxConcurrentProbes)
 	var wg sync.WaitGroup
+	var changed atomic.Bool
+	defer func() {
+		if changed.Load() && c.onChange != nil && ctx.Err() == nil {
+			c.onChange()
+		}
+	}()
 	for pr, st := range states {
 		select {
 		case sem <- struct{}{}:
@@ -178,8 +211,8 @@ func (c *checker) round(ctx context.Context) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			ok := c.check(ctx, pr)
-			if ctx.Err() == nil {
-				st.set(ok)
+			if ctx.Err() == nil && st.set(ok) {
+				changed.Store(true)
 			}
 		}()
 	}

@@ -44,8 +44,8 @@ func testVIP() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 101, byte(1 + rand.IntN(250)), byte(1 + rand.IntN(250))})
 }
 
-// newTestPlane returns a Plane with fast health checks and its metrics registry.
-func newTestPlane(t *testing.T, mutate ...func(*Config)) (*Plane, *prometheus.Registry) {
+// newTestPlane returns a Proxy with fast health checks and its metrics registry.
+func newTestPlane(t *testing.T, mutate ...func(*Config)) (*Proxy, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := Config{
@@ -59,7 +59,7 @@ func newTestPlane(t *testing.T, mutate ...func(*Config)) (*Plane, *prometheus.Re
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	p, err := New(cfg)
+	p, err := NewProxy(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +67,11 @@ func newTestPlane(t *testing.T, mutate ...func(*Config)) (*Plane, *prometheus.Re
 	return p, reg
 }
 
-func rejected(p *Plane, lb string, proto Protocol, reason string) float64 {
+func rejected(p *Proxy, lb string, proto Protocol, reason string) float64 {
 	return testutil.ToFloat64(p.metrics.rejected.WithLabelValues(lb, string(proto), reason))
 }
 
-func apply(t *testing.T, p *Plane, lb LoadBalancer) {
+func apply(t *testing.T, p *Proxy, lb LoadBalancer) {
 	t.Helper()
 	if err := p.Apply(context.Background(), lb, nil); err != nil {
 		t.Fatalf("Apply(%s): %v", lb.Name, err)
@@ -79,7 +79,7 @@ func apply(t *testing.T, p *Plane, lb LoadBalancer) {
 }
 
 // healthy is a condition for poll: the backends at addrs are healthy.
-func healthy(p *Plane, lb string, want Health, addrs ...netip.Addr) func() error {
+func healthy(p *Proxy, lb string, want Health, addrs ...netip.Addr) func() error {
 	return func() error {
 		for _, a := range addrs {
 			if got := healthOf(p, lb, a); got != want {
@@ -91,7 +91,7 @@ func healthy(p *Plane, lb string, want Health, addrs ...netip.Addr) func() error
 }
 
 // healthOf returns the health the plane reports for the backend at addr.
-func healthOf(p *Plane, lb string, addr netip.Addr) Health {
+func healthOf(p *Proxy, lb string, addr netip.Addr) Health {
 	hs, _ := p.Health(lb)
 	for _, h := range hs {
 		if h.Backend.Addr == addr {

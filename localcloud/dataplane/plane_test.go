@@ -46,6 +46,48 @@ func TestTCPForwardsRoundRobin(t *testing.T) {
 	}
 }
 
+// TestClientIPAffinity: with affinity, every connection and UDP session of one client
+// address goes to one backend.
+func TestClientIPAffinity(t *testing.T) {
+	p, _ := newTestPlane(t)
+	nodePort := freePort(t, TCP, nodeA, nodeB)
+	udpPort := freePort(t, UDP, nodeA, nodeB)
+	tcpEcho(t, netip.AddrPortFrom(nodeA, nodePort), "a")
+	tcpEcho(t, netip.AddrPortFrom(nodeB, nodePort), "b")
+	udpEcho(t, netip.AddrPortFrom(nodeA, udpPort), "a")
+	udpEcho(t, netip.AddrPortFrom(nodeB, udpPort), "b")
+	vip := testVIP()
+	port := freePort(t, TCP, vip)
+	uport := freePort(t, UDP, vip)
+	apply(t, p, LoadBalancer{
+		Name: "web", VIP: vip, AffinityTimeout: time.Hour,
+		Ports:    []Port{{Protocol: TCP, Port: port, NodePort: nodePort}, {Protocol: UDP, Port: uport, NodePort: udpPort}},
+		Backends: []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}},
+	})
+	poll.Eventually(t, "both backends healthy", healthy(p, "web", HealthHealthy, nodeA, nodeB))
+	for _, from := range []netip.Addr{client, other} {
+		seen := map[string]int{}
+		for range 6 {
+			answer, err := askTCP(netip.AddrPortFrom(vip, port), from, "hello")
+			if err != nil {
+				t.Fatalf("asking through the VIP from %s: %v", from, err)
+			}
+			seen[tagOf(answer)]++
+		}
+		for range 3 {
+			c := newUDPClient(t, from, netip.AddrPortFrom(vip, uport))
+			answer, err := c.Ask("hello", 5*time.Second)
+			if err != nil {
+				t.Fatalf("asking UDP through the VIP from %s: %v", from, err)
+			}
+			seen[tagOf(answer)]++
+		}
+		if len(seen) != 1 {
+			t.Errorf("connections from %s went to %v, want one backend", from, seen)
+		}
+	}
+}
+
 func TestTCPSkipsUnhealthyBackends(t *testing.T) {
 	tests := []struct {
 		name string
@@ -188,7 +230,7 @@ func TestUDPSessionsEndWhenIdle(t *testing.T) {
 	}
 }
 
-func udpListenerOf(t *testing.T, p *Plane, lb string, port uint16) *udpListener {
+func udpListenerOf(t *testing.T, p *Proxy, lb string, port uint16) *udpListener {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -415,7 +457,7 @@ func TestRemoveClosesListenersAndConnections(t *testing.T) {
 	if answer, err := askTCP(netip.AddrPortFrom(vip, port), netip.Addr{}, "x"); err != nil || answer != "a x" {
 		t.Fatalf("before Remove: %q, %v", answer, err)
 	}
-	p.Remove("web")
+	_ = p.Remove(context.Background(), "web")
 	if listening(netip.AddrPortFrom(vip, port)) {
 		t.Errorf("VIP still listening after Remove")
 	}
@@ -426,7 +468,7 @@ func TestRemoveClosesListenersAndConnections(t *testing.T) {
 	if _, ok := p.Health("web"); ok {
 		t.Errorf("Health reports a removed load balancer")
 	}
-	p.Remove("web") // removing twice is harmless
+	_ = p.Remove(context.Background(), "web") // removing twice is harmless
 }
 
 func TestHealthUnknownWithoutChecks(t *testing.T) {

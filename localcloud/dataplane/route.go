@@ -1,7 +1,9 @@
 package dataplane
 
 import (
+	"hash/fnv"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -11,6 +13,8 @@ type route struct {
 	lb      string
 	allow   []netip.Prefix
 	targets []*target
+	// affinity keeps a client address on one backend.
+	affinity bool
 }
 
 // target is one backend of one listener.
@@ -21,7 +25,7 @@ type target struct {
 }
 
 func routeFor(lb LoadBalancer, port Port, states map[probe]*healthState) *route {
-	r := &route{lb: lb.Name, allow: lb.SourceRanges, targets: make([]*target, 0, len(lb.Backends))}
+	r := &route{lb: lb.Name, allow: lb.SourceRanges, targets: make([]*target, 0, len(lb.Backends)), affinity: lb.AffinityTimeout > 0}
 	for _, b := range lb.Backends {
 		t := &target{node: b.NodeName, addr: netip.AddrPortFrom(b.Addr, port.NodePort)}
 		if pr, ok := listenerProbe(lb, port, b); ok && states != nil {
@@ -50,6 +54,19 @@ func (r *route) candidates(start uint64) []*target {
 		out = append(out, healthy[(start+i)%n])
 	}
 	return out
+}
+
+// start returns where a client's round through the candidates starts: the next
+// round-robin position, or with affinity a hash of the client's address, so its
+// connections go to one backend while the healthy set stays the same.
+func (r *route) start(client netip.Addr, rr *atomic.Uint64) uint64 {
+	if !r.affinity {
+		return rr.Add(1) - 1
+	}
+	h := fnv.New64a()
+	a := client.Unmap().As16()
+	_, _ = h.Write(a[:])
+	return h.Sum64()
 }
 
 // has reports whether addr is still one of the route's targets.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 // tcpListener forwards each accepted connection to a backend.
 type tcpListener struct {
-	p      *Plane
+	p      *Proxy
 	lb     string
 	ln     *net.TCPListener
 	ctx    context.Context
@@ -26,7 +27,7 @@ type tcpListener struct {
 	closed bool
 }
 
-func newTCPListener(p *Plane, lb string, ln *net.TCPListener) *tcpListener {
+func newTCPListener(p *Proxy, lb string, ln *net.TCPListener) *tcpListener {
 	ctx, cancel := context.WithCancel(p.ctx)
 	return &tcpListener{p: p, lb: lb, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 }
@@ -104,7 +105,7 @@ func (l *tcpListener) handle(client *net.TCPConn) {
 		refuse(client)
 		return
 	}
-	upstream := l.dial(r)
+	upstream := l.dial(r, src.Addr())
 	if upstream == nil {
 		l.p.metrics.rejected.WithLabelValues(l.lb, string(TCP), reasonNoBackend).Inc()
 		refuse(client)
@@ -120,9 +121,9 @@ func (l *tcpListener) handle(client *net.TCPConn) {
 }
 
 // dial connects to the first candidate backend that answers.
-func (l *tcpListener) dial(r *route) *net.TCPConn {
+func (l *tcpListener) dial(r *route, client netip.Addr) *net.TCPConn {
 	d := net.Dialer{Timeout: l.p.cfg.DialTimeout}
-	for _, t := range r.candidates(l.rr.Add(1) - 1) {
+	for _, t := range r.candidates(r.start(client, &l.rr)) {
 		c, err := d.DialContext(l.ctx, "tcp", t.addr.String())
 		if err == nil {
 			return c.(*net.TCPConn)

@@ -16,7 +16,7 @@ const maxDatagram = 64 << 10
 // backend, so replies find their way back and one client's datagrams stay on one
 // backend. A session ends after the idle timeout.
 type udpListener struct {
-	p     *Plane
+	p     *Proxy
 	lb    string
 	pc    *net.UDPConn
 	route atomic.Pointer[route]
@@ -37,7 +37,7 @@ type udpSession struct {
 
 func (s *udpSession) touch() { s.last.Store(time.Now().UnixNano()) }
 
-func newUDPListener(p *Plane, lb string, pc *net.UDPConn) *udpListener {
+func newUDPListener(p *Proxy, lb string, pc *net.UDPConn) *udpListener {
 	return &udpListener{p: p, lb: lb, pc: pc, sessions: map[netip.AddrPort]*udpSession{}}
 }
 
@@ -110,7 +110,7 @@ func (l *udpListener) session(r *route, client netip.AddrPort) *udpSession {
 	if s, ok := l.sessions[client]; ok {
 		return s
 	}
-	for _, t := range r.candidates(l.rr.Add(1) - 1) {
+	for _, t := range r.candidates(r.start(client.Addr(), &l.rr)) {
 		up, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(t.addr))
 		if err != nil {
 			l.p.log.V(4).Info("opening a UDP session", "loadbalancer", l.lb, "node", t.node, "err", err.Error())

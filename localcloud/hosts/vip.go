@@ -454,6 +454,14 @@ func (m *Machine) SetLoadBalancers(ctx context.Context, lbs []LoadBalancer) erro
 	}))...)
 }
 
+// CheckLoadBalancer says why SetLoadBalancers would refuse lb, nil when it would not.
+func (m *Machine) CheckLoadBalancer(lb LoadBalancer) error {
+	if !m.cfg.VIPPool.IsValid() {
+		return errors.New("this machine has no VIP pool: load balancers need Config.VIPPool")
+	}
+	return m.checkLoadBalancer(&lb)
+}
+
 // checkLoadBalancer refuses a load balancer the data plane cannot program.
 func (m *Machine) checkLoadBalancer(lb *LoadBalancer) error {
 	src := VIPSource(m.cfg.VIPPool)
