@@ -157,13 +157,47 @@ const (
 )
 
 // Port is one load balancer listener: traffic to VIP:Port is forwarded to each
-// backend's Address:NodePort.
+// backend's Address:NodePort (the user-space data plane), or to each backend unchanged
+// (the kernel data plane of a cloud with hosts, where NodePort may be 0: a Service with
+// allocateLoadBalancerNodePorts false).
 type Port struct {
 	Name     string   `json:"name,omitempty"`
 	Protocol Protocol `json:"protocol"`
 	Port     int32    `json:"port"`
 	NodePort int32    `json:"nodePort"`
 }
+
+// SessionAffinity is how a load balancer spreads one client's connections: Kubernetes'
+// spec.sessionAffinity.
+type SessionAffinity string
+
+// Session affinities.
+const (
+	// SessionAffinityNone spreads every new connection over the healthy backends.
+	SessionAffinityNone SessionAffinity = "None"
+	// SessionAffinityClientIP sends a client address's connections to one backend.
+	SessionAffinityClientIP SessionAffinity = "ClientIP"
+)
+
+// Session affinity timeouts, in seconds: Kubernetes' default and maximum of
+// sessionAffinityConfig.clientIP.timeoutSeconds.
+const (
+	DefaultSessionAffinityTimeoutSeconds = 10800
+	MaxSessionAffinityTimeoutSeconds     = 86400
+)
+
+// IPMode is how a load balancer's VIP reaches the backends: Kubernetes' ingress ipMode.
+type IPMode string
+
+// IP modes.
+const (
+	// IPModeVIP: packets reach the backends with the VIP as destination and the client
+	// as source (the kernel data plane).
+	IPModeVIP IPMode = "VIP"
+	// IPModeProxy: a proxy terminates the client's connection and opens its own to a
+	// backend's node port (the user-space data plane).
+	IPModeProxy IPMode = "Proxy"
+)
 
 // Backend is one node behind a load balancer.
 type Backend struct {
@@ -190,6 +224,12 @@ type LoadBalancerSpec struct {
 	SourceRanges []string `json:"sourceRanges,omitempty"`
 	// RequestedIP asks for a particular VIP from the pool (Service spec.loadBalancerIP).
 	RequestedIP string `json:"requestedIP,omitempty"`
+	// SessionAffinity is None (or empty) or ClientIP.
+	SessionAffinity SessionAffinity `json:"sessionAffinity,omitempty"`
+	// SessionAffinityTimeoutSeconds is how long a client address stays on its backend
+	// after its last new connection, with ClientIP: 1 to 86400, 0 for the default
+	// (10800).
+	SessionAffinityTimeoutSeconds int32 `json:"sessionAffinityTimeoutSeconds,omitempty"`
 }
 
 // BackendsUpdate is the body of an update-backends request: the whole desired set.
@@ -217,7 +257,10 @@ type BackendStatus struct {
 // LoadBalancerStatus is what the cloud reports about a load balancer.
 type LoadBalancerStatus struct {
 	// VIP is the address clients connect to.
-	VIP      string          `json:"vip"`
+	VIP string `json:"vip"`
+	// IPMode says how the VIP reaches the backends: VIP (the kernel data plane) or
+	// Proxy (the user-space one).
+	IPMode   IPMode          `json:"ipMode,omitempty"`
 	Backends []BackendStatus `json:"backends,omitempty"`
 	// Error is set when the data plane could not open the listeners (for example after
 	// a restart found a port taken); the next ensure retries.

@@ -7,6 +7,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 )
 
 // FieldError reports an invalid request field. Field is a path into the request,
@@ -269,8 +270,10 @@ func (s *LoadBalancerSpec) Validate() error {
 		if p.Port < 1 || p.Port > math.MaxUint16 {
 			return fieldErr(field+".port", "%d: want 1-65535", p.Port)
 		}
-		if p.NodePort < 1 || p.NodePort > math.MaxUint16 {
-			return fieldErr(field+".nodePort", "%d: want 1-65535", p.NodePort)
+		// 0 is a Service without node ports; whether the data plane can serve it is
+		// the server's to say.
+		if p.NodePort < 0 || p.NodePort > math.MaxUint16 {
+			return fieldErr(field+".nodePort", "%d: want 0-65535", p.NodePort)
 		}
 		if j, dup := seen[listener{p.Protocol, p.Port}]; dup {
 			return fieldErr(field+".port", "%s %d is already spec.ports[%d]", p.Protocol, p.Port, j)
@@ -293,7 +296,32 @@ func (s *LoadBalancerSpec) Validate() error {
 			return fieldErr("spec.requestedIP", "%q is not an IP address", s.RequestedIP)
 		}
 	}
+	switch s.SessionAffinity {
+	case "", SessionAffinityNone:
+		if s.SessionAffinityTimeoutSeconds != 0 {
+			return fieldErr("spec.sessionAffinityTimeoutSeconds", "only with sessionAffinity %s", SessionAffinityClientIP)
+		}
+	case SessionAffinityClientIP:
+		if t := s.SessionAffinityTimeoutSeconds; t < 0 || t > MaxSessionAffinityTimeoutSeconds {
+			return fieldErr("spec.sessionAffinityTimeoutSeconds", "%d: want 0 (the default, %d) or 1-%d", t, DefaultSessionAffinityTimeoutSeconds, MaxSessionAffinityTimeoutSeconds)
+		}
+	default:
+		return fieldErr("spec.sessionAffinity", "%q: want %s or %s", s.SessionAffinity, SessionAffinityNone, SessionAffinityClientIP)
+	}
 	return nil
+}
+
+// AffinityTimeout returns how long a client stays on its backend: 0 without ClientIP
+// affinity, the default when the spec gives no timeout.
+func (s *LoadBalancerSpec) AffinityTimeout() time.Duration {
+	if s.SessionAffinity != SessionAffinityClientIP {
+		return 0
+	}
+	secs := s.SessionAffinityTimeoutSeconds
+	if secs == 0 {
+		secs = DefaultSessionAffinityTimeoutSeconds
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // ValidateBackends checks a backend set named field ("spec.backends" or "backends").

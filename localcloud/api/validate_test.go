@@ -70,7 +70,18 @@ func TestLoadBalancerSpecValidate(t *testing.T) {
 		{name: "no ports", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports = nil }), field: "spec.ports"},
 		{name: "port 0", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[0].Port = 0 }), field: "spec.ports[0].port"},
 		{name: "port too big", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[1].Port = 65536 }), field: "spec.ports[1].port"},
-		{name: "node port missing", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[0].NodePort = 0 }), field: "spec.ports[0].nodePort"},
+		{name: "no node port (the server says whether its data plane needs one)", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[0].NodePort = 0 })},
+		{name: "negative node port", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[0].NodePort = -1 }), field: "spec.ports[0].nodePort"},
+		{name: "ClientIP affinity", spec: lbSpec(func(s *LoadBalancerSpec) { s.SessionAffinity = SessionAffinityClientIP })},
+		{name: "ClientIP affinity with a timeout", spec: lbSpec(func(s *LoadBalancerSpec) {
+			s.SessionAffinity, s.SessionAffinityTimeoutSeconds = SessionAffinityClientIP, 125
+		})},
+		{name: "affinity None", spec: lbSpec(func(s *LoadBalancerSpec) { s.SessionAffinity = SessionAffinityNone })},
+		{name: "unknown affinity", spec: lbSpec(func(s *LoadBalancerSpec) { s.SessionAffinity = "Cookie" }), field: "spec.sessionAffinity"},
+		{name: "affinity timeout too long", spec: lbSpec(func(s *LoadBalancerSpec) {
+			s.SessionAffinity, s.SessionAffinityTimeoutSeconds = SessionAffinityClientIP, 86401
+		}), field: "spec.sessionAffinityTimeoutSeconds"},
+		{name: "affinity timeout without affinity", spec: lbSpec(func(s *LoadBalancerSpec) { s.SessionAffinityTimeoutSeconds = 60 }), field: "spec.sessionAffinityTimeoutSeconds"},
 		{name: "duplicate listener", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[1].Protocol = ProtocolTCP }), field: "spec.ports[1].port"},
 		{name: "bad backend address", spec: lbSpec(func(s *LoadBalancerSpec) { s.Backends[1].Address = "node-2" }), field: "spec.backends[1].address"},
 		{name: "zoned backend address", spec: lbSpec(func(s *LoadBalancerSpec) { s.Backends[1].Address = "fe80::1%eth0" }), field: "spec.backends[1].address"},

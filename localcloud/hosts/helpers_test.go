@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -24,54 +23,11 @@ import (
 const helperEnv = "NEPHELE_HOSTS_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(helperEnv) {
-	case "listen":
+	hoststest.Serve()
+	if os.Getenv(helperEnv) == "listen" {
 		os.Exit(listen(os.Getenv("HELPER_ADDR")))
-	case "vip":
-		os.Exit(serveVIP(os.Getenv("HELPER_ADDR")))
 	}
 	os.Exit(m.Run())
-}
-
-// serveVIP stands in for kube-proxy and a Service's pods on a host: on addr, TCP and
-// UDP, it answers "<instance name> <client address>" (and then echoes what a TCP
-// client sends), until killed.
-func serveVIP(addr string) int {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
-	}
-	pc, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
-	}
-	name := os.Getenv("NEPHELE_INSTANCE_NAME")
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = pc.WriteTo([]byte(name+" "+from.(*net.UDPAddr).IP.String()+"\n"), from)
-		}
-	}()
-	fmt.Println("helper serving VIP on", addr)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return 1
-		}
-		go func() {
-			defer func() { _ = c.Close() }()
-			// Then an echo, so a test can hold a connection open and use it.
-			if _, err := fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr().(*net.TCPAddr).IP); err == nil {
-				_, _ = io.Copy(c, c)
-			}
-		}()
-	}
 }
 
 // listen serves "hello from <instance name>" on addr until killed.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,21 +34,10 @@ func (tn testNet) vip(i int) netip.Addr {
 	return a
 }
 
-// vipHost is a host standing in for a node with kube-proxy: serveVIP answers on each
-// VIP, which the host has on its loopback interface, as kube-proxy would take it.
+// vipHost is a host standing in for a node with kube-proxy serving vips.
 func vipHost(tn testNet, i int, id, name string, vips ...netip.Addr) hosts.HostSpec {
-	var script []string
-	for _, v := range vips {
-		script = append(script, "ip addr add "+v.String()+"/32 dev lo")
-	}
-	script = append(script, `exec "$0" -test.run=none`)
-	return hosts.HostSpec{
-		ID: id, Name: name, Address: tn.addr(i),
-		BootCommand: []string{"sh", "-c", strings.Join(script, " && "), os.Args[0]},
-		// On the VIP: UDP answers from the address it was sent to, as kube-proxy's
-		// DNAT does.
-		Env: map[string]string{helperEnv: "vip", "HELPER_ADDR": netip.AddrPortFrom(vips[0], 80).String()},
-	}
+	boot, env := hoststest.Serving(vips...)
+	return hosts.HostSpec{ID: id, Name: name, Address: tn.addr(i), BootCommand: boot, Env: env}
 }
 
 // ask connects to addr from the machine and returns the host that answered and the
@@ -148,7 +136,7 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 			if err := m.Start(ctx, s); err != nil {
 				t.Fatal(err)
 			}
-			waitLog(t, m, s.ID, "helper serving VIP")
+			waitLog(t, m, s.ID, "hoststest server serving")
 		}
 		// Before any load balancer, the pool refuses.
 		refused(t, netip.AddrPortFrom(vip, 80))
@@ -274,7 +262,7 @@ func TestLoadBalancersOutliveACrash(t *testing.T) {
 	if err := m1.Start(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, m1, a.ID, "helper serving VIP")
+	waitLog(t, m1, a.ID, "hoststest server serving")
 	if err := m1.SetLoadBalancers(ctx, []hosts.LoadBalancer{web}); err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +270,8 @@ func TestLoadBalancersOutliveACrash(t *testing.T) {
 	if err := m1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Should the test stop before its own Cleanup.
+	t.Cleanup(func() { _ = hosts.Cleanup(ctx, tn.cfg.Dir, testlog.New(t, 0)) })
 	answers(t, at80, 3, m1.VIPSource())
 
 	m2, err := hosts.Open(ctx, tn.cfg)

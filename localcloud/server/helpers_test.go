@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +17,17 @@ import (
 	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
+	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
 const token = "test-token"
+
+func TestMain(m *testing.M) {
+	// Hosts of the tests run this binary as a stand-in for a node serving VIPs.
+	hoststest.Serve()
+	os.Exit(m.Run())
+}
 
 // testCloud is a running local cloud under test.
 type testCloud struct {

@@ -41,6 +41,10 @@ func (c *Config) hostsDefaults() error {
 	if !c.InstanceCIDR.IsValid() {
 		c.InstanceCIDR = hosts.DefaultRange
 	}
+	if !c.VIPPool.IsValid() {
+		// Hosts have a kernel data plane: VIPs routed to them, outside the loopback.
+		c.VIPPool = hosts.DefaultVIPPool
+	}
 	if err := hosts.ValidateRange(c.InstanceCIDR); err != nil {
 		return fmt.Errorf("the instance CIDR: %w", err)
 	}

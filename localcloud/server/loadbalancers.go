@@ -25,6 +25,7 @@ func toDataPlane(lb *api.LoadBalancer) (dataplane.LoadBalancer, error) {
 		Name:                lb.Name,
 		VIP:                 vip,
 		HealthCheckNodePort: uint16(lb.Spec.HealthCheckNodePort),
+		AffinityTimeout:     lb.Spec.AffinityTimeout(),
 	}
 	for _, p := range lb.Spec.Ports {
 		out.Ports = append(out.Ports, dataplane.Port{
@@ -55,6 +56,7 @@ func toDataPlane(lb *api.LoadBalancer) (dataplane.LoadBalancer, error) {
 // plane errors.
 func (s *Server) withStatus(lb api.LoadBalancer) api.LoadBalancer {
 	lb.Status.Error = s.dpError(lb.Name)
+	lb.Status.IPMode = s.ipMode
 	health, running := s.plane.Health(lb.Name)
 	lb.Status.Backends = make([]api.BackendStatus, 0, len(lb.Spec.Backends))
 	for i, b := range lb.Spec.Backends {
@@ -82,6 +84,7 @@ func (s *Server) written(c *call, lb api.LoadBalancer) api.LoadBalancer {
 	}
 	c.w.Header().Set("Preference-Applied", "return=minimal")
 	lb.Status.Error = s.dpError(lb.Name)
+	lb.Status.IPMode = s.ipMode
 	lb.Spec.Backends = nil
 	lb.Status.Backends = nil
 	return lb
@@ -153,6 +156,9 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	if err := spec.Validate(); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkPlane(&spec); err != nil {
+		return 0, nil, err
+	}
 	if spec.Backends == nil {
 		spec.Backends = []api.Backend{}
 	}
@@ -165,6 +171,9 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 		requested = requested.Unmap()
 		if !s.cfg.VIPPool.Contains(requested) {
 			return 0, nil, invalid("spec.requestedIP", "%s is outside the VIP pool %s", requested, s.cfg.VIPPool)
+		}
+		if s.reservedVIP(requested) {
+			return 0, nil, invalid("spec.requestedIP", "%s is the machine's own source address for VIP traffic, never a VIP", requested)
 		}
 	}
 
@@ -185,13 +194,18 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 		}
 		defer release()
 		vip = requested
-	case exists:
+	case exists && s.inPool(old.Status.VIP):
 		vip, err = netip.ParseAddr(old.Status.VIP)
 		if err != nil {
 			return 0, nil, fmt.Errorf("stored load balancer %s has a bad VIP: %w", name, err)
 		}
 	default:
-		return s.createWithFreeVIP(c, name, spec)
+		// A new load balancer, or one whose VIP the pool (changed since) no longer has.
+		var prev *api.LoadBalancer
+		if exists {
+			prev = &old
+		}
+		return s.createWithFreeVIP(c, name, spec, prev)
 	}
 
 	if exists && old.Status.VIP == vip.String() && sameSpec(&old.Spec, &spec) && s.dpError(name) == "" {
@@ -239,7 +253,7 @@ func (s *Server) claimFreeVIP(ctx context.Context, name string, skip func(netip.
 	defer s.vipMu.Unlock()
 	vip, err = s.store.FreeVIP(ctx, s.cfg.VIPPool, func(a netip.Addr) bool {
 		_, taken := s.claimed[a]
-		return taken || skip(a)
+		return taken || skip(a) || s.reservedVIP(a)
 	})
 	if err != nil {
 		return netip.Addr{}, nil, err
@@ -266,8 +280,9 @@ const maxVIPAttempts = 16
 // createWithFreeVIP creates load balancer name on a free VIP. The pool is on the
 // machine's loopback range, which other programs (another local cloud, a test) may use
 // too: an address whose ports something else holds is skipped, as a cloud would never
-// hand out an address it cannot serve. Called with name's lock held.
-func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSpec) (int, any, error) {
+// hand out an address it cannot serve. prev, when set, is the load balancer as stored,
+// on a VIP its pool no longer has. Called with name's lock held.
+func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSpec, prev *api.LoadBalancer) (int, any, error) {
 	busy := map[netip.Addr]bool{}
 	var lastConflict error
 	for {
@@ -281,6 +296,10 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 		}
 		now := time.Now().UTC()
 		lb := api.LoadBalancer{Name: name, Spec: spec, Status: api.LoadBalancerStatus{VIP: vip.String()}, CreatedAt: now, UpdatedAt: now}
+		status := http.StatusCreated
+		if prev != nil {
+			lb.CreatedAt, status = prev.CreatedAt, http.StatusOK
+		}
 		err = s.apply(c, lb)
 		release()
 		var conflict *dataplane.ConflictError
@@ -293,7 +312,7 @@ func (s *Server) createWithFreeVIP(c *call, name string, spec api.LoadBalancerSp
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusCreated, s.written(c, lb), nil
+		return status, s.written(c, lb), nil
 	}
 }
 
@@ -348,7 +367,37 @@ func (s *Server) deleteLoadBalancer(c *call) (int, any, error) {
 	if _, err := s.store.DeleteLoadBalancer(c.r.Context(), name); err != nil {
 		return 0, nil, err
 	}
-	s.plane.Remove(name)
+	if err := s.plane.Remove(c.r.Context(), name); err != nil {
+		// The load balancer is gone from the state; the data plane retries.
+		s.log.Error(err, "removing a load balancer from the data plane", "loadbalancer", name)
+	}
 	s.setDPError(name, nil)
 	return http.StatusNoContent, nil, nil
+}
+
+// checkPlane refuses what the data plane cannot serve: the proxy forwards to node ports,
+// so every port needs one.
+func (s *Server) checkPlane(spec *api.LoadBalancerSpec) error {
+	if s.ipMode != api.IPModeProxy {
+		return nil
+	}
+	for i, p := range spec.Ports {
+		if p.NodePort == 0 {
+			return invalid(fmt.Sprintf("spec.ports[%d].nodePort", i), "0: this local cloud's load balancers are user-space proxies to node ports (VIPs on %s); "+
+				"a Service without node ports (allocateLoadBalancerNodePorts: false) needs a cloud with host instances and a VIP pool outside 127.0.0.0/8, whose load balancers route to the nodes", s.cfg.VIPPool)
+		}
+	}
+	return nil
+}
+
+// reservedVIP reports whether a of the pool is not for load balancers: the kernel data
+// plane's source address.
+func (s *Server) reservedVIP(a netip.Addr) bool {
+	return s.machine != nil && s.machine.VIPSource() == a
+}
+
+// inPool reports whether a stored VIP is an address of the current pool.
+func (s *Server) inPool(vip string) bool {
+	a, err := netip.ParseAddr(vip)
+	return err == nil && s.cfg.VIPPool.Contains(a.Unmap()) && !s.reservedVIP(a.Unmap())
 }

@@ -36,6 +36,9 @@ var (
 	DefaultInstanceCIDR = netip.MustParsePrefix("127.200.0.0/16")
 )
 
+// loopback is where the proxy's VIPs are.
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
 // Config configures a Server. Zero values take the defaults above.
 type Config struct {
 	// StatePath is the bbolt state file; it is created if missing. Required.
@@ -51,13 +54,16 @@ type Config struct {
 	InstanceType string
 	// InstanceCIDR is where instances created without an InternalIP get one from.
 	InstanceCIDR netip.Prefix
-	// VIPPool is where load balancer VIPs come from.
+	// VIPPool is where load balancer VIPs come from. It decides the data plane: inside
+	// 127.0.0.0/8 the user-space proxy (dataplane.Proxy, ipMode Proxy), which needs no
+	// root; outside it the kernel's route to the hosts (dataplane.Kernel, ipMode VIP),
+	// which needs Hosts. Default DefaultVIPPool, or hosts.DefaultVIPPool with Hosts.
 	VIPPool netip.Prefix
 	// Faults are the fault rules at start; /admin/faults changes them later.
 	Faults []api.Fault
 	// FaultSeed seeds the random draws of latency distributions and error rates.
 	FaultSeed uint64
-	// DataPlane configures the load balancer proxies. Its Logger and Metrics are set
+	// DataPlane configures the load balancer data plane. Its Logger and Metrics are set
 	// by the server.
 	DataPlane dataplane.Config
 	// Hosts, when set, enables host instances (localcloud/hosts): real hosts on this
@@ -97,6 +103,12 @@ func (c *Config) defaults() error {
 		c.VIPPool = DefaultVIPPool
 	}
 	c.InstanceCIDR, c.VIPPool = c.InstanceCIDR.Masked(), c.VIPPool.Masked()
+	if !loopback.Contains(c.VIPPool.Addr()) || c.VIPPool.Bits() < loopback.Bits() {
+		if c.Hosts == nil {
+			return fmt.Errorf("VIP pool %s: a pool outside %s is routed to host instances by the kernel and needs them (--hosts); without hosts, VIPs are on the loopback range", c.VIPPool, loopback)
+		}
+		c.Hosts.VIPPool = c.VIPPool
+	}
 	spec := api.InstanceSpec{Name: "x", Region: c.Region, InstanceType: c.InstanceType}
 	for _, z := range c.Zones {
 		spec.Zone = z
@@ -109,10 +121,12 @@ func (c *Config) defaults() error {
 
 // Server is a running local cloud.
 type Server struct {
-	cfg     Config
-	log     logr.Logger
-	store   *store.Store
-	plane   *dataplane.Plane
+	cfg   Config
+	log   logr.Logger
+	store *store.Store
+	plane dataplane.Plane
+	// ipMode is what the data plane is: VIP for the kernel's, Proxy for the proxy.
+	ipMode  api.IPMode
 	faults  *faults.Injector
 	metrics *metrics
 	ln      net.Listener
@@ -187,11 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		_ = s.store.Close()
 		return nil, err
 	}
-	dpCfg := cfg.DataPlane
-	dpCfg.Logger = cfg.Logger.WithName("dataplane")
-	dpCfg.Metrics = reg
-	s.plane, err = dataplane.New(dpCfg)
-	if err != nil {
+	if err := s.startPlane(reg); err != nil {
 		return fail(fmt.Errorf("starting the data plane: %w", err))
 	}
 	if err := s.restore(ctx); err != nil {
@@ -231,7 +241,30 @@ func (s *Server) releaseHosts(ctx context.Context, err error) error {
 	return errors.Join(fmt.Errorf("%w; the host instances on this machine keep running, recorded in %s for the next start to adopt (localcloud --cleanup removes them)", err, s.machine.Dir()), rerr)
 }
 
-// restore re-opens the listeners of every stored load balancer.
+// startPlane starts the data plane the VIP pool asks for: the kernel's when the
+// machine has the pool (it is outside the loopback range), the proxy otherwise.
+func (s *Server) startPlane(reg *prometheus.Registry) error {
+	cfg := s.cfg.DataPlane
+	cfg.Logger = s.cfg.Logger.WithName("dataplane")
+	cfg.Metrics = reg
+	if s.machine != nil && s.machine.VIPPool().IsValid() {
+		k, err := dataplane.NewKernel(cfg, s.machine)
+		if err != nil {
+			return err
+		}
+		s.plane, s.ipMode = k, api.IPModeVIP
+		return nil
+	}
+	p, err := dataplane.NewProxy(cfg)
+	if err != nil {
+		return err
+	}
+	s.plane, s.ipMode = p, api.IPModeProxy
+	return nil
+}
+
+// restore re-opens the listeners of every stored load balancer, or programs them into
+// the machine.
 func (s *Server) restore(ctx context.Context) error {
 	lbs, err := s.store.ListLoadBalancers(ctx)
 	if err != nil {
@@ -247,7 +280,13 @@ func (s *Server) restore(ctx context.Context) error {
 			s.log.Error(err, "re-opening a load balancer's listeners", "loadbalancer", lb.Name)
 		}
 	}
-	s.log.V(1).Info("load balancers restored", "count", len(lbs))
+	if k, ok := s.plane.(*dataplane.Kernel); ok {
+		// Removes what the last run left of load balancers the state no longer has.
+		if err := k.Sync(ctx); err != nil {
+			s.log.Error(err, "programming the load balancers")
+		}
+	}
+	s.log.V(1).Info("load balancers restored", "count", len(lbs), "ipMode", s.ipMode)
 	return nil
 }
 

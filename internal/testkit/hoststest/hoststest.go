@@ -9,7 +9,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,6 +189,72 @@ func stripCounters(out []byte) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// ServeEnv, in a host's environment, makes a test binary whose TestMain calls Serve a
+// server on the address it names.
+const ServeEnv = "HOSTSTEST_SERVE"
+
+// Serve, called first in a TestMain, turns the test binary into a server when ServeEnv
+// is set, and then never returns: on that address, TCP and UDP, it answers
+// "<instance name> <client address>" (and then echoes what a TCP client sends, so a
+// test can hold a connection open), standing in for kube-proxy and a Service's pods on
+// a node. Without ServeEnv it returns at once.
+func Serve() {
+	addr := os.Getenv(ServeEnv)
+	if addr == "" {
+		return
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hoststest server:", err)
+		os.Exit(1)
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hoststest server:", err)
+		os.Exit(1)
+	}
+	name := os.Getenv("NEPHELE_INSTANCE_NAME")
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(name+" "+from.(*net.UDPAddr).IP.String()+"\n"), from)
+		}
+	}()
+	fmt.Println("hoststest server serving on", addr)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			if _, err := fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr().(*net.TCPAddr).IP); err == nil {
+				_, _ = io.Copy(c, c)
+			}
+		}()
+	}
+}
+
+// Serving is what makes a host a stand-in for a node whose kube-proxy serves VIPs:
+// the boot command puts each VIP on the host's loopback interface (as kube-proxy takes
+// a VIP's packets for itself) and runs this test binary as Serve's server on port 80 of
+// the first, and the environment to give it. The test binary's TestMain must call Serve.
+func Serving(vips ...netip.Addr) (boot []string, env map[string]string) {
+	var script []string
+	for _, v := range vips {
+		script = append(script, "ip addr add "+v.String()+"/32 dev lo")
+	}
+	script = append(script, `exec "$0" -test.run=none`)
+	// On the VIP itself: UDP answers from the address it was sent to, as kube-proxy's
+	// DNAT does.
+	return []string{"sh", "-c", strings.Join(script, " && "), os.Args[0]},
+		map[string]string{ServeEnv: netip.AddrPortFrom(vips[0], 80).String()}
 }
 
 // Sysctl reads a sysctl such as "net/ipv4/ip_forward".
