@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -127,6 +128,15 @@ type LoadBalancerSpec struct {
 	IPFamilies []corev1.IPFamily
 	// RequestedIP is the deprecated spec.loadBalancerIP, if set.
 	RequestedIP string
+	// SessionAffinity is the Service's spec.sessionAffinity: ClientIP asks that a client
+	// address's connections go to one backend, None (what the controller makes of an
+	// empty one) that they spread. Upstream providers read it from the Service; here it
+	// is part of the spec, so a change ensures the load balancer again.
+	SessionAffinity corev1.ServiceAffinity
+	// SessionAffinityTimeout is, with ClientIP, how long a client stays on its backend
+	// after its last connection: spec.sessionAffinityConfig.clientIP.timeoutSeconds, or
+	// Kubernetes' default of 10800 seconds. 0 with None.
+	SessionAffinityTimeout time.Duration
 }
 
 // LoadBalancerPort is one listener: a Service port as upstream's service controller

@@ -239,12 +239,17 @@ func nodeAddress(n *corev1.Node) (string, bool) {
 	return "", false
 }
 
-// status is the Service status of lb. It sets the IP mode the apiserver would default,
-// as providers/local does: without it upstream's service controller finds every status it
-// reads back different from the one it computed and patches it again on every sync,
-// spending its apiserver budget on a difference that comes from the provider.
+// status is the Service status of lb, with the IP mode the cloud reports, as
+// providers/local maps it (VIP for the kernel data plane, Proxy for the user-space one
+// and for a cloud from before ipMode). The mode is always set: without it the
+// apiserver defaults one, upstream's service controller finds every status it reads back
+// different from the one it computed and patches it again on every sync, spending its
+// apiserver budget on a difference that comes from the provider.
 func status(lb *api.LoadBalancer) *corev1.LoadBalancerStatus {
-	mode := corev1.LoadBalancerIPModeVIP
+	mode := corev1.LoadBalancerIPModeProxy
+	if lb.Status.IPMode == api.IPModeVIP {
+		mode = corev1.LoadBalancerIPModeVIP
+	}
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: lb.Status.VIP, IPMode: &mode}}}
 }
 

@@ -152,10 +152,10 @@ func TestLoadBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EnsureLoadBalancer: %v", err)
 	}
-	// The IP mode the apiserver defaults is set, so upstream's controller finds the
-	// status it reads back equal to this one and does not patch it again.
-	if len(st.Ingress) != 1 || st.Ingress[0].IP == "" || st.Ingress[0].IPMode == nil || *st.Ingress[0].IPMode != corev1.LoadBalancerIPModeVIP {
-		t.Fatalf("status %+v: want one ingress with the VIP and IP mode VIP", st)
+	// The IP mode is set (the cloud's, Proxy on loopback VIPs), so upstream's controller
+	// finds the status it reads back equal to this one and does not patch it again.
+	if len(st.Ingress) != 1 || st.Ingress[0].IP == "" || st.Ingress[0].IPMode == nil || *st.Ingress[0].IPMode != corev1.LoadBalancerIPModeProxy {
+		t.Fatalf("status %+v: want one ingress with the VIP and IP mode Proxy", st)
 	}
 	got, err := direct.GetLoadBalancer(ctx, name)
 	if err != nil {

@@ -237,7 +237,8 @@ func TestEndToEnd(t *testing.T) {
 			return err
 		}
 		ing := s.Status.LoadBalancer.Ingress
-		if len(ing) == 1 && ing[0].IP == vip.String() && ing[0].IPMode != nil && *ing[0].IPMode == corev1.LoadBalancerIPModeVIP {
+		// VIPs on loopback: the user-space proxy, ipMode Proxy.
+		if len(ing) == 1 && ing[0].IP == vip.String() && ing[0].IPMode != nil && *ing[0].IPMode == corev1.LoadBalancerIPModeProxy {
 			return nil
 		}
 		return fmt.Errorf("ingress %+v finalizers %v", ing, s.Finalizers)

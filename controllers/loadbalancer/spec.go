@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -188,6 +189,7 @@ func buildSpec(svc *corev1.Service, clusterName string) (*cloud.LoadBalancerSpec
 	if spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
 		spec.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 	}
+	spec.SessionAffinity, spec.SessionAffinityTimeout = sessionAffinity(svc)
 	spec.Ports = make([]cloud.LoadBalancerPort, 0, len(svc.Spec.Ports))
 	for _, p := range svc.Spec.Ports {
 		proto := p.Protocol
@@ -204,6 +206,20 @@ func buildSpec(svc *corev1.Service, clusterName string) (*cloud.LoadBalancerSpec
 		})
 	}
 	return spec, nil
+}
+
+// sessionAffinity returns svc's session affinity and, with ClientIP, its timeout
+// (Kubernetes' default when the Service gives none; the API server defaults it too, but
+// a Service from a client that skipped defaulting must not pin clients forever).
+func sessionAffinity(svc *corev1.Service) (corev1.ServiceAffinity, time.Duration) {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return corev1.ServiceAffinityNone, 0
+	}
+	secs := corev1.DefaultClientIPServiceAffinitySeconds
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		secs = *c.ClientIP.TimeoutSeconds
+	}
+	return corev1.ServiceAffinityClientIP, time.Duration(secs) * time.Second
 }
 
 // cleanupSpec returns a spec good enough to delete svc's load balancer: the name and the

@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
@@ -177,6 +179,30 @@ func TestBuildSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "ClientIP affinity with its timeout",
+			svc: newService("ns", "web", func(s *corev1.Service) {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](125)}}
+			}),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.SessionAffinity, s.SessionAffinityTimeout = corev1.ServiceAffinityClientIP, 125*time.Second
+			},
+		},
+		{
+			name: "ClientIP affinity without a timeout has Kubernetes' default",
+			svc:  newService("ns", "web", func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }),
+			want: func(s *cloud.LoadBalancerSpec) {
+				s.SessionAffinity, s.SessionAffinityTimeout = corev1.ServiceAffinityClientIP, 10800*time.Second
+			},
+		},
+		{
+			name: "a timeout without ClientIP affinity means nothing",
+			svc: newService("ns", "web", func(s *corev1.Service) {
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](125)}}
+			}),
+			want: func(*cloud.LoadBalancerSpec) {},
+		},
+		{
 			name: "dual stack and requested IP",
 			svc: newService("ns", "web", func(s *corev1.Service) {
 				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
@@ -195,6 +221,7 @@ func TestBuildSpec(t *testing.T) {
 				ClusterName:           "prod",
 				Service:               types.NamespacedName{Namespace: "ns", Name: "web"},
 				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+				SessionAffinity:       corev1.ServiceAffinityNone,
 				IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
 				Ports:                 []cloud.LoadBalancerPort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
 			}

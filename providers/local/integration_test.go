@@ -311,7 +311,8 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("EnsureLoadBalancer: %v", err)
 	}
-	mode := corev1.LoadBalancerIPModeVIP
+	// VIPs on loopback: the user-space proxy, which says so.
+	mode := corev1.LoadBalancerIPModeProxy
 	wantStatus := &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: vip.String(), IPMode: &mode}}}
 	if !reflect.DeepEqual(st, wantStatus) {
 		t.Fatalf("status %+v, want %+v", st, wantStatus)

@@ -104,6 +104,11 @@ func toSpec(spec *cloud.LoadBalancerSpec, proxyHealthz int32) (api.LoadBalancerS
 		RequestedIP:         spec.RequestedIP,
 		Ports:               make([]api.Port, 0, len(spec.Ports)),
 	}
+	if spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		out.SessionAffinity = api.SessionAffinityClientIP
+		// Whole seconds, as Kubernetes gives them; the cloud's maximum is Kubernetes'.
+		out.SessionAffinityTimeoutSeconds = int32(min(max(spec.SessionAffinityTimeout.Seconds(), 0), api.MaxSessionAffinityTimeoutSeconds))
+	}
 	if spec.Service.Name != "" {
 		out.Service = spec.Service.String()
 	}
@@ -213,15 +218,22 @@ func logSkipped(ctx context.Context, spec *cloud.LoadBalancerSpec, skipped []ski
 	}
 }
 
-// toStatus maps a load balancer to the Service status: its VIP with ipMode VIP, the
-// mode Kubernetes assumes by default, in which kube-proxy may send in-cluster traffic
-// for the VIP straight to the Service's endpoints, as the load balancer would.
+// toStatus maps a load balancer to the Service status: its VIP, with the ipMode the
+// cloud reports. VIP (the kernel data plane of a cloud with hosts: packets reach the
+// nodes with the VIP as destination and the client as source) lets kube-proxy serve the
+// VIP inside the cluster itself, as the load balancer would. Proxy (the user-space data
+// plane: the nodes see the proxy, not the client) makes in-cluster clients go through
+// the load balancer too, and tells upstream's source-IP tests to skip. A cloud from
+// before ipMode had only the proxy.
 func toStatus(lb *api.LoadBalancer) (*corev1.LoadBalancerStatus, error) {
 	vip, err := netip.ParseAddr(lb.Status.VIP)
 	if err != nil {
 		return nil, fmt.Errorf("load balancer %s: the local cloud answered without a valid VIP (%q)", lb.Name, lb.Status.VIP)
 	}
-	mode := corev1.LoadBalancerIPModeVIP
+	mode := corev1.LoadBalancerIPModeProxy
+	if lb.Status.IPMode == api.IPModeVIP {
+		mode = corev1.LoadBalancerIPModeVIP
+	}
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: vip.Unmap().String(), IPMode: &mode}}}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -152,11 +153,13 @@ func TestToSpec(t *testing.T) {
 			{NodeName: "n1", Addresses: []corev1.NodeAddress{addr(corev1.NodeInternalIP, "10.0.0.9")}},
 			{NodeName: "", Addresses: []corev1.NodeAddress{addr(corev1.NodeInternalIP, "10.0.0.8")}},
 		},
-		HealthCheckNodePort:   32000,
-		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-		SourceRanges:          []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
-		IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
-		RequestedIP:           "127.100.0.7",
+		HealthCheckNodePort:    32000,
+		ExternalTrafficPolicy:  corev1.ServiceExternalTrafficPolicyLocal,
+		SourceRanges:           []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
+		IPFamilies:             []corev1.IPFamily{corev1.IPv4Protocol},
+		RequestedIP:            "127.100.0.7",
+		SessionAffinity:        corev1.ServiceAffinityClientIP,
+		SessionAffinityTimeout: 125 * time.Second,
 	}
 	got, skipped := toSpec(spec, cloud.KubeProxyHealthzPort)
 	want := api.LoadBalancerSpec{
@@ -171,9 +174,11 @@ func TestToSpec(t *testing.T) {
 			{NodeName: "n2", Address: "192.0.2.2"},
 			{NodeName: "n4", Address: "10.0.0.4"},
 		},
-		HealthCheckNodePort: 32000,
-		SourceRanges:        []string{"10.0.0.0/8", "fd00::/64"},
-		RequestedIP:         "127.100.0.7",
+		HealthCheckNodePort:           32000,
+		SourceRanges:                  []string{"10.0.0.0/8", "fd00::/64"},
+		RequestedIP:                   "127.100.0.7",
+		SessionAffinity:               api.SessionAffinityClientIP,
+		SessionAffinityTimeoutSeconds: 125,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("toSpec =\n%+v\nwant\n%+v", got, want)
@@ -187,7 +192,10 @@ func TestToSpec(t *testing.T) {
 		t.Errorf("skipped = %+v, want %+v", skipped, wantSkipped)
 	}
 
-	empty, _ := toSpec(&cloud.LoadBalancerSpec{Name: "x", Ports: spec.Ports}, ProxyHealthzOff)
+	empty, _ := toSpec(&cloud.LoadBalancerSpec{Name: "x", Ports: spec.Ports, SessionAffinity: corev1.ServiceAffinityNone}, ProxyHealthzOff)
+	if empty.SessionAffinity != "" || empty.SessionAffinityTimeoutSeconds != 0 {
+		t.Errorf("affinity None maps to %q, %d; want none", empty.SessionAffinity, empty.SessionAffinityTimeoutSeconds)
+	}
 	if empty.Backends == nil || len(empty.Backends) != 0 || empty.Service != "" {
 		t.Errorf("spec without backends or service maps to backends %#v, service %q; want an empty list (the whole, empty set) and no service", empty.Backends, empty.Service)
 	}
@@ -218,15 +226,25 @@ func TestHealthCheckPort(t *testing.T) {
 }
 
 func TestToStatus(t *testing.T) {
-	st, err := toStatus(&api.LoadBalancer{Name: "lb", Status: api.LoadBalancerStatus{VIP: "127.100.0.3"}})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		cloud api.IPMode
+		want  corev1.LoadBalancerIPMode
+	}{
+		{api.IPModeVIP, corev1.LoadBalancerIPModeVIP},
+		{api.IPModeProxy, corev1.LoadBalancerIPModeProxy},
+		{"", corev1.LoadBalancerIPModeProxy}, // a cloud from before ipMode: a proxy
 	}
-	if len(st.Ingress) != 1 || st.Ingress[0].IP != "127.100.0.3" || st.Ingress[0].Hostname != "" {
-		t.Fatalf("status %+v, want one ingress with IP 127.100.0.3", st)
-	}
-	if st.Ingress[0].IPMode == nil || *st.Ingress[0].IPMode != corev1.LoadBalancerIPModeVIP {
-		t.Errorf("ipMode %v, want VIP", st.Ingress[0].IPMode)
+	for _, tt := range tests {
+		st, err := toStatus(&api.LoadBalancer{Name: "lb", Status: api.LoadBalancerStatus{VIP: "127.100.0.3", IPMode: tt.cloud}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Ingress) != 1 || st.Ingress[0].IP != "127.100.0.3" || st.Ingress[0].Hostname != "" {
+			t.Fatalf("status %+v, want one ingress with IP 127.100.0.3", st)
+		}
+		if st.Ingress[0].IPMode == nil || *st.Ingress[0].IPMode != tt.want {
+			t.Errorf("the cloud's ipMode %q maps to %v, want %s", tt.cloud, st.Ingress[0].IPMode, tt.want)
+		}
 	}
 	for _, vip := range []string{"", "nope"} {
 		if _, err := toStatus(&api.LoadBalancer{Name: "lb", Status: api.LoadBalancerStatus{VIP: vip}}); err == nil || cloud.IsNotFound(err) {
