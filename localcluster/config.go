@@ -33,8 +33,8 @@ const (
 // DefaultClusterCIDR is the pod range of a cluster started without Config.ClusterCIDR.
 var DefaultClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
 
-// loopback is where kwok nodes' addresses and every cluster's VIPs are: addresses this
-// machine answers on without root.
+// loopback is where kwok nodes' addresses and VIPs are: addresses this machine answers
+// on without root.
 var loopback = netip.MustParsePrefix("127.0.0.0/8")
 
 // NodeMode is what a cluster's nodes are.
@@ -83,7 +83,11 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// ServiceCIDR is the Service range; default controlplane.DefaultServiceCIDR.
 	ServiceCIDR netip.Prefix
-	// VIPPool is where load balancer VIPs come from; default server.DefaultVIPPool.
+	// VIPPool is where load balancer VIPs come from. Real nodes' load balancers are the
+	// kernel's, routing each connection to a node unchanged (ipMode VIP): the pool must
+	// be outside 127.0.0.0/8, which is every node's and pod's own loopback; default
+	// hosts.DefaultVIPPool. Kwok nodes' are user-space proxies on loopback VIPs (ipMode
+	// Proxy): the pool must be inside 127.0.0.0/8; default server.DefaultVIPPool.
 	VIPPool netip.Prefix
 	// ClusterName is the cloud-controller-manager's --cluster-name, under which the cloud
 	// files load balancers and routes; default DefaultClusterName.
@@ -210,6 +214,10 @@ func (c *Config) complete() error {
 			bad("bridge", c.Bridge, "%v", err)
 		}
 		def(&c.InstanceCIDR, hosts.DefaultRange)
+		def(&c.VIPPool, hosts.DefaultVIPPool)
+		if err := hosts.ValidateVIPPool(c.VIPPool); err != nil {
+			bad("vipPool", c.VIPPool.String(), "%v", err)
+		}
 		if err := hosts.ValidateRange(c.InstanceCIDR); err != nil {
 			bad("instanceCIDR", c.InstanceCIDR.String(), "%v", err)
 		} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.Nodes > max-1 {
@@ -228,15 +236,15 @@ func (c *Config) complete() error {
 		} else if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.InstanceCIDR.Bits() < 32 && c.Nodes > max {
 			bad("instanceCIDR", c.InstanceCIDR.String(), "room for %s, fewer than %d nodes", plural(max, "node"), c.Nodes)
 		}
+		def(&c.VIPPool, server.DefaultVIPPool)
+		if !loopback.Contains(c.VIPPool.Addr()) || c.VIPPool.Bits() < loopback.Bits() {
+			bad("vipPool", c.VIPPool.String(), "kwok nodes' load balancers are user-space proxies on VIPs inside %s, which they bind without root", loopback)
+		}
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("nodeMode"), c.NodeMode, []NodeMode{NodesReal, NodesKwok}))
 	}
 	def(&c.ClusterCIDR, DefaultClusterCIDR)
 	def(&c.ServiceCIDR, controlplane.DefaultServiceCIDR)
-	def(&c.VIPPool, server.DefaultVIPPool)
-	if !loopback.Contains(c.VIPPool.Addr()) || c.VIPPool.Bits() < loopback.Bits() {
-		bad("vipPool", c.VIPPool.String(), "want a range inside %s, which the local cloud's data plane binds without root", loopback)
-	}
 	if !c.ClusterCIDR.Addr().Is4() || c.ClusterCIDR.Bits() > nodeCIDRMaskSize-1 {
 		bad("clusterCIDR", c.ClusterCIDR.String(), "want an IPv4 range larger than a /%d", nodeCIDRMaskSize)
 	} else if perNode := 1 << (nodeCIDRMaskSize - c.ClusterCIDR.Bits()); c.Nodes > perNode {

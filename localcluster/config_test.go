@@ -31,7 +31,10 @@ func TestConfigComplete(t *testing.T) {
 		{"kwok nodes with a bridge", func(c *Config) { c.NodeMode = NodesKwok; c.Bridge = "br0" }, "kwok nodes have no bridge"},
 		{"kwok nodes with the CCM in the cluster", func(c *Config) { c.NodeMode = NodesKwok; c.CCM = CCMInCluster }, "kwok nodes run no pods"},
 		{"unknown node mode", func(c *Config) { c.NodeMode = "vm" }, `nodeMode: Unsupported value: "vm"`},
-		{"VIP pool off loopback", func(c *Config) { c.VIPPool = netip.MustParsePrefix("10.99.0.0/24") }, "vipPool: Invalid value"},
+		{"real nodes' VIP pool on loopback", func(c *Config) { c.VIPPool = netip.MustParsePrefix("127.100.0.0/16") }, "vipPool: Invalid value: \"127.100.0.0/16\": VIP pool 127.100.0.0/16: VIPs routed to hosts need a range outside 127.0.0.0/8"},
+		{"real nodes' VIP pool elsewhere", func(c *Config) { c.VIPPool = netip.MustParsePrefix("10.99.0.0/24") }, ""},
+		{"VIP pool over the instance range", func(c *Config) { c.VIPPool = netip.MustParsePrefix("10.88.7.0/24") }, "vipPool: Invalid value: \"10.88.7.0/24\": overlaps instanceCIDR"},
+		{"kwok nodes' VIP pool off loopback", func(c *Config) { c.NodeMode = NodesKwok; c.VIPPool = netip.MustParsePrefix("10.99.0.0/24") }, "vipPool: Invalid value: \"10.99.0.0/24\": kwok nodes' load balancers are user-space proxies"},
 		{"in-cluster replicas", func(c *Config) { c.CCM = CCMInCluster; c.CCMReplicas = 3 }, ""},
 		{"operator replicas", func(c *Config) { c.CCM = CCMOperator; c.CCMReplicas = 3 }, ""},
 		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only a CCM in the cluster"},
@@ -57,7 +60,7 @@ func TestConfigComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Nodes != DefaultNodes || c.Bridge != "nephele0" || c.InstanceCIDR.String() != "10.88.0.0/16" ||
-		c.ClusterCIDR.String() != "10.244.0.0/16" || c.ServiceCIDR.String() != "10.96.0.0/16" || c.Progress == nil {
+		c.ClusterCIDR.String() != "10.244.0.0/16" || c.ServiceCIDR.String() != "10.96.0.0/16" || c.VIPPool.String() != "10.89.0.0/16" || c.Progress == nil {
 		t.Errorf("defaults: %+v", c)
 	}
 	if !strings.HasSuffix(c.Dir, "/cluster") || !strings.HasPrefix(c.Dir, "/") {

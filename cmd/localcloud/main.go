@@ -83,7 +83,7 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.zones, "zones", server.DefaultZones, "zones given round-robin to instances created without one")
 	fs.StringVar(&o.instanceType, "instance-type", server.DefaultInstanceType, "instance type of instances created without one")
 	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range InternalIP addresses are assigned from (default %s, or %s with --hosts: its first address goes to the bridge)", server.DefaultInstanceCIDR, hosts.DefaultRange))
-	fs.StringVar(&o.vipPool, "vip-pool", server.DefaultVIPPool.String(), "range load balancer VIPs are allocated from (inside 127.0.0.0/8 needs no root on Linux)")
+	fs.StringVar(&o.vipPool, "vip-pool", "", fmt.Sprintf("range load balancer VIPs are allocated from (default %s; with --hosts %s). Inside 127.0.0.0/8 the load balancers are user-space proxies to node ports (ipMode Proxy, no root needed); outside it, which needs --hosts, the kernel routes each connection to a host unchanged (ipMode VIP)", server.DefaultVIPPool, hosts.DefaultVIPPool))
 	fs.StringArrayVar(&o.faults, "fault", nil, "fault rule OPERATION:KNOB[,KNOB...], repeatable, e.g. 'lb.ensure:latency=200ms' or '*:rate=10/s,burst=20' (see docs/localcloud.md)")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of the random draws behind latency distributions and error rates")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "time between two health checks of a load balancer backend")
@@ -139,9 +139,11 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	vipPool, err := netip.ParsePrefix(o.vipPool)
-	if err != nil {
-		return cfg, fmt.Errorf("--vip-pool: %w", err)
+	var vipPool netip.Prefix
+	if o.vipPool != "" {
+		if vipPool, err = netip.ParsePrefix(o.vipPool); err != nil {
+			return cfg, fmt.Errorf("--vip-pool: %w", err)
+		}
 	}
 	var rules []api.Fault
 	for _, f := range o.faults {

@@ -22,7 +22,7 @@ func validOptions(t *testing.T) upOptions {
 func validRealOptions(t *testing.T) upOptions {
 	t.Helper()
 	o := validOptions(t)
-	o.kwok, o.instanceCIDR = false, ""
+	o.kwok, o.instanceCIDR, o.vipPool = false, "", ""
 	return o
 }
 
@@ -40,7 +40,7 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"too many nodes", false, func(o *upOptions) { o.nodes = localcluster.MaxKwokNodes + 1 }, "want 1 to 100"},
 		{"zero timeout", false, func(o *upOptions) { o.timeout = 0 }, "--timeout"},
 		{"bad VIP pool", false, func(o *upOptions) { o.vipPool = "127.100.0.0" }, "--vip-pool"},
-		{"VIP pool outside loopback", false, func(o *upOptions) { o.vipPool = "10.0.0.0/24" }, "--vip-pool 10.0.0.0/24: want a range inside 127.0.0.0/8"},
+		{"kwok VIP pool outside loopback", false, func(o *upOptions) { o.vipPool = "10.0.0.0/24" }, "--vip-pool 10.0.0.0/24: kwok nodes' load balancers are user-space proxies on VIPs inside 127.0.0.0/8"},
 		{"IPv6 instance range", false, func(o *upOptions) { o.instanceCIDR = "::1/128" }, "--instance-cidr"},
 		{"instance range too small", false, func(o *upOptions) { o.instanceCIDR = "127.200.0.0/30"; o.nodes = 3 }, "--instance-cidr 127.200.0.0/30: room for 2 nodes, fewer than 3"},
 		{"instance range just big enough", false, func(o *upOptions) { o.instanceCIDR = "127.200.0.0/29"; o.nodes = 6 }, ""},
@@ -53,6 +53,9 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"loopback instance range", true, func(o *upOptions) { o.instanceCIDR = "127.200.0.0/16" }, "outside 127.0.0.0/8"},
 		{"real instance range too small", true, func(o *upOptions) { o.instanceCIDR = "10.88.0.0/31" }, "at most a /30"},
 		{"bad bridge", true, func(o *upOptions) { o.bridge = "a-bridge-name-too-long" }, "--bridge"},
+		{"real VIP pool on loopback", true, func(o *upOptions) { o.vipPool = "127.100.0.0/16" }, "--vip-pool 127.100.0.0/16: VIP pool 127.100.0.0/16: VIPs routed to hosts need a range outside 127.0.0.0/8"},
+		{"real VIP pool over the Service range", true, func(o *upOptions) { o.vipPool = "10.96.0.0/24" }, "--vip-pool 10.96.0.0/24: overlaps --service-cidr 10.96.0.0/16"},
+		{"real VIP pool elsewhere", true, func(o *upOptions) { o.vipPool = "10.99.0.0/24" }, ""},
 		{"bad service CIDR", true, func(o *upOptions) { o.serviceCIDR = "ten" }, "--service-cidr"},
 		{"in-cluster CCM", true, func(o *upOptions) { o.ccm = "in-cluster" }, ""},
 		{"operator CCM", true, func(o *upOptions) { o.ccm = "operator" }, ""},
@@ -133,7 +136,7 @@ func TestUpFlags(t *testing.T) {
 	}
 	for flag, def := range map[string]string{
 		"dir": "", "nodes": "3", "smoke": "false", "fresh": "false",
-		"build": "true", "bin-dir": "", "vip-pool": "127.100.0.0/16", "instance-cidr": "", "timeout": "3m0s",
+		"build": "true", "bin-dir": "", "vip-pool": "", "instance-cidr": "", "timeout": "3m0s",
 		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "10.96.0.0/16", "ccm": "process",
 	} {
 		f := up.Flags().Lookup(flag)

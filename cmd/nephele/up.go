@@ -51,7 +51,6 @@ func newUpCommand() *cobra.Command {
 	o := upOptions{
 		nodes:       localcluster.DefaultNodes,
 		build:       true,
-		vipPool:     server.DefaultVIPPool.String(),
 		clusterCIDR: localcluster.DefaultClusterCIDR.String(),
 		timeout:     3 * time.Minute,
 	}
@@ -103,7 +102,7 @@ the node images there unless --build=false. See docs/up.md.`,
 	_ = fs.MarkDeprecated("fresh", "every run starts afresh now")
 	fs.BoolVar(&o.build, "build", o.build, "go build cmd/localcloud, cmd/cloud-controller-manager, cmd/nephele and the node images into --bin-dir first (needs the source tree)")
 	fs.BoolVar(&o.kwok, "kwok", false, "simulated nodes (kwok and node agents on loopback addresses) instead of real ones: no root needed")
-	fs.StringVar(&o.vipPool, "vip-pool", o.vipPool, "range the local cloud allocates load balancer VIPs from")
+	fs.StringVar(&o.vipPool, "vip-pool", "", fmt.Sprintf("range the local cloud allocates load balancer VIPs from (default %s, routed to the nodes by the kernel, ipMode VIP; with --kwok %s, user-space proxies on loopback, ipMode Proxy)", hosts.DefaultVIPPool, server.DefaultVIPPool))
 	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range the local cloud assigns node addresses from (default %s, with --kwok %s)", hosts.DefaultRange, server.DefaultInstanceCIDR))
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", o.clusterCIDR, "the pod range: each node gets a /24 of it, routed by the cloud-controller-manager")
 	fs.StringVar(&o.serviceCIDR, "service-cidr", controlplane.DefaultServiceCIDR.String(), "the Service range")

@@ -54,8 +54,9 @@ func TestUpRealNodes(t *testing.T) {
 	instanceRange := fmt.Sprintf("10.86.%d.0/24", n)
 	pods := 160 + 2*rand.IntN(40) // 10.160-10.238, even: the Service range is the odd one after it
 	clusterCIDR, serviceCIDR := fmt.Sprintf("10.%d.0.0/16", pods), fmt.Sprintf("10.%d.0.0/16", pods+1)
-	vipPool, _ := loopbackRanges()
-	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), dir}
+	// The VIP pool of the same number, routed to the nodes by the kernel.
+	vipPool := fmt.Sprintf("10.87.%d.0/24", n)
+	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), fmt.Sprintf("10.87.%d.", n), dir}
 	before := hoststest.Snapshot(t, markers...)
 	sysctls := readSysctls(t)
 
@@ -92,13 +93,15 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS a route deleted behind the controller's back breaks pod-to-pod",
 			"PASS the route controller's drift check restores it",
 			"PASS HTTP through the VIP reaches pods on every node",
+			"PASS the VIP keeps the client's address (ipMode VIP)",
+			"PASS a pod reaches the Service through the VIP",
 			"PASS kubectl logs shows a pod's log",
 			"PASS kubectl exec runs a command in a pod",
 			"PASS scaled to one replica, only its node is healthy and answers",
 			"PASS the lifecycle controller deletes the terminated instance's Node",
 			"PASS the pod comes back on another node",
 			"PASS nephele migrate check passes",
-			"smoke: PASSED (21 checks)",
+			"smoke: PASSED (23 checks)",
 			"remove the hosts, keeping the nodes' logs",
 		) {
 			if !strings.Contains(out, want) {

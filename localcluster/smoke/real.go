@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -45,6 +46,8 @@ func (s *smoke) realChecks() (before, after []check) {
 		check{"Service " + Namespace + "/" + ServiceName + " (LoadBalancer, externalTrafficPolicy Local) gets an ingress IP", s.demoService},
 		check{"the cloud's load balancer health-checks kube-proxy: every node healthy", s.everyBackendHealthy},
 		check{"HTTP through the VIP reaches pods on every node", s.vipReachesEveryNode},
+		check{"the VIP keeps the client's address (ipMode VIP): pods see the machine's, outside the nodes' range", s.clientKept},
+		check{"a pod reaches the Service through the VIP (kube-proxy serves it in the node)", s.podReachesVIP},
 		check{"nephele migrate check passes", s.migrateCheck},
 		check{"kubectl logs shows a pod's log", s.kubectlLogs},
 		check{"kubectl exec runs a command in a pod", s.kubectlExec},
@@ -96,6 +99,8 @@ type demoAnswer struct {
 	Pod   string `json:"pod"`
 	PodIP string `json:"podIP"`
 	Node  string `json:"node"`
+	// Client is the address the request came from, as the pod saw it.
+	Client string `json:"client"`
 }
 
 // kubectl runs bin/kubectl as the admin and returns its standard output; a failure
@@ -438,6 +443,62 @@ func (s *smoke) vipReachesEveryNode(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("after %d requests only nodes %s answered", vipRequests, countsByNode(seen))
 	}
 	return "answers by node: " + countsByNode(seen), nil
+}
+
+// clientKept checks that the Service's ingress has ipMode VIP and that the pods answering
+// through the VIP see this machine's source address for VIPs (the local cloud routes the
+// connection to a node unchanged; kube-proxy keeps the source for externalTrafficPolicy
+// Local), outside the nodes' /16, as upstream's source-IP test wants.
+func (s *smoke) clientKept(ctx context.Context) (string, error) {
+	svc, err := s.c.Env.Client.CoreV1().Services(Namespace).Get(ctx, ServiceName, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP == s.vip && (ing.IPMode == nil || *ing.IPMode != corev1.LoadBalancerIPModeVIP) {
+			return "", fmt.Errorf("the Service's ingress %s has ipMode %v, want VIP", ing.IP, ing.IPMode)
+		}
+	}
+	want := hosts.VIPSource(s.cfg.VIPPool)
+	nodes, _ := s.cfg.InstanceCIDR.Addr().Prefix(16)
+	if nodes.Contains(want) {
+		return "", fmt.Errorf("the machine's source address %s is inside the nodes' %s", want, nodes)
+	}
+	var a demoAnswer
+	err = s.eventually(ctx, func(ctx context.Context) error {
+		a, err = s.getDemo(ctx)
+		if err != nil {
+			return err
+		}
+		if host, _, _ := net.SplitHostPort(a.Client); host != want.String() {
+			return fmt.Errorf("pod %s on %s saw the client %s, want %s", a.Pod, a.Node, a.Client, want)
+		}
+		return nil
+	})
+	return fmt.Sprintf("pod %s on %s saw %s", a.Pod, a.Node, a.Client), err
+}
+
+// podReachesVIP checks that a probe pod reaches the Service at its VIP, which kube-proxy
+// in the pod's node serves (ipMode VIP), and that the answering pod sees the probe's own
+// address (externalTrafficPolicy Local: pod traffic goes to any endpoint, unmasqueraded).
+func (s *smoke) podReachesVIP(ctx context.Context) (string, error) {
+	if len(s.probes) == 0 {
+		return "", errors.New("no probe pod")
+	}
+	from := s.probes[0]
+	url := "http://" + net.JoinHostPort(s.vip, strconv.Itoa(demoPort)) + "/"
+	var a demoAnswer
+	err := s.eventually(ctx, func(ctx context.Context) error {
+		var err error
+		if a, err = s.execGet(ctx, from.pod, url); err != nil {
+			return fmt.Errorf("%s on %s -> %s: %w", from.pod, from.node, url, err)
+		}
+		if host, _, _ := net.SplitHostPort(a.Client); host != from.ip {
+			return fmt.Errorf("pod %s saw the client %s, want the probe's %s", a.Pod, a.Client, from.ip)
+		}
+		return nil
+	})
+	return fmt.Sprintf("%s on %s -> %s: answered by %s on %s", from.pod, from.node, url, a.Pod, a.Node), err
 }
 
 func (s *smoke) kubectlLogs(ctx context.Context) (string, error) {

@@ -14,7 +14,6 @@ import (
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
-	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -130,7 +129,10 @@ type Ranges struct {
 }
 
 // NewRanges picks a bridge and ranges at random: the instance range in 10.86.0.0/16, a
-// pod /16 and the Service /16 after it in 10.160-10.239, and a loopback VIP pool.
+// pod /16 and the Service /16 after it in 10.160-10.239, and the VIP pool of the same
+// number in 10.87.0.0/16 (routed to the nodes by the kernel, outside the instance range's
+// /16, as upstream's source-IP test wants of a client; a cluster whose instance range is
+// free has a free pool too).
 func NewRanges(prefix string) Ranges {
 	n := rand.IntN(200)
 	pods := 160 + 2*rand.IntN(40)
@@ -139,9 +141,9 @@ func NewRanges(prefix string) Ranges {
 		InstanceCIDR: netip.MustParsePrefix(fmt.Sprintf("10.86.%d.0/24", n)),
 		ClusterCIDR:  netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", pods)),
 		ServiceCIDR:  netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", pods+1)),
-		VIPPool:      testnet.LoopbackPrefix(byte(150 + rand.IntN(40))),
+		VIPPool:      netip.MustParsePrefix(fmt.Sprintf("10.87.%d.0/24", n)),
 	}
-	r.Markers = []string{r.Bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1)}
+	r.Markers = []string{r.Bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), fmt.Sprintf("10.87.%d.", n)}
 	return r
 }
 
