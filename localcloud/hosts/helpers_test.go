@@ -55,7 +55,7 @@ type testNet struct {
 	markers []string
 }
 
-func newTestNet(t *testing.T, n int) testNet {
+func newTestNet(t testing.TB, n int) testNet {
 	t.Helper()
 	hoststest.RequireRoot(t)
 	dir := t.TempDir()
@@ -95,7 +95,7 @@ func (tn testNet) guard(i int) netip.Addr {
 
 // checkClean fails the test when the machine holds anything of the test's after fn
 // (which ends with the machine closed) that it did not hold before.
-func (tn testNet) checkClean(t *testing.T, before string, forward string) {
+func (tn testNet) checkClean(t testing.TB, before string, forward string) {
 	t.Helper()
 	if after := hoststest.Snapshot(t, tn.markers...); after != before {
 		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -106,7 +106,7 @@ func (tn testNet) checkClean(t *testing.T, before string, forward string) {
 }
 
 // open opens a machine that is closed, and cleaned up, when the test ends.
-func (tn testNet) open(t *testing.T) *hosts.Machine {
+func (tn testNet) open(t testing.TB) *hosts.Machine {
 	t.Helper()
 	m, err := hosts.Open(context.Background(), tn.cfg)
 	if err != nil {
@@ -116,7 +116,7 @@ func (tn testNet) open(t *testing.T) *hosts.Machine {
 	return m
 }
 
-func closeMachine(t *testing.T, m *hosts.Machine) {
+func closeMachine(t testing.TB, m *hosts.Machine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -135,7 +135,7 @@ func readLog(m *hosts.Machine, id string) string {
 }
 
 // waitLog waits until the host's boot log contains want.
-func waitLog(t *testing.T, m *hosts.Machine, id, want string) {
+func waitLog(t testing.TB, m *hosts.Machine, id, want string) {
 	t.Helper()
 	poll.Eventually(t, fmt.Sprintf("host %s's boot log to say %q", id, want), func() error {
 		if log := readLog(m, id); !strings.Contains(log, want) {
@@ -146,7 +146,7 @@ func waitLog(t *testing.T, m *hosts.Machine, id, want string) {
 }
 
 // running waits for the host's boot process and returns its PID.
-func running(t *testing.T, m *hosts.Machine, id string) int {
+func running(t testing.TB, m *hosts.Machine, id string) int {
 	t.Helper()
 	var pid int
 	poll.Eventually(t, "host "+id+"'s boot process", func() error {
@@ -160,7 +160,7 @@ func running(t *testing.T, m *hosts.Machine, id string) int {
 }
 
 // gone waits until process pid has ended.
-func gone(t *testing.T, what string, pid int) {
+func gone(t testing.TB, what string, pid int) {
 	t.Helper()
 	poll.Eventually(t, what+" to end", func() error {
 		if s, err := procstat.Read(pid); err == nil && s.Alive() {

@@ -296,3 +296,37 @@ func TestLoadBalancersOutliveACrash(t *testing.T) {
 	})
 	tn.checkClean(t, before, forward)
 }
+
+// BenchmarkVIPConnect measures connection setup from the machine to a host: through a
+// load balancer's VIP (the kernel's route to the node: mangle rules, a mark, a policy
+// route) and, for comparison, straight to the host's address. Each iteration connects,
+// reads the host's first line and closes.
+//
+//	go test -run XXX -bench VIPConnect ./localcloud/hosts/
+func BenchmarkVIPConnect(b *testing.B) {
+	tn := newTestNet(b, 12).withVIPs(12)
+	m := tn.open(b)
+	vip := tn.vip(1)
+	a := vipHost(tn, 2, "i-00000000000a", "a", vip)
+	if err := m.Start(context.Background(), a); err != nil {
+		b.Fatal(err)
+	}
+	waitLog(b, m, a.ID, "hoststest server serving")
+	web := hosts.LoadBalancer{Name: "web", VIP: vip, Ports: []hosts.LoadBalancerPort{{Protocol: hosts.ProtocolTCP, Port: 80}},
+		Backends: []netip.Addr{a.Address}, Targets: []netip.Addr{a.Address}}
+	if err := m.SetLoadBalancers(context.Background(), []hosts.LoadBalancer{web}); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		to   netip.AddrPort
+	}{{"through the VIP", netip.AddrPortFrom(vip, 80)}, {"straight to the host", netip.AddrPortFrom(a.Address, 80)}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := ask(c.to); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -196,7 +196,7 @@ func stripCounters(out []byte) []byte {
 const ServeEnv = "HOSTSTEST_SERVE"
 
 // Serve, called first in a TestMain, turns the test binary into a server when ServeEnv
-// is set, and then never returns: on that address, TCP and UDP, it answers
+// is set, and then never returns: on that address (TCP on its port of every address), it answers
 // "<instance name> <client address>" (and then echoes what a TCP client sends, so a
 // test can hold a connection open), standing in for kube-proxy and a Service's pods on
 // a node. Without ServeEnv it returns at once.
@@ -205,7 +205,11 @@ func Serve() {
 	if addr == "" {
 		return
 	}
-	ln, err := net.Listen("tcp", addr)
+	// TCP on every address of the host (the VIP and its own), UDP on addr alone, so
+	// that its answers come from the address the datagram was sent to, as kube-proxy's
+	// DNAT does.
+	_, port, _ := net.SplitHostPort(addr)
+	ln, err := net.Listen("tcp", ":"+port)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hoststest server:", err)
 		os.Exit(1)
@@ -251,8 +255,6 @@ func Serving(vips ...netip.Addr) (boot []string, env map[string]string) {
 		script = append(script, "ip addr add "+v.String()+"/32 dev lo")
 	}
 	script = append(script, `exec "$0" -test.run=none`)
-	// On the VIP itself: UDP answers from the address it was sent to, as kube-proxy's
-	// DNAT does.
 	return []string{"sh", "-c", strings.Join(script, " && "), os.Args[0]},
 		map[string]string{ServeEnv: netip.AddrPortFrom(vips[0], 80).String()}
 }
