@@ -89,6 +89,25 @@ func backendHealth(lb LoadBalancer, b Backend, states map[probe]*healthState) He
 	return h
 }
 
+// backendsHealth returns the health of each of lb's backends, in order, as checker (nil
+// when checks are disabled) last saw them; a backend reachable (when set) says cannot be
+// reached is unhealthy.
+func backendsHealth(lb LoadBalancer, c *checker, reachable func(netip.Addr) bool) []BackendHealth {
+	var states map[probe]*healthState
+	if c != nil {
+		states = c.current()
+	}
+	out := make([]BackendHealth, 0, len(lb.Backends))
+	for _, b := range lb.Backends {
+		h := HealthUnhealthy
+		if reachable == nil || reachable(b.Addr) {
+			h = backendHealth(lb, b, states)
+		}
+		out = append(out, BackendHealth{Backend: b, Health: h})
+	}
+	return out
+}
+
 // healthState is the last result of one probe.
 type healthState struct{ v atomic.Int32 }
 

@@ -265,19 +265,7 @@ func (k *Kernel) Health(name string) ([]BackendHealth, bool) {
 	if st == nil {
 		return nil, false
 	}
-	var states map[probe]*healthState
-	if st.checker != nil {
-		states = st.checker.current()
-	}
-	out := make([]BackendHealth, 0, len(st.lb.Backends))
-	for _, b := range st.lb.Backends {
-		h := HealthUnhealthy
-		if k.prog.Routable(b.Addr) {
-			h = backendHealth(st.lb, b, states)
-		}
-		out = append(out, BackendHealth{Backend: b, Health: h})
-	}
-	return out, true
+	return backendsHealth(st.lb, st.checker, k.prog.Routable), true
 }
 
 // Close stops the health checks and the background programming. The rules stay on the

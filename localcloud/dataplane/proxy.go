@@ -210,15 +210,7 @@ func (p *Proxy) Health(name string) ([]BackendHealth, bool) {
 	if st == nil {
 		return nil, false
 	}
-	var states map[probe]*healthState
-	if st.checker != nil {
-		states = st.checker.current()
-	}
-	out := make([]BackendHealth, 0, len(st.lb.Backends))
-	for _, b := range st.lb.Backends {
-		out = append(out, BackendHealth{Backend: b, Health: backendHealth(st.lb, b, states)})
-	}
-	return out, true
+	return backendsHealth(st.lb, st.checker, nil), true
 }
 
 // Close stops every load balancer and health check.

@@ -40,72 +40,16 @@ func vipHost(tn testNet, i int, id, name string, vips ...netip.Addr) hosts.HostS
 	return hosts.HostSpec{ID: id, Name: name, Address: tn.addr(i), BootCommand: boot, Env: env}
 }
 
-// ask connects to addr from the machine and returns the host that answered and the
-// client address it saw.
-func ask(addr netip.AddrPort) (host, client string, err error) {
-	c, err := net.DialTimeout("tcp", addr.String(), 3*time.Second)
-	if err != nil {
-		return "", "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", "", err
-	}
-	host, client, _ = strings.Cut(strings.TrimSpace(line), " ")
-	return host, client, nil
-}
-
-// askUDP sends a datagram to addr from the machine and returns the answer's host and
-// client address.
-func askUDP(addr netip.AddrPort) (host, client string, err error) {
-	c, err := net.Dial("udp", addr.String())
-	if err != nil {
-		return "", "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("hello\n")); err != nil {
-		return "", "", fmt.Errorf("write: %w", err)
-	}
-	buf := make([]byte, 512)
-	n, err := c.Read(buf)
-	if err != nil {
-		return "", "", err
-	}
-	host, client, _ = strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
-	return host, client, nil
-}
-
-// answers asks n times and counts the hosts that answered; every answer must have seen
-// the client address want.
-func answers(t *testing.T, addr netip.AddrPort, n int, want netip.Addr) map[string]int {
-	t.Helper()
-	got := map[string]int{}
-	for range n {
-		host, client, err := ask(addr)
-		if err != nil {
-			t.Fatalf("connecting to %s: %v", addr, err)
-		}
-		if client != want.String() {
-			t.Fatalf("%s saw the client as %s, want %s", host, client, want)
-		}
-		got[host]++
-	}
-	return got
-}
-
 // refused checks that a TCP connection to addr is refused at once, and a UDP datagram
 // is sent and answered with port unreachable.
 func refused(t *testing.T, addr netip.AddrPort) {
 	t.Helper()
 	start := time.Now()
-	_, _, err := ask(addr)
+	_, _, err := hoststest.Ask(addr)
 	if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > time.Second {
 		t.Errorf("TCP %s: %v after %s, want connection refused at once", addr, err, time.Since(start))
 	}
-	_, _, err = askUDP(addr)
+	_, _, err = hoststest.AskUDP(addr)
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("UDP %s: %v, want connection refused (ICMP port unreachable), the datagram sent", addr, err)
 	}
@@ -152,12 +96,12 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 		}
 		set(web)
 		at80 := netip.AddrPortFrom(vip, 80)
-		if got := answers(t, at80, 40, src); got["a"] == 0 || got["b"] == 0 {
+		if got := hoststest.Answers(t, at80, 40, src); got["a"] == 0 || got["b"] == 0 {
 			t.Errorf("40 connections went to %v, want both hosts", got)
 		}
 		udpHosts := map[string]bool{}
 		for range 20 {
-			host, client, err := askUDP(at80)
+			host, client, err := hoststest.AskUDP(at80)
 			if err != nil || client != src.String() {
 				t.Fatalf("UDP through the VIP: %s saw %s, %v; want the client %s", host, client, err, src)
 			}
@@ -195,7 +139,7 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 		only := web
 		only.Targets = []netip.Addr{a.Address}
 		set(only)
-		if got := answers(t, at80, 20, src); got["a"] != 20 {
+		if got := hoststest.Answers(t, at80, 20, src); got["a"] != 20 {
 			t.Errorf("with target a alone, connections went to %v", got)
 		}
 		if err := echo(); err != nil {
@@ -206,7 +150,7 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 		sticky := web
 		sticky.AffinityTimeout = time.Hour
 		set(sticky)
-		if got := answers(t, at80, 20, src); len(got) != 1 {
+		if got := hoststest.Answers(t, at80, 20, src); len(got) != 1 {
 			t.Errorf("with affinity, connections went to %v, want one host", got)
 		}
 
@@ -219,7 +163,7 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 		refused(t, at80)
 		ranged.SourceRanges = append(ranged.SourceRanges, netip.PrefixFrom(src, 32))
 		set(ranged)
-		answers(t, at80, 5, src)
+		hoststest.Answers(t, at80, 5, src)
 
 		// A host without a rule for a VIP sends it to the machine, which refuses it.
 		stA, _ := m.Status(a.ID)
@@ -266,13 +210,13 @@ func TestLoadBalancersOutliveACrash(t *testing.T) {
 	if err := m1.SetLoadBalancers(ctx, []hosts.LoadBalancer{web}); err != nil {
 		t.Fatal(err)
 	}
-	answers(t, at80, 3, m1.VIPSource())
+	hoststest.Answers(t, at80, 3, m1.VIPSource())
 	if err := m1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Should the test stop before its own Cleanup.
 	t.Cleanup(func() { _ = hosts.Cleanup(ctx, tn.cfg.Dir, testlog.New(t, 0)) })
-	answers(t, at80, 3, m1.VIPSource())
+	hoststest.Answers(t, at80, 3, m1.VIPSource())
 
 	m2, err := hosts.Open(ctx, tn.cfg)
 	if err != nil {
@@ -281,7 +225,7 @@ func TestLoadBalancersOutliveACrash(t *testing.T) {
 	if err := m2.Reconcile(ctx, []hosts.Desired{{Spec: a, Running: true}}); err != nil {
 		t.Fatal(err)
 	}
-	answers(t, at80, 3, m2.VIPSource())
+	hoststest.Answers(t, at80, 3, m2.VIPSource())
 	if err := m2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +267,7 @@ func BenchmarkVIPConnect(b *testing.B) {
 	}{{"through the VIP", netip.AddrPortFrom(vip, 80)}, {"straight to the host", netip.AddrPortFrom(a.Address, 80)}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := ask(c.to); err != nil {
+				if _, _, err := hoststest.Ask(c.to); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,16 +1,13 @@
 package server_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nephele-dev/nephele/internal/poll"
 	"github.com/nephele-dev/nephele/internal/testlog"
@@ -20,37 +17,6 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
-
-// askVIP connects to addr from the machine and returns the host that answered and the
-// client address it saw.
-func askVIP(addr netip.AddrPort) (host, client string, err error) {
-	c, err := net.DialTimeout("tcp", addr.String(), 3*time.Second)
-	if err != nil {
-		return "", "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	host, client, _ = strings.Cut(strings.TrimSpace(line), " ")
-	return host, client, err
-}
-
-// askVIPs asks n times and counts the hosts that answered; each must have seen client.
-func askVIPs(t *testing.T, addr netip.AddrPort, n int, client netip.Addr) map[string]int {
-	t.Helper()
-	got := map[string]int{}
-	for range n {
-		host, saw, err := askVIP(addr)
-		if err != nil {
-			t.Fatalf("connecting to %s: %v", addr, err)
-		}
-		if saw != client.String() {
-			t.Fatalf("%s saw the client as %s, want %s", host, saw, client)
-		}
-		got[host]++
-	}
-	return got
-}
 
 // TestHostLoadBalancersAreVIPs runs a cloud with hosts and a VIP pool outside the
 // loopback range: its load balancers are the kernel's (ipMode VIP), need no node ports,
@@ -87,14 +53,14 @@ func TestHostLoadBalancersAreVIPs(t *testing.T) {
 		t.Fatalf("status %+v, want VIP %s, ipMode VIP", lb.Status, vip)
 	}
 	at80 := netip.AddrPortFrom(vip, 80)
-	if got := askVIPs(t, at80, 30, src); len(got) != 2 {
+	if got := hoststest.Answers(t, at80, 30, src); len(got) != 2 {
 		t.Errorf("30 connections went to %v, want both hosts", got)
 	}
 	spec.SessionAffinity = api.SessionAffinityClientIP
 	if _, err := cl.EnsureLoadBalancer(ctx(), "web", spec); err != nil {
 		t.Fatal(err)
 	}
-	if got := askVIPs(t, at80, 15, src); len(got) != 1 {
+	if got := hoststest.Answers(t, at80, 15, src); len(got) != 1 {
 		t.Errorf("with ClientIP affinity, 15 connections went to %v, want one host", got)
 	}
 	_, err = cl.EnsureLoadBalancer(ctx(), "other", api.LoadBalancerSpec{Ports: spec.Ports, RequestedIP: src.String()})
@@ -114,7 +80,7 @@ func TestHostLoadBalancersAreVIPs(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	poll.Eventually(t, "both hosts answering after a restart", func() error {
-		host, _, err := askVIP(at80)
+		host, _, err := hoststest.Ask(at80)
 		if err != nil {
 			return err
 		}
@@ -126,7 +92,7 @@ func TestHostLoadBalancersAreVIPs(t *testing.T) {
 	if err := cl.DeleteLoadBalancer(ctx(), "web"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := askVIP(at80); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, _, err := hoststest.Ask(at80); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("a deleted load balancer's VIP: %v, want connection refused", err)
 	}
 
@@ -140,7 +106,7 @@ func TestHostLoadBalancersAreVIPs(t *testing.T) {
 	c.srv = nil
 	cleanup := func() error { return hosts.Cleanup(ctx(), server.DefaultHostDir(c.cfg.StatePath), testlog.New(t, 0)) }
 	t.Cleanup(func() { _ = cleanup() }) // should the test stop before
-	askVIPs(t, at80, 3, src)
+	hoststest.Answers(t, at80, 3, src)
 	if err := cleanup(); err != nil {
 		t.Fatal(err)
 	}

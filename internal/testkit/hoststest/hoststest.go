@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -257,6 +258,62 @@ func Serving(vips ...netip.Addr) (boot []string, env map[string]string) {
 	script = append(script, `exec "$0" -test.run=none`)
 	return []string{"sh", "-c", strings.Join(script, " && "), os.Args[0]},
 		map[string]string{ServeEnv: netip.AddrPortFrom(vips[0], 80).String()}
+}
+
+// Ask connects to addr, where Serve answers, and returns the host that answered and the
+// client address it saw.
+func Ask(addr netip.AddrPort) (host, client string, err error) {
+	c, err := net.DialTimeout("tcp", addr.String(), 3*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", "", err
+	}
+	host, client, _ = strings.Cut(strings.TrimSpace(line), " ")
+	return host, client, nil
+}
+
+// AskUDP sends a datagram to addr, where Serve answers, and returns the answer's host
+// and client address.
+func AskUDP(addr netip.AddrPort) (host, client string, err error) {
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		return "", "", err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		return "", "", fmt.Errorf("write: %w", err)
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", "", err
+	}
+	host, client, _ = strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+	return host, client, nil
+}
+
+// Answers asks addr n times (Ask) and counts the hosts that answered; every answer must
+// have seen the client address want.
+func Answers(t testing.TB, addr netip.AddrPort, n int, want netip.Addr) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		host, client, err := Ask(addr)
+		if err != nil {
+			t.Fatalf("connecting to %s: %v", addr, err)
+		}
+		if client != want.String() {
+			t.Fatalf("%s saw the client as %s, want %s", host, client, want)
+		}
+		got[host]++
+	}
+	return got
 }
 
 // Sysctl reads a sysctl such as "net/ipv4/ip_forward".
