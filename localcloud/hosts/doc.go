@@ -21,7 +21,15 @@
 // Routes (SetRoutes) work like a VPC route table: a destination CIDR is sent to a host's
 // address, on the machine and inside every host's network namespace.
 //
+// Load balancers (SetLoadBalancers, with Config.VIPPool) are routed to the hosts by the
+// machine's kernel, as MetalLB and kube-vip do: each new connection to a VIP goes,
+// unchanged, to one of its healthy hosts, chosen per connection (mangle marks, CONNMARK,
+// a policy route per host), and anything else for the pool is refused on the machine;
+// vip.go says how.
+//
 // The package needs root, ip(8) from iproute2, nsenter(1), unshare(1) and mount(8) from
-// util-linux, and iptables(8). It knows nothing about Kubernetes; the local cloud's
+// util-linux, and iptables(8) with iptables-restore(8) (and, for load balancers, the
+// mangle, nat and filter tables and the conntrack, connmark, mark, recent and statistic
+// matches). It knows nothing about Kubernetes; the local cloud's
 // server maps instances onto it.
 package hosts
