@@ -269,7 +269,8 @@ func (s *smoke) deleteService(ctx context.Context) (string, error) {
 	return "load balancer " + s.lbName + " is gone, and the Service with it", err
 }
 
-// listenerClosed waits until nothing accepts TCP connections at the VIP's port.
+// listenerClosed waits until nothing accepts TCP connections at the VIP's port: the
+// proxy's listener is closed, or the kernel data plane refuses the port.
 func (s *smoke) listenerClosed(port int) func(context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
 		addr := net.JoinHostPort(s.vip, fmt.Sprint(port))
