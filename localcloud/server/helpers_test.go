@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
