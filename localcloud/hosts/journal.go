@@ -12,7 +12,9 @@ import (
 )
 
 // journalVersion is written into new journals; a newer one is refused rather than misread.
-const journalVersion = 1
+// Version 2 added the load balancer data plane (networkRecord.VIP), which an older cloud
+// would not know to remove.
+const journalVersion = 2
 
 // journalName and lockName are files in the machine's directory.
 const (

@@ -113,7 +113,8 @@ func ModuleDir(t testing.TB) string {
 	if !ok {
 		t.Fatal("clustertest: cannot tell where the source tree is")
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	// This file is internal/testkit/clustertest/clustertest.go.
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // Ranges are a bridge and address ranges of one test's own.
