@@ -49,14 +49,20 @@ type Source struct {
 	Version string
 }
 
-// File is one regular file of an image's single layer.
+// File is one entry of an image's single layer: a regular file, or with Link a
+// symbolic link, or with Dir a directory (one with no file in it, such as /tmp; parent
+// directories of files are added by themselves).
 type File struct {
 	// Path is the absolute path in the image, e.g. /pause.
 	Path string
-	// Data is the content.
+	// Data is the content of a regular file.
 	Data []byte
 	// Mode is the permission bits, e.g. 0o755.
 	Mode int64
+	// Link, when set, makes the entry a symbolic link to Link, e.g. /bin/sh -> dash.
+	Link string
+	// Dir makes the entry a directory, with Mode (0o755 when zero).
+	Dir bool
 }
 
 // Spec describes a single-layer image.
@@ -65,6 +71,8 @@ type Spec struct {
 	Files []File
 	// Entrypoint is the command the container runs.
 	Entrypoint []string
+	// Cmd are the entrypoint's default arguments, which a pod's args replace.
+	Cmd []string
 	// Env is the environment, as KEY=value.
 	Env []string
 	// User, when set, is the uid[:gid] the container runs as.
@@ -122,6 +130,7 @@ func Image(s Spec) (v1.Image, error) {
 	cf.Architecture = platform.Architecture
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = slices.Clone(s.Entrypoint)
+	cf.Config.Cmd = slices.Clone(s.Cmd)
 	cf.Config.Env = slices.Clone(s.Env)
 	cf.Config.User = s.User
 	cf.Config.Labels = labels(s)
@@ -170,18 +179,41 @@ func layerTar(files []File) ([]byte, error) {
 		if _, dup := entries[name]; dup {
 			return nil, fmt.Errorf("image file %s given twice", f.Path)
 		}
-		if _, isDir := entries[name+"/"]; isDir {
+		if _, isDir := entries[name+"/"]; isDir && !f.Dir {
 			return nil, fmt.Errorf("image path %s is both a file and a directory", f.Path)
 		}
-		entries[name] = entry{
-			hdr:  tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: f.Mode, Size: int64(len(f.Data))},
-			data: f.Data,
+		if f.Dir {
+			if _, isFile := entries[name]; isFile {
+				return nil, fmt.Errorf("image path %s is both a file and a directory", f.Path)
+			}
+		}
+		switch {
+		case f.Dir && (f.Link != "" || len(f.Data) > 0):
+			return nil, fmt.Errorf("image directory %s has content or a link target", f.Path)
+		case f.Dir:
+			mode := f.Mode
+			if mode == 0 {
+				mode = 0o755
+			}
+			entries[name+"/"] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode}}
+		case f.Link != "":
+			if len(f.Data) > 0 {
+				return nil, fmt.Errorf("image symbolic link %s has content", f.Path)
+			}
+			entries[name] = entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: f.Link, Mode: 0o777}}
+		default:
+			entries[name] = entry{
+				hdr:  tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: f.Mode, Size: int64(len(f.Data))},
+				data: f.Data,
+			}
 		}
 		for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 			if _, isFile := entries[dir]; isFile {
 				return nil, fmt.Errorf("image path /%s is both a file and a directory", dir)
 			}
-			entries[dir+"/"] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755}}
+			if _, given := entries[dir+"/"]; !given { // keep a mode File.Dir gave
+				entries[dir+"/"] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755}}
+			}
 		}
 	}
 	var buf bytes.Buffer

@@ -33,7 +33,7 @@ func (c *Cluster) build(ctx context.Context) (string, error) {
 	if c.cfg.NodeMode == NodesKwok {
 		return "into " + c.cfg.BinDir, nil
 	}
-	out, err := images.Build(ctx, images.BuildOptions{ModuleDir: c.cfg.BuildFrom, OutDir: ImageDir(c.cfg.BinDir)}, Images...)
+	out, err := BuildImages(ctx, c.cfg.BuildFrom, c.cfg.BinDir, ImageDir(c.cfg.BinDir), images.Source{Version: images.DefaultVersion})
 	if err != nil {
 		return "", err
 	}

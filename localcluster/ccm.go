@@ -33,7 +33,14 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 	if err := c.cfg.Progress.Step(ctx, name, start); err != nil {
 		return err
 	}
-	return c.cfg.Progress.Step(ctx, "wait for the CCM to initialize "+plural(len(c.Nodes), "node"), c.waitNodesInitialized)
+	if err := c.cfg.Progress.Step(ctx, "wait for the CCM to initialize "+plural(len(c.Nodes), "node"), c.waitNodesInitialized); err != nil {
+		return err
+	}
+	if c.cfg.NodeMode != NodesReal {
+		return nil // kwok nodes run no pods
+	}
+	// After the CCM: pods schedule only on initialized nodes.
+	return c.cfg.Progress.Step(ctx, "deploy cluster DNS (CoreDNS) and wait until it is ready", c.deployDNS)
 }
 
 func (c *Cluster) startCCM(ctx context.Context) (string, error) {

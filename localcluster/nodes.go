@@ -29,6 +29,10 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	dns, err := ClusterDNSAddress(c.cfg.ServiceCIDR)
+	if err != nil {
+		return "", err
+	}
 	var created []string
 	for i := range c.cfg.Nodes {
 		name := NodeName(i)
@@ -49,6 +53,10 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 			Kubelet:     kubenode.Credentials{ClientCertFile: cert, ClientKeyFile: key},
 			KubeProxy:   kubenode.Credentials{ClientCertFile: proxyCert, ClientKeyFile: proxyKey},
 			ClusterCIDR: c.cfg.ClusterCIDR.String(),
+			// The DNS add-on's Service (deployDNS), for pods and, through the node's
+			// resolv.conf, for pods of DNS policy Default: no lookup leaves the machine.
+			ClusterDNS:    []string{dns.String()},
+			ClusterDomain: ClusterDomain,
 			// Every image, the sandbox's too, is pulled from the cluster's registry.
 			Registries:   c.nodeRegistries(),
 			SandboxImage: images.Pause.Ref(images.DefaultVersion),

@@ -76,7 +76,7 @@ var nodeCapabilities = []struct {
 var (
 	toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 		"kubelet", "kube-proxy", "kubectl", "containerd", "containerd-shim-runc-v2", "ctr",
-		"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"}
+		"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap", "coredns"}
 	// kwokToolBinaries are the programs of make tools a cluster of kwok nodes runs.
 	kwokToolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 	// BuiltBinaries are nephele's own commands a cluster of real nodes runs, which
@@ -168,9 +168,9 @@ func Preflight(binDir string, built ...string) error {
 		}
 	}
 	if !slices.Contains(built, "images") {
-		for _, img := range Images {
-			if _, err := os.Stat(filepath.Join(ImageDir(binDir), img.Name+".tar")); err != nil {
-				imgs = append(imgs, img.Name+".tar")
+		for _, name := range imageArchives() {
+			if _, err := os.Stat(filepath.Join(ImageDir(binDir), name+".tar")); err != nil {
+				imgs = append(imgs, name+".tar")
 			}
 		}
 	}

@@ -36,8 +36,8 @@ func (c *Cluster) startRegistry(ctx context.Context) (string, error) {
 	c.Registry = reg
 	c.pushed = map[string]registry.Pushed{}
 	var pushed []string
-	for _, img := range Images {
-		p, err := reg.PushArchive(ctx, filepath.Join(ImageDir(c.cfg.BinDir), img.Name+".tar"), "")
+	for _, name := range imageArchives() {
+		p, err := reg.PushArchive(ctx, filepath.Join(ImageDir(c.cfg.BinDir), name+".tar"), "")
 		if err != nil {
 			return "", err
 		}

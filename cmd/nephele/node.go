@@ -73,7 +73,7 @@ func runNodeBoot(ctx context.Context, stderr io.Writer, config string, verbose i
 }
 
 func newNodeImagesCommand() *cobra.Command {
-	var out, sourceDir string
+	var out, sourceDir, binDir string
 	src := images.Source{URL: "https://github.com/nephele-dev/nephele", Version: images.DefaultVersion}
 	cmd := &cobra.Command{
 		Use:   "images --out DIR",
@@ -82,16 +82,18 @@ func newNodeImagesCommand() *cobra.Command {
 binaries for this machine's platform (linux and its architecture: amd64 or arm64; the
 nodes run here) and packs each into a reproducible OCI image (no docker), written to
 DIR/<name>.tar: nephele up pushes them into the cluster's registry, and a node's images
-list can import them. It prints each image's reference and digest. It needs the nephele
-source tree (--source-dir) and the go command.`,
+list can import them. It also packs the cluster's add-ons that make tools builds from
+their own modules (CoreDNS, from --bin-dir) the same way. It prints each image's
+reference and digest. It needs the nephele source tree (--source-dir) and the go command.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runNodeImages(cmd.Context(), cmd.OutOrStdout(), sourceDir, out, src)
+			return runNodeImages(cmd.Context(), cmd.OutOrStdout(), sourceDir, binDir, out, src)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "directory to write the archives to (required)")
 	f.StringVar(&sourceDir, "source-dir", ".", "the nephele source tree (the directory of its go.mod, or below it)")
+	f.StringVar(&binDir, "bin-dir", "", "where make tools put the add-ons' binaries (coredns); default the parent of --out")
 	f.StringVar(&src.Version, "version", src.Version, "version label, and tag, of the images")
 	f.StringVar(&src.Revision, "revision", "", "revision label of the images (the commit they are built from)")
 	f.StringVar(&src.URL, "source", src.URL, "source label of the images")
@@ -99,19 +101,17 @@ source tree (--source-dir) and the go command.`,
 	return cmd
 }
 
-func runNodeImages(ctx context.Context, stdout io.Writer, sourceDir, out string, src images.Source) error {
+func runNodeImages(ctx context.Context, stdout io.Writer, sourceDir, binDir, out string, src images.Source) error {
 	moduleDir, err := goModuleDir(ctx, sourceDir)
 	if err != nil {
 		return err
 	}
-	platform, err := images.HostPlatform()
+	if binDir == "" {
+		binDir = filepath.Dir(filepath.Clean(out))
+	}
+	built, err := localcluster.BuildImages(ctx, moduleDir, binDir, out, src)
 	if err != nil {
 		return fmt.Errorf("node images: %w", err)
-	}
-	built, err := images.Build(ctx, images.BuildOptions{ModuleDir: moduleDir, OutDir: out, Source: src,
-		Platforms: []images.Platform{platform}}, localcluster.Images...)
-	if err != nil {
-		return err
 	}
 	for _, b := range built {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", b.Ref, b.Digest, b.Archive)

@@ -101,7 +101,7 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS the lifecycle controller deletes the terminated instance's Node",
 			"PASS the pod comes back on another node",
 			"PASS nephele migrate check passes",
-			"smoke: PASSED (23 checks)",
+			"smoke: PASSED (24 checks)",
 			"remove the hosts, keeping the nodes' logs",
 		) {
 			if !strings.Contains(out, want) {

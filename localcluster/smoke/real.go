@@ -51,6 +51,7 @@ func (s *smoke) realChecks() (before, after []check) {
 		check{"nephele migrate check passes", s.migrateCheck},
 		check{"kubectl logs shows a pod's log", s.kubectlLogs},
 		check{"kubectl exec runs a command in a pod", s.kubectlExec},
+		check{"a pod resolves the Service's name through cluster DNS and reaches it", s.dnsResolvesService},
 		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
 		check{"terminating that node's instance: its Node goes NotReady", s.terminate},
 		check{"the lifecycle controller deletes the terminated instance's Node", s.nodeDeleted},
@@ -533,6 +534,27 @@ func (s *smoke) kubectlExec(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("kubectl exec %s: answered by %q", pod.Name, a.Pod)
 	}
 	return fmt.Sprintf("kubectl exec %s -- /demo-http get http://127.0.0.1:8080/: answered by %s on %s", pod.Name, a.Pod, a.Node), nil
+}
+
+// dnsResolvesService makes a pod GET the demo Service by its short name, which only
+// cluster DNS resolves (the pod's search path completes it to
+// <name>.<namespace>.svc.cluster.local), and checks the fully qualified name too.
+func (s *smoke) dnsResolvesService(ctx context.Context) (string, error) {
+	ready, err := s.readyPods(ctx)
+	if err != nil || len(ready) == 0 {
+		return "", fmt.Errorf("no Ready pod (%v)", err)
+	}
+	pod := ready[0]
+	var answers []string
+	for _, host := range []string{ServiceName, ServiceName + "." + Namespace + ".svc." + localcluster.ClusterDomain} {
+		url := "http://" + net.JoinHostPort(host, strconv.Itoa(demoPort)) + "/"
+		a, err := s.execGet(ctx, pod.Name, url)
+		if err != nil {
+			return "", fmt.Errorf("from pod %s: GET %s: %w", pod.Name, url, err)
+		}
+		answers = append(answers, host+" answered by "+a.Pod)
+	}
+	return "from " + pod.Name + ": " + strings.Join(answers, "; "), nil
 }
 
 // scaledToOne scales the Deployment to one replica and checks that the cloud's health

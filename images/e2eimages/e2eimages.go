@@ -1,0 +1,351 @@
+package e2eimages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/images"
+)
+
+// Family is an image family of the suite: a key of KUBE_TEST_REPO_LIST
+// (k8s.io/kubernetes/test/utils/image.RegistryList).
+type Family string
+
+// The families of v1.36.3's RegistryList.
+const (
+	PromoterE2E      Family = "promoterE2eRegistry"
+	BuildImage       Family = "buildImageRegistry"
+	Invalid          Family = "invalidRegistry"
+	GCEtcd           Family = "gcEtcdRegistry"
+	GC               Family = "gcRegistry"
+	SigStorage       Family = "sigStorageRegistry"
+	Private          Family = "privateRegistry"
+	DockerLibrary    Family = "dockerLibraryRegistry"
+	CloudProviderGCP Family = "cloudProviderGcpRegistry"
+)
+
+// prefixes are where each family lives under images.Registry, mirroring the upstream
+// registries' paths so that two families never share a repository by accident. Invalid
+// and Private name repositories nothing is pushed to: the tests that use them expect a
+// pull to fail, and it fails here too, inside the machine.
+var prefixes = map[Family]string{
+	PromoterE2E:      "e2e-test-images",
+	BuildImage:       "build-image",
+	Invalid:          "invalid",
+	GCEtcd:           "",
+	GC:               "",
+	SigStorage:       "sig-storage",
+	Private:          "k8s-authenticated-test",
+	DockerLibrary:    "library",
+	CloudProviderGCP: "cloud-provider-gcp",
+}
+
+// Prefix is the registry prefix of f's images: images.Registry and f's path.
+func (f Family) Prefix() string {
+	if p := prefixes[f]; p != "" {
+		return images.Registry + "/" + p
+	}
+	return images.Registry
+}
+
+// RepoList is the KUBE_TEST_REPO_LIST file (or --kube-test-repo-list) that points every
+// family of the suite at the cluster's registry.
+func RepoList() ([]byte, error) {
+	list := map[string]string{}
+	for f := range prefixes {
+		list[string(f)] = f.Prefix()
+	}
+	data, err := yaml.Marshal(list)
+	if err != nil {
+		return nil, fmt.Errorf("repo list: %w", err)
+	}
+	return append([]byte("# KUBE_TEST_REPO_LIST written by nephele: every image family of the e2e suite in the cluster's registry.\n"), data...), nil
+}
+
+// Image is a test image by the name and version the suite asks for.
+type Image struct {
+	Family  Family
+	Name    string
+	Version string
+}
+
+// Ref is the reference the suite's pods name, e.g.
+// nephele.local/e2e-test-images/agnhost:2.63.0.
+func (i Image) Ref() string { return i.Family.Prefix() + "/" + i.Name + ":" + i.Version }
+
+// The images nephele builds, named as test/utils/image/manifest.go names them in v1.36.3.
+var (
+	Agnhost         = Image{PromoterE2E, "agnhost", "2.63.0"}
+	GlibcDNSTesting = Image{PromoterE2E, "glibc-dns-testing", "2.0.0"}
+	Nginx           = Image{PromoterE2E, "nginx", "1.15-4"}
+	BusyBox         = Image{PromoterE2E, "busybox", "1.37.0-1"}
+	// Pause is nephele's pause image (images.Pause) under upstream's name: pushed from
+	// its archive, not built again.
+	Pause = Image{GC, "pause", "3.10.2"}
+)
+
+// Options say what Build builds from and where it writes.
+type Options struct {
+	// AgnhostBinary is agnhost built for this machine (make e2e-bins: bin/agnhost).
+	AgnhostBinary string
+	// OutDir receives one archive per image, <name>.tar.
+	OutDir string
+	// Source gives the images' labels.
+	Source images.Source
+}
+
+// Built is an image Build wrote.
+type Built struct {
+	Image   Image
+	Archive string
+	Digest  v1.Hash
+}
+
+// Build builds agnhost, glibc-dns-testing, nginx and busybox (see the package
+// documentation) for this machine's platform into opts.OutDir. It fails naming the
+// Debian package of any program missing here.
+func Build(ctx context.Context, opts Options) ([]Built, error) {
+	if opts.AgnhostBinary == "" || opts.OutDir == "" {
+		return nil, errors.New("e2e images: AgnhostBinary and OutDir are required")
+	}
+	platform, err := images.HostPlatform()
+	if err != nil {
+		return nil, fmt.Errorf("e2e images: %w", err)
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("e2e images: %w", err)
+	}
+	specs := []struct {
+		img  Image
+		spec func(context.Context, Options) (images.Spec, error)
+	}{
+		{Agnhost, agnhostSpec},
+		{GlibcDNSTesting, glibcDNSTestingSpec},
+		{Nginx, nginxSpec},
+		{BusyBox, busyboxSpec},
+	}
+	var built []Built
+	for _, s := range specs {
+		spec, err := s.spec(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("e2e image %s: %w", s.img.Name, err)
+		}
+		spec.Source = opts.Source
+		spec.Platform = platform
+		if spec.Title == "" {
+			spec.Title = s.img.Name + " for the Kubernetes e2e suite, built by nephele"
+		}
+		img, err := images.Image(spec)
+		if err != nil {
+			return nil, fmt.Errorf("e2e image %s: %w", s.img.Name, err)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return nil, fmt.Errorf("e2e image %s: %w", s.img.Name, err)
+		}
+		archive := filepath.Join(opts.OutDir, s.img.Name+".tar")
+		if err := images.WriteArchive(archive, s.img.Ref(), img); err != nil {
+			return nil, err
+		}
+		built = append(built, Built{Image: s.img, Archive: archive, Digest: digest})
+	}
+	return built, nil
+}
+
+// tool is a program of this machine an image carries: where it goes and the Debian
+// package that provides it.
+type tool struct {
+	path string // in the image
+	name string // the program to look for on this machine
+	pkg  string // its Debian package
+}
+
+// hostTools finds each tool on this machine and packs it with its libraries.
+func hostTools(ctx context.Context, tools []tool) ([]images.File, error) {
+	var progs []images.HostFile
+	var missing []string
+	for _, t := range tools {
+		from, err := images.LookHostProgram(t.name, t.pkg)
+		if err != nil {
+			missing = append(missing, err.Error())
+			continue
+		}
+		progs = append(progs, images.HostFile{Path: t.path, From: from})
+	}
+	if len(missing) > 0 {
+		return nil, errors.New(strings.Join(missing, "; "))
+	}
+	return images.HostPrograms(ctx, progs...)
+}
+
+// coreutils are the small programs the suite's shell scripts call, in /usr/bin.
+var coreutils = []string{"cat", "cp", "cut", "date", "env", "head", "id", "ls", "mkdir", "mv",
+	"printf", "rm", "seq", "sleep", "sort", "tail", "tee", "timeout", "touch", "tr", "uniq", "wc"}
+
+// shellTools are a shell and the programs scripts expect beside it.
+func shellTools() []tool {
+	tools := []tool{
+		{"/bin/sh", "dash", "dash"},
+		{"/usr/bin/grep", "grep", "grep"},
+		{"/usr/bin/sed", "sed", "sed"},
+	}
+	for _, c := range coreutils {
+		tools = append(tools, tool{"/usr/bin/" + c, c, "coreutils"})
+	}
+	return tools
+}
+
+// basics are the files every test image has: the base (CA certificates, passwd,
+// group), a world-writable /tmp, and an nsswitch.conf that makes glibc's getent read
+// /etc/hosts (kubelet's) before asking DNS, as Debian's does.
+func basics() ([]images.File, error) {
+	base, err := images.BaseFiles()
+	if err != nil {
+		return nil, err
+	}
+	return append(base,
+		images.File{Path: "/tmp", Dir: true, Mode: 0o1777},
+		images.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte(
+			"passwd: files\ngroup: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n")},
+	), nil
+}
+
+// path is the PATH of the test images' shells.
+const path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	agnhost, err := images.ReadFile("/agnhost", opts.AgnhostBinary, 0o755)
+	if err != nil {
+		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
+	}
+	tools, err := hostTools(ctx, append(shellTools(),
+		tool{"/bin/bash", "bash", "bash"},
+		tool{"/usr/bin/nc", "nc.openbsd", "netcat-openbsd"},
+		tool{"/usr/bin/curl", "curl", "curl"},
+		tool{"/usr/bin/wget", "wget", "wget"},
+		tool{"/usr/bin/dig", "dig", "bind9-dnsutils"},
+		tool{"/usr/bin/nslookup", "nslookup", "bind9-dnsutils"},
+		tool{"/usr/bin/host", "host", "bind9-dnsutils"},
+		tool{"/usr/bin/getent", "getent", "libc-bin"},
+		tool{"/usr/bin/hostname", "hostname", "hostname"},
+		tool{"/usr/sbin/ip", "ip", "iproute2"},
+		tool{"/usr/bin/ss", "ss", "iproute2"},
+	))
+	if err != nil {
+		return images.Spec{}, err
+	}
+	files = append(files, tools...)
+	files = append(files, agnhost,
+		images.File{Path: "/agnhost-2", Link: "agnhost"},
+		images.File{Path: "/uploads", Dir: true, Mode: 0o777},
+	)
+	return images.Spec{
+		Files:        files,
+		Entrypoint:   []string{"/agnhost"},
+		Cmd:          []string{"pause"},
+		Env:          []string{path},
+		ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
+	}, nil
+}
+
+func glibcDNSTestingSpec(ctx context.Context, _ Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	tools, err := hostTools(ctx, append(shellTools(),
+		tool{"/usr/bin/dig", "dig", "bind9-dnsutils"},
+		tool{"/usr/bin/getent", "getent", "libc-bin"},
+	))
+	if err != nil {
+		return images.Spec{}, err
+	}
+	return images.Spec{Files: append(files, tools...), Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
+}
+
+// nginxConf runs nginx in the foreground as upstream's image does, serving
+// /usr/share/nginx/html on port 80, its workers as the unprivileged user, its temporary
+// files in /tmp (the image has no /var/lib/nginx), its logs on the container's output.
+const nginxConf = `# nginx.conf of nephele's nginx test image.
+user nonroot nonroot;
+worker_processes 1;
+pid /tmp/nginx.pid;
+error_log stderr;
+events { worker_connections 256; }
+http {
+    include /etc/nginx/mime.types;
+    access_log /dev/stdout;
+    client_body_temp_path /tmp/client_body;
+    proxy_temp_path /tmp/proxy;
+    fastcgi_temp_path /tmp/fastcgi;
+    uwsgi_temp_path /tmp/uwsgi;
+    scgi_temp_path /tmp/scgi;
+    server {
+        listen 80 default_server;
+        root /usr/share/nginx/html;
+        index index.html;
+    }
+}
+`
+
+func nginxSpec(ctx context.Context, _ Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	tools, err := hostTools(ctx, []tool{{"/usr/sbin/nginx", "nginx", "nginx-light"}})
+	if err != nil {
+		return images.Spec{}, err
+	}
+	mime, err := images.HostConfigFiles(images.HostFile{Path: "/etc/nginx/mime.types"})
+	if err != nil {
+		return images.Spec{}, fmt.Errorf("%w (Debian package nginx-common)", err)
+	}
+	files = append(files, tools...)
+	files = append(files, mime...)
+	files = append(files,
+		images.File{Path: "/etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(nginxConf)},
+		images.File{Path: "/usr/share/nginx/html/index.html", Mode: 0o644, Data: []byte("<!DOCTYPE html>\n<title>nginx</title>\n<p>nginx, from nephele's e2e images.</p>\n")},
+		// nginx opens its compiled-in log path before it reads error_log.
+		images.File{Path: "/var/log/nginx", Dir: true, Mode: 0o755},
+	)
+	return images.Spec{
+		Files:        files,
+		Entrypoint:   []string{"/usr/sbin/nginx", "-g", "daemon off;"},
+		Env:          []string{path},
+		ExposedPorts: []string{"80/tcp"},
+	}, nil
+}
+
+func busyboxSpec(ctx context.Context, _ Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	bin, err := hostTools(ctx, []tool{{"/bin/busybox", "busybox", "busybox-static"}})
+	if err != nil {
+		return images.Spec{}, err
+	}
+	files = append(files, bin...)
+	for _, applet := range busyboxApplets {
+		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
+	}
+	return images.Spec{Files: files, Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
+}
+
+// busyboxApplets are the applets linked in /bin: the ones tests and people call.
+var busyboxApplets = []string{"ash", "cat", "chmod", "cp", "date", "dd", "df", "echo", "env", "false",
+	"grep", "head", "hostname", "id", "ip", "kill", "ln", "ls", "mkdir", "mount", "mv", "nc", "nslookup",
+	"ping", "printf", "ps", "pwd", "rm", "sed", "seq", "sh", "sleep", "sort", "stat", "sync", "tail",
+	"tar", "tee", "test", "timeout", "top", "touch", "tr", "true", "uname", "wc", "wget", "xargs"}
