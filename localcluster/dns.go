@@ -224,15 +224,24 @@ func createDNS(ctx context.Context, cs kubernetes.Interface, addr netip.Addr) er
 		kind string
 		fn   func() error
 	}{
-		{"ServiceAccount", func() error { _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); return err }},
-		{"ClusterRole", func() error { _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err }},
+		{"ServiceAccount", func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+			return err
+		}},
+		{"ClusterRole", func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		}},
 		{"ClusterRoleBinding", func() error {
 			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
 			return err
 		}},
 		{"ConfigMap", func() error { _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); return err }},
 		{"Service", func() error { _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); return err }},
-		{"Deployment", func() error { _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); return err }},
+		{"Deployment", func() error {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
+			return err
+		}},
 	}
 	for _, o := range create {
 		if err := o.fn(); err != nil && !apierrors.IsAlreadyExists(err) {
