@@ -31,14 +31,23 @@ NODE_BINS := $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr \
 	$(BIN)/cni/bridge $(BIN)/cni/host-local $(BIN)/cni/loopback $(BIN)/cni/portmap
 KCM_PEER_DIR := hack/tools/kcm135
 KCM_PEER := $(BIN)/kube-controller-manager-v1.35
-TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages/.stamp $(NODE_BINS)
+COREDNS_DIR := hack/tools/coredns
+TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages/.stamp $(NODE_BINS) $(BIN)/coredns
+# Upstream's e2e suite (e2e.test with nephele's provider, the ginkgo CLI that runs it on
+# parallel nodes, and agnhost for its test image): not part of make tools, which every
+# cluster needs; make e2e and make test build them (docs/testing.md says what it costs).
+E2E_DIR := hack/tools/e2e
+E2E_BINS := $(BIN)/e2e.test $(BIN)/ginkgo $(BIN)/agnhost
 
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: $(TOOL_BINS) ## build etcd, the Kubernetes components (control plane, kubelet, kube-proxy, kubectl, the v1.35 migration peer), kwok, containerd and the CNI plugins into bin/
+tools: $(TOOL_BINS) ## build etcd, the Kubernetes components (control plane, kubelet, kube-proxy, kubectl, the v1.35 migration peer), kwok, containerd, the CNI plugins and CoreDNS into bin/
+
+.PHONY: e2e-bins
+e2e-bins: $(E2E_BINS) ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI and agnhost into bin/
 
 # Real nodes need a few Debian packages the project does not build (runc, iptables; the
 # script says why each): node-deps installs those missing, as root, and does nothing when
@@ -78,6 +87,20 @@ $(CNI_BINS) &: $(NODE_DIR)/go.mod $(NODE_DIR)/go.sum
 	cd $(NODE_DIR) && pkgs=$$(grep -o '"github.com/containernetworking/plugins/plugins/[a-z-]*/[a-z-]*"' tools.go | tr -d '"'); \
 	  for b in $(notdir $(CNI_BINS)); do echo "$$pkgs" | grep -q "/$$b$$" || { echo "no CNI plugin $$b in $(NODE_DIR)/tools.go" >&2; exit 1; }; done; \
 	  CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/cni/ $$pkgs
+
+# CoreDNS with the plugins the cluster's Corefile uses (hack/tools/coredns/main.go says
+# why not all): static, it is packed into the coredns image by make node-images.
+$(BIN)/coredns: $(COREDNS_DIR)/go.mod $(COREDNS_DIR)/go.sum $(COREDNS_DIR)/main.go
+	cd $(COREDNS_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -o $@ .
+
+# One module graph for the three, the one hack/tools builds kube-apiserver and kubelet
+# from: with the same flags (-trimpath, cgo as the tools have it) every package they
+# share with those is compiled once. agnhost is then linked against the machine's libc,
+# which its image carries anyway (images/e2eimages).
+$(E2E_BINS) &: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum $(wildcard $(E2E_DIR)/*.go)
+	mkdir -p $(BIN)
+	cd $(E2E_DIR) && $(GO) test -c -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/e2e.test .
+	cd $(E2E_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok
@@ -150,8 +173,8 @@ manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's
 # pod sandbox, the demo HTTP server, the CCM and the operator for this machine's platform,
 # in bin/images where `make images` puts them too (for more platforms).
 .PHONY: node-images
-node-images: build ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator) for this machine into bin/images
-	$(BIN)/nephele node images --out $(BIN)/images >/dev/null
+node-images: build $(BIN)/coredns ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator, coredns) for this machine into bin/images
+	$(BIN)/nephele node images --bin-dir $(BIN) --out $(BIN)/images >/dev/null
 
 # The one command to see nephele run: a real cluster on the local cloud's hosts (control
 # plane, local cloud, real nodes, CCM) on this machine until Ctrl-C; it needs Linux and
@@ -164,6 +187,16 @@ UP_DEPS := tools build $(if $(findstring --kwok,$(UP_FLAGS)),,node-deps node-ima
 .PHONY: up
 up: $(UP_DEPS) ## run a real cluster on this machine (root; UP_FLAGS=--kwok: simulated, no root) until Ctrl-C; see docs/up.md
 	$(BIN)/nephele up --bin-dir $(BIN) --build=false $(UP_FLAGS)
+
+# Upstream's e2e suite against a real cluster, as cloud-provider-kind's CI runs it: the
+# load balancer tests, the sig-network Conformance tests and the cloud-provider node
+# test, JUnit and a summary in E2E_REPORT_DIR (docs/conformance.md). E2E_FLAGS passes
+# flags, e.g. E2E_FLAGS="--focus 'Feature:LoadBalancer' --parallel 3".
+E2E_FLAGS ?=
+E2E_REPORT_DIR ?= $(CURDIR)/_artifacts/e2e
+.PHONY: e2e
+e2e: tools build node-deps e2e-deps node-images e2e-bins ## run upstream's e2e suite (LoadBalancer, sig-network Conformance, cloud-provider nodes) against a real 3-node cluster (root); see docs/conformance.md
+	$(BIN)/nephele e2e --bin-dir $(BIN) --report-dir $(E2E_REPORT_DIR) $(E2E_FLAGS)
 
 .PHONY: fmt-check
 fmt-check:
@@ -195,7 +228,12 @@ lint: fmt-check vet staticcheck ## gofmt check, go vet and staticcheck
 # as root (CI), the Debian packages the real-node tests need too. nephele's commands and
 # the node images are built once here (make node-images builds both), and every test
 # that runs them takes them from bin/ (NEPHELE_BUILT_DIR) instead of building its own.
-TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps) fmt-check vet staticcheck generate-check node-images
+TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps e2e-deps) fmt-check vet staticcheck generate-check node-images e2e-bins
+
+# The Debian programs the e2e test images are made of (images/e2eimages).
+.PHONY: e2e-deps
+e2e-deps:
+	@hack/install-node-deps.sh --e2e
 
 .PHONY: test
 test: $(TEST_DEPS) ## build tools and nephele (as root also install the node packages), then gofmt, go vet, staticcheck, all tests with -race (integration included) and each benchmark once, the bench harness and the example provider

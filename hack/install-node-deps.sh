@@ -6,6 +6,7 @@
 #
 #   hack/install-node-deps.sh          install what is missing (as root)
 #   hack/install-node-deps.sh --check  only report; exit 1 when something is missing
+#   hack/install-node-deps.sh --e2e    also the programs of the e2e test images (with --check too)
 #
 # Each entry is "command package why". Only what is really run on a node is listed:
 # - conntrack is not: kube-proxy 1.36 clears conntrack entries over netlink, not with the
@@ -32,15 +33,40 @@ deps=(
 	"ip iproute2 host veths, bridges and routes"
 )
 
+# The e2e test images (images/e2eimages: agnhost, glibc-dns-testing, nginx, busybox) are
+# made of these Debian programs with their shared libraries, as upstream's are made of
+# Alpine's and Debian's packages; make e2e and make test (as root) install them. One
+# "command=package" a line, unquoted: the list above is the nodes' alone.
+e2e_deps=(
+	nc.openbsd=netcat-openbsd # OpenBSD netcat: the tests run nc -v -t/-u -w in agnhost
+	curl=curl
+	wget=wget
+	dig=bind9-dnsutils # dig, nslookup and host: the DNS tests' probers
+	nslookup=bind9-dnsutils
+	bash=bash
+	getent=libc-bin
+	hostname=hostname
+	nginx=nginx-light # the nginx test image of the EndpointSlice conformance tests
+	busybox=busybox-static
+)
+
 check_only=false
-case "${1:-}" in
---check) check_only=true ;;
-"") ;;
-*)
-	echo "usage: $0 [--check]" >&2
-	exit 2
-	;;
-esac
+with_e2e=false
+for arg in "$@"; do
+	case "$arg" in
+	--check) check_only=true ;;
+	--e2e) with_e2e=true ;;
+	*)
+		echo "usage: $0 [--check] [--e2e]" >&2
+		exit 2
+		;;
+	esac
+done
+if $with_e2e; then
+	for e in "${e2e_deps[@]}"; do
+		deps+=("${e%%=*} ${e#*=} the e2e test images")
+	done
+fi
 
 missing=()
 for entry in "${deps[@]}"; do

@@ -1,0 +1,76 @@
+package upstreame2e
+
+import (
+	"strings"
+	"time"
+)
+
+// Suite is one run of the ginkgo CLI over e2e.test.
+type Suite struct {
+	// Name names the run and its report directory.
+	Name string
+	// Focus and Skip are ginkgo's --focus and --skip regular expressions.
+	Focus, Skip string
+	// Provider is e2e.test's --provider.
+	Provider string
+	// Parallel is the number of ginkgo nodes (processes); 1 runs the specs one by one.
+	Parallel int
+	// Timeout bounds the whole run (ginkgo --timeout): past it ginkgo stops and reports
+	// what ran.
+	Timeout time.Duration
+}
+
+// kindSkip is cloud-provider-kind's Prow job's skip expression for IPv4
+// (test-infra config/jobs/kubernetes-sigs/cloud-provider-kind), less the two load
+// balancer tests kind cannot pass and nephele runs ("LoadBalancer Service without
+// NodePort", "type and ports of a TCP service"). \[Serial\] comes from its PARALLEL=true.
+var kindSkip = []string{`Alpha`, `Beta`, `NetworkPolicy`, `Disruptive`, `Flaky`, `IPv6`, `SCTPConnectivity`, `\[Serial\]`}
+
+// Skip reasons of the tests the suites leave out that their focus would select, for
+// the report (docs/conformance.md lists them).
+var (
+	// LoadBalancerFocus selects every test of test/e2e/network/loadbalancer.go.
+	LoadBalancerFocus = `\[Feature:LoadBalancer\]`
+	// NetworkConformanceFocus selects the [sig-network] tests marked [Conformance].
+	NetworkConformanceFocus = `\[sig-network\].*\[Conformance\]`
+	// CloudProviderFocus selects test/e2e/cloud/nodes.go.
+	CloudProviderFocus = `\[Feature:CloudProvider\]`
+)
+
+// Suites are the runs of `nephele up --e2e` (docs/conformance.md), given the parallel
+// ginkgo nodes and a timeout for each run:
+//
+//   - "network": every [Feature:LoadBalancer] test and the [sig-network] [Conformance]
+//     tests, --provider=skeleton, kind's skip list without its two load balancer skips;
+//   - "cloud-provider": the [Feature:CloudProvider] node test alone, last (it deletes a
+//     node), with nephele's provider standing in for upstream's null gce provider (the
+//     test runs only for aws and gce: hack/tools/e2e/doc.go).
+func Suites(parallel int, timeout time.Duration) []Suite {
+	return []Suite{
+		{
+			Name:     "network",
+			Focus:    LoadBalancerFocus + "|" + NetworkConformanceFocus,
+			Skip:     strings.Join(kindSkip, "|"),
+			Provider: "skeleton",
+			Parallel: parallel,
+			Timeout:  timeout,
+		},
+		{
+			Name:     "cloud-provider",
+			Focus:    CloudProviderFocus,
+			Provider: "gce",
+			Parallel: 1,
+			Timeout:  timeout,
+		},
+	}
+}
+
+// SubsetFocus are the load balancer tests make test runs on every CI run: the cleanup
+// finalizer, the TCP type-and-ports test, source ranges and the four
+// externalTrafficPolicy: Local tests.
+var SubsetFocus = strings.Join([]string{
+	`should handle load balancer cleanup finalizer for service`,
+	`should be able to change the type and ports of a TCP service`,
+	`should only allow access from service loadbalancer source ranges`,
+	`LoadBalancers ExternalTrafficPolicy: Local`,
+}, "|")
