@@ -99,7 +99,7 @@ $(BIN)/coredns: $(COREDNS_DIR)/go.mod $(COREDNS_DIR)/go.sum $(COREDNS_DIR)/main.
 # which its image carries anyway (images/e2eimages).
 $(E2E_BINS) &: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum $(wildcard $(E2E_DIR)/*.go)
 	mkdir -p $(BIN)
-	cd $(E2E_DIR) && $(GO) test -c -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/e2e.test .
+	cd $(E2E_DIR) && $(GO) test -c -vet=off -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/e2e.test .
 	cd $(E2E_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum

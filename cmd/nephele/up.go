@@ -19,6 +19,7 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/server"
 	"github.com/nephele-dev/nephele/localcluster"
 	"github.com/nephele-dev/nephele/localcluster/smoke"
+	"github.com/nephele-dev/nephele/localcluster/upstreame2e"
 )
 
 // Default state directories. Real nodes' is root's own: up acts as root on what it finds
@@ -45,6 +46,17 @@ type upOptions struct {
 	bridge       string
 	ccm          string
 	timeout      time.Duration
+	e2e          e2eOptions
+}
+
+// e2eOptions are the flags of `nephele up --e2e`.
+type e2eOptions struct {
+	run           bool
+	focus, skip   string
+	parallel      int
+	timeout       time.Duration
+	reportDir     string
+	cloudProvider bool
 }
 
 func newUpCommand() *cobra.Command {
@@ -53,6 +65,8 @@ func newUpCommand() *cobra.Command {
 		build:       true,
 		clusterCIDR: localcluster.DefaultClusterCIDR.String(),
 		timeout:     3 * time.Minute,
+		e2e: e2eOptions{parallel: upstreame2e.DefaultParallel, timeout: upstreame2e.DefaultTimeout,
+			cloudProvider: true},
 	}
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -80,7 +94,14 @@ killed run left on the machine is removed first. The logs of the last run stay i
 
 Binaries come from --bin-dir (bin/ of the source tree): make tools builds the Kubernetes
 components, and up builds cmd/localcloud, cmd/cloud-controller-manager, cmd/nephele and
-the node images there unless --build=false. See docs/up.md.`,
+the node images there unless --build=false. See docs/up.md.
+
+With --e2e it runs upstream Kubernetes' end-to-end suite against the cluster instead, as
+cloud-provider-kind's CI does against kind (make e2e-bins builds it): every
+[Feature:LoadBalancer] test and the [sig-network] [Conformance] tests on --e2e-parallel
+ginkgo nodes, then the [Feature:CloudProvider] node test; JUnit and summary.md go to
+--e2e-report-dir. It stops the cluster and exits 0 only if no test failed. See
+docs/conformance.md.`,
 		Example: `  sudo make up
   make up UP_FLAGS=--kwok
   go run ./cmd/nephele up --nodes 2 --smoke`,
@@ -111,6 +132,13 @@ the node images there unless --build=false. See docs/up.md.`,
 		", a process on this machine; "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry; or "+
 		string(localcluster.CCMOperator)+", nephele-operator installed from its manifests, managing the CCM of a CloudControllerManager")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on starting, and on each smoke check")
+	fs.BoolVar(&o.e2e.run, "e2e", false, "run upstream's e2e suite against the cluster (make e2e-bins), stop, and exit 0 only if no test failed")
+	fs.StringVar(&o.e2e.focus, "e2e-focus", "", "ginkgo --focus of the main suite instead of the load balancer and sig-network Conformance tests")
+	fs.StringVar(&o.e2e.skip, "e2e-skip", "", "ginkgo --skip of the main suite instead of cloud-provider-kind's skip list (less its two load balancer skips)")
+	fs.IntVar(&o.e2e.parallel, "e2e-parallel", o.e2e.parallel, "ginkgo nodes of the main suite")
+	fs.DurationVar(&o.e2e.timeout, "e2e-timeout", o.e2e.timeout, "bound on each suite (ginkgo --timeout)")
+	fs.StringVar(&o.e2e.reportDir, "e2e-report-dir", "", "directory for the JUnit reports, logs and summary.md (default DIR/e2e-report)")
+	fs.BoolVar(&o.e2e.cloudProvider, "e2e-cloud-provider", o.e2e.cloudProvider, "after the main suite, run the [Feature:CloudProvider] node test, which deletes a node")
 	return cmd
 }
 
@@ -127,6 +155,12 @@ func (o *upOptions) config() (localcluster.Config, error) {
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if o.e2e.run && (o.smoke || o.kwok) {
+		errs = append(errs, errors.New("--e2e: not with --smoke or --kwok (the suite needs real nodes)"))
+	}
+	if o.e2e.parallel < 1 || o.e2e.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--e2e-parallel %d, --e2e-timeout %s: want positive values", o.e2e.parallel, o.e2e.timeout))
 	}
 	if o.nodes < 1 {
 		// localcluster takes 0 for its default; a flag of 0 is a mistake.
@@ -265,13 +299,43 @@ func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Wri
 		return errors.Join(err, stop(c, cfg.Dir, out))
 	}
 	var runErr error
-	if o.smoke {
+	switch {
+	case o.smoke:
 		_, runErr = smoke.Run(ctx, c, smoke.Options{Out: out, Timeout: o.timeout})
-	} else {
+	case o.e2e.run:
+		runErr = runE2E(ctx, o, c, out)
+	default:
 		printUsage(out, c, cfg.Dir)
 		runErr = c.Wait(ctx)
 	}
 	return errors.Join(runErr, stop(c, cfg.Dir, out))
+}
+
+// runE2E runs upstream's e2e suites (upstreame2e.Suites, or the focus and skip of the
+// flags) against c.
+func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Writer) error {
+	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout)
+	if o.e2e.focus != "" {
+		suites[0].Focus = o.e2e.focus
+	}
+	if o.e2e.skip != "" {
+		suites[0].Skip = o.e2e.skip
+	}
+	if !o.e2e.cloudProvider {
+		suites = suites[:1]
+	}
+	reportDir := o.e2e.reportDir
+	if reportDir == "" {
+		reportDir = filepath.Join(c.Config().Dir, "e2e-report")
+	}
+	reports, err := upstreame2e.RunSuites(ctx, c, upstreame2e.Options{
+		BinDir: c.Config().BinDir, Dir: filepath.Join(c.Config().Dir, "e2e"), ReportDir: reportDir,
+		Suites: suites, Out: out,
+	})
+	if len(reports) > 0 {
+		fmt.Fprintf(out, "upstream e2e: reports in %s (summary.md)\n", reportDir)
+	}
+	return err
 }
 
 // credentialFiles are the admin's kubeconfig and token, which up writes into the state

@@ -185,6 +185,22 @@ func hostTools(ctx context.Context, tools []tool) ([]images.File, error) {
 	return images.HostPrograms(ctx, progs...)
 }
 
+// dedupe joins lists of files, keeping the first of each path: two programs' library
+// closures share libc.
+func dedupe(lists ...[]images.File) []images.File {
+	seen := map[string]bool{}
+	var out []images.File
+	for _, l := range lists {
+		for _, f := range l {
+			if !seen[f.Path] {
+				seen[f.Path] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
 // coreutils are the small programs the suite's shell scripts call, in /usr/bin.
 var coreutils = []string{"cat", "cp", "cut", "date", "env", "head", "id", "ls", "mkdir", "mv",
 	"printf", "rm", "seq", "sleep", "sort", "tail", "tee", "timeout", "touch", "tr", "uniq", "wc"}
@@ -225,7 +241,9 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	agnhost, err := images.ReadFile("/agnhost", opts.AgnhostBinary, 0o755)
+	// Built like kubelet (cgo on), agnhost links the machine's libc, which the image
+	// carries for the Debian programs anyway.
+	agnhost, err := images.HostPrograms(ctx, images.HostFile{Path: "/agnhost", From: opts.AgnhostBinary})
 	if err != nil {
 		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
 	}
@@ -245,8 +263,8 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	files = append(files, tools...)
-	files = append(files, agnhost,
+	files = append(files, dedupe(tools, agnhost)...)
+	files = append(files,
 		images.File{Path: "/agnhost-2", Link: "agnhost"},
 		images.File{Path: "/uploads", Dir: true, Mode: 0o777},
 	)

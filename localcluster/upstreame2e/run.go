@@ -172,3 +172,74 @@ func (t *tailBuffer) String() string {
 	}
 	return string(s)
 }
+
+// Options are a whole run of RunSuites.
+type Options struct {
+	// BinDir holds e2e.test, ginkgo and agnhost (make e2e-bins) and kubectl.
+	BinDir string
+	// Dir receives the test images, the repo list and the cloud config.
+	Dir string
+	// ReportDir receives each suite's JUnit and log (ReportDir/<suite>/) and
+	// summary.md, the tables of every suite.
+	ReportDir string
+	// Suites run in order; default Suites(DefaultParallel, DefaultTimeout).
+	Suites []Suite
+	// Out receives ginkgo's output and a line per suite; nil discards it.
+	Out io.Writer
+}
+
+// Defaults of a run: three ginkgo nodes (a failing load balancer test mostly waits, so
+// more nodes than the machine's two cores pay off), and a bound of two hours on each
+// suite.
+const (
+	DefaultParallel = 3
+	DefaultTimeout  = 2 * time.Hour
+)
+
+// RunSuites prepares the cluster (Prepare), runs every suite, writes
+// ReportDir/summary.md and returns the reports. It returns an error when a suite could
+// not run, or when any test failed (naming how many): the reports are complete either
+// way.
+func RunSuites(ctx context.Context, c *localcluster.Cluster, opts Options) ([]*Report, error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if len(opts.Suites) == 0 {
+		opts.Suites = Suites(DefaultParallel, DefaultTimeout)
+	}
+	if err := os.MkdirAll(opts.ReportDir, 0o755); err != nil {
+		return nil, err
+	}
+	env, err := Prepare(ctx, c, opts.BinDir, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var reports []*Report
+	var errs []error
+	for _, s := range opts.Suites {
+		fmt.Fprintf(opts.Out, "upstream e2e: suite %s (focus %s) on %d ginkgo nodes\n", s.Name, s.Focus, max(s.Parallel, 1))
+		r, err := env.Run(ctx, s, opts.ReportDir, opts.Out)
+		if r != nil {
+			reports = append(reports, r)
+			fmt.Fprintf(opts.Out, "upstream e2e: suite %s: %d passed, %d failed, %d skipped in %s\n",
+				s.Name, r.Count(Passed), r.Count(Failed), r.Count(Skipped), r.Duration.Round(time.Second))
+			if n := r.Failed(); n > 0 && err == nil {
+				err = fmt.Errorf("suite %s: %d of %d tests failed (%s)", s.Name, n, len(r.Results), filepath.Join(opts.ReportDir, s.Name))
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	var summary bytes.Buffer
+	if err := WriteSummary(&summary, reports...); err == nil {
+		err = os.WriteFile(filepath.Join(opts.ReportDir, "summary.md"), summary.Bytes(), 0o644)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return reports, errors.Join(errs...)
+}

@@ -2,6 +2,10 @@
 
 package e2e
 
-// The ginkgo v2 CLI runs e2e.test on parallel nodes; it is built from this module so
-// that its version is the one k8s.io/kubernetes requires, as upstream's own build does.
-import _ "github.com/onsi/ginkgo/v2/ginkgo"
+import (
+	// The ginkgo v2 CLI runs e2e.test on parallel nodes; agnhost is the suite's test
+	// image's program. Both are built from this module, so that their versions are the
+	// ones k8s.io/kubernetes v1.36.3 requires, as upstream's own build takes them.
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
+	_ "k8s.io/kubernetes/test/images/agnhost"
+)

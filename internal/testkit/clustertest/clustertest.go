@@ -32,7 +32,7 @@ var (
 	// controlPlaneTools every cluster runs, kwok's among them.
 	controlPlaneTools = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "kwok-stages"}
 	// nodeTools are what real nodes run besides.
-	nodeTools = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "cni"}
+	nodeTools = []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "cni", "coredns"}
 )
 
 // BinDir returns a bin directory for a real cluster: links to the tools in the shared
@@ -57,7 +57,7 @@ func BinDir(t testing.TB) string {
 	} else {
 		ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
 		defer cancel()
-		if _, err := images.Build(ctx, images.BuildOptions{ModuleDir: ModuleDir(t), OutDir: imageDir}, localcluster.Images...); err != nil {
+		if _, err := localcluster.BuildImages(ctx, ModuleDir(t), shared, imageDir, images.Source{Version: images.DefaultVersion}); err != nil {
 			t.Fatal(err)
 		}
 	}

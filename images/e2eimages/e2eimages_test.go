@@ -1,0 +1,162 @@
+package e2eimages
+
+import (
+	"archive/tar"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/images"
+)
+
+// requireDebianPrograms fails (under CI=true) or skips the test when the Debian programs
+// the images are made of are missing: hack/install-node-deps.sh --e2e installs them.
+func requireDebianPrograms(t *testing.T) {
+	t.Helper()
+	err := exec.Command("../../hack/install-node-deps.sh", "--check", "--e2e").Run()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the e2e images' Debian programs are missing: run hack/install-node-deps.sh --e2e (make e2e-deps): %v", err)
+	}
+	t.Skipf("the e2e images' Debian programs are missing (hack/install-node-deps.sh --e2e): %v", err)
+}
+
+// TestBuild builds every image and checks what the suite runs in each is there, with
+// the libraries its loader needs.
+func TestBuild(t *testing.T) {
+	requireDebianPrograms(t)
+	out := t.TempDir()
+	// Any dynamically linked program stands in for agnhost (make e2e-bins builds it).
+	agnhost, err := exec.LookPath("getent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := Build(t.Context(), Options{AgnhostBinary: agnhost, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		files      []string
+		entrypoint []string
+	}{
+		"agnhost": {[]string{"/agnhost", "/bin/sh", "/bin/bash", "/usr/bin/nc", "/usr/bin/curl", "/usr/bin/wget",
+			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep",
+			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/tmp/", "/uploads/"}, []string{"/agnhost"}},
+		"glibc-dns-testing": {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
+		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
+		"busybox":           {[]string{"/bin/busybox", "/bin/sh", "/bin/wget"}, []string{"/bin/sh"}},
+	}
+	if len(built) != len(want) {
+		t.Fatalf("built %d images, want %d", len(built), len(want))
+	}
+	for _, b := range built {
+		w, ok := want[b.Image.Name]
+		if !ok {
+			t.Errorf("built an unexpected image %s", b.Image.Name)
+			continue
+		}
+		files, entrypoint := readArchive(t, b.Archive)
+		for _, f := range w.files {
+			if !slices.Contains(files, strings.TrimPrefix(f, "/")) {
+				t.Errorf("%s: no %s in the image", b.Image.Name, f)
+			}
+		}
+		if !slices.Equal(entrypoint, w.entrypoint) {
+			t.Errorf("%s: entrypoint %q, want %q", b.Image.Name, entrypoint, w.entrypoint)
+		}
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "/libc.so.6") }) && b.Image.Name != "busybox" {
+			t.Errorf("%s: no libc.so.6 in the image: the programs' libraries are missing", b.Image.Name)
+		}
+	}
+}
+
+// readArchive returns the paths in the single layer of the image an archive holds, and
+// its entrypoint.
+func readArchive(t *testing.T, archive string) ([]string, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	_, root, err := images.ExtractArchive(archive, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := p.Image(root.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %d, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var files []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, h.Name)
+	}
+	return files, cf.Config.Entrypoint
+}
+
+// TestRepoList checks that every family of the suite's RegistryList points into the
+// cluster's registry, and that the images are named as the suite names them.
+func TestRepoList(t *testing.T) {
+	data, err := RepoList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list map[string]string
+	if err := yaml.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	// The keys of k8s.io/kubernetes/test/utils/image.RegistryList in v1.36.3.
+	keys := []string{"promoterE2eRegistry", "buildImageRegistry", "invalidRegistry", "gcEtcdRegistry", "gcRegistry",
+		"sigStorageRegistry", "privateRegistry", "dockerLibraryRegistry", "cloudProviderGcpRegistry"}
+	for _, k := range keys {
+		if v := list[k]; v != images.Registry && !strings.HasPrefix(v, images.Registry+"/") {
+			t.Errorf("%s: %q, want a prefix in %s", k, v, images.Registry)
+		}
+	}
+	if len(list) != len(keys) {
+		t.Errorf("repo list has %d keys, want %d: %v", len(list), len(keys), list)
+	}
+	for _, tc := range []struct {
+		img  Image
+		want string
+	}{
+		{Agnhost, "nephele.local/e2e-test-images/agnhost:2.63.0"},
+		{GlibcDNSTesting, "nephele.local/e2e-test-images/glibc-dns-testing:2.0.0"},
+		{Nginx, "nephele.local/e2e-test-images/nginx:1.15-4"},
+		{Pause, "nephele.local/pause:3.10.2"},
+	} {
+		if got := tc.img.Ref(); got != tc.want {
+			t.Errorf("%s: Ref() = %s, want %s", tc.img.Name, got, tc.want)
+		}
+	}
+}
+
