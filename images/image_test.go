@@ -133,6 +133,10 @@ func TestImageRejects(t *testing.T) {
 		{"twice", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/x"}, {Path: "/x"}}}},
 		{"file then directory", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/a"}, {Path: "/a/b"}}}},
 		{"directory then file", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/a/b"}, {Path: "/a"}}}},
+		{"link with content", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/a", Link: "b", Data: []byte("x")}}}},
+		{"directory with content", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/a", Dir: true, Data: []byte("x")}}}},
+		{"file then given directory", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/a"}, {Path: "/a", Dir: true}}}},
+		{"link as a parent", Spec{Entrypoint: []string{"/x"}, Files: []File{{Path: "/bin", Link: "usr/bin"}, {Path: "/bin/sh"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,5 +256,39 @@ func TestTag(t *testing.T) {
 	}
 	if got := Pause.Ref(""); got != "nephele.local/pause:dev" {
 		t.Errorf("Pause.Ref(\"\") = %q", got)
+	}
+}
+
+// TestLayerLinksAndDirectories checks the entries of a symbolic link and of a directory
+// given with its mode, which a file under it does not reset.
+func TestLayerLinksAndDirectories(t *testing.T) {
+	data, err := layerTar([]File{
+		{Path: "/tmp", Dir: true, Mode: 0o1777},
+		{Path: "/tmp/x", Data: []byte("x"), Mode: 0o644},
+		{Path: "/bin/sh", Link: "dash"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]tar.Header{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = *h
+	}
+	if h := got["tmp/"]; h.Typeflag != tar.TypeDir || h.Mode != 0o1777 {
+		t.Errorf("tmp/: type %c mode %o, want a directory of mode 1777", h.Typeflag, h.Mode)
+	}
+	if h := got["bin/sh"]; h.Typeflag != tar.TypeSymlink || h.Linkname != "dash" {
+		t.Errorf("bin/sh: type %c -> %q, want a link to dash", h.Typeflag, h.Linkname)
+	}
+	if h := got["bin/"]; h.Typeflag != tar.TypeDir {
+		t.Errorf("bin/: type %c, want the parent directory", h.Typeflag)
 	}
 }

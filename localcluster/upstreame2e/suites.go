@@ -26,8 +26,7 @@ type Suite struct {
 // NodePort", "type and ports of a TCP service"). \[Serial\] comes from its PARALLEL=true.
 var kindSkip = []string{`Alpha`, `Beta`, `NetworkPolicy`, `Disruptive`, `Flaky`, `IPv6`, `SCTPConnectivity`, `\[Serial\]`}
 
-// Skip reasons of the tests the suites leave out that their focus would select, for
-// the report (docs/conformance.md lists them).
+// Focus expressions of the suites.
 var (
 	// LoadBalancerFocus selects every test of test/e2e/network/loadbalancer.go.
 	LoadBalancerFocus = `\[Feature:LoadBalancer\]`
