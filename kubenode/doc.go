@@ -38,6 +38,7 @@
 //   - containerd restricts oom_score_adj and kubelet keeps 0: the machine may lack
 //     CAP_SYS_RESOURCE.
 //   - Image garbage collection is off: imported images cannot be pulled again.
-//   - Pods' resolv.conf points at the pod's own loopback unless cluster DNS servers are
-//     given: no lookup leaves the machine.
+//   - The resolv.conf kubelet gives pods of DNS policy Default names the cluster DNS
+//     servers (localcluster gives CoreDNS's Service, whose Corefile forwards nothing), or
+//     the pod's own loopback when there are none: no lookup leaves the machine.
 package kubenode

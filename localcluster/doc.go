@@ -35,7 +35,12 @@
 //     archives, and wait until every Node is registered and Ready;
 //  5. start nephele's cloud-controller-manager (the local provider,
 //     --configure-cloud-routes --cluster-cidr) and wait until it has initialized every
-//     node (Config.DeferCCM leaves this to StartCCM).
+//     node (Config.DeferCCM leaves this to StartCCM);
+//  6. for real nodes, deploy cluster DNS (CoreDNS in kube-system, the Service kube-dns at
+//     ClusterDNSAddress, which every kubelet names as clusterDNS) and wait until it is
+//     Ready: pods schedule only on initialized nodes, and tools such as upstream's e2e
+//     suite expect every kube-system pod Ready. Its Corefile answers names outside the
+//     cluster itself, so no lookup leaves the machine.
 //
 // The cloud starts before the control plane because the apiserver listens on the bridge
 // the cloud creates.
