@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nephele-dev/nephele/images"
-	"github.com/nephele-dev/nephele/internal/poll"
+	"github.com/nephele-dev/nephele/internal/waitfor"
 )
 
 // Cluster DNS: CoreDNS in kube-system under the names kubeadm, kind and minikube use
@@ -81,7 +81,7 @@ func ClusterDNSAddress(serviceCIDR netip.Prefix) (netip.Addr, error) {
 
 // dnsObjects are the DNS add-on's objects, in the order they are created: RBAC first,
 // so the pods can list Services and EndpointSlices when they start.
-func dnsObjects(addr netip.Addr) (sa *corev1.ServiceAccount, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding,
+func dnsObjects(addr netip.Addr, image string) (sa *corev1.ServiceAccount, role *rbacv1.ClusterRole, binding *rbacv1.ClusterRoleBinding,
 	cm *corev1.ConfigMap, dep *appsv1.Deployment, svc *corev1.Service) {
 	ns := metav1.NamespaceSystem
 	meta := func(name string) metav1.ObjectMeta {
@@ -146,7 +146,7 @@ func dnsObjects(addr netip.Addr) (sa *corev1.ServiceAccount, role *rbacv1.Cluste
 					},
 					Containers: []corev1.Container{{
 						Name:  dnsName,
-						Image: images.CoreDNS.Ref(),
+						Image: image,
 						Args:  []string{"-conf", "/etc/coredns/Corefile"},
 						Ports: []corev1.ContainerPort{
 							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
@@ -195,11 +195,16 @@ func (c *Cluster) deployDNS(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := createDNS(ctx, c.Env.Client, addr); err != nil {
+	// By the digest Start pushed, as the cluster runs its other images.
+	image, err := c.PinnedImage(images.CoreDNS.Program)
+	if err != nil {
+		return "", err
+	}
+	if err := createDNS(ctx, c.Env.Client, addr, image); err != nil {
 		return "", err
 	}
 	var ready int32
-	err = poll.Until(ctx, startTimeout(ctx), func(ctx context.Context) error {
+	err = waitfor.Condition(ctx, startTimeout(ctx), func(ctx context.Context) error {
 		dep, err := c.Env.Client.AppsV1().Deployments(metav1.NamespaceSystem).Get(ctx, dnsName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -217,8 +222,8 @@ func (c *Cluster) deployDNS(ctx context.Context) (string, error) {
 }
 
 // createDNS creates each object of the add-on; one that exists is left as it is.
-func createDNS(ctx context.Context, cs kubernetes.Interface, addr netip.Addr) error {
-	sa, role, binding, cm, dep, svc := dnsObjects(addr)
+func createDNS(ctx context.Context, cs kubernetes.Interface, addr netip.Addr, image string) error {
+	sa, role, binding, cm, dep, svc := dnsObjects(addr, image)
 	ns := metav1.NamespaceSystem
 	create := []struct {
 		kind string

@@ -32,7 +32,7 @@ func TestClusterDNSAddress(t *testing.T) {
 // nothing forwarded off the machine.
 func TestDNSObjects(t *testing.T) {
 	addr := netip.MustParseAddr("10.96.0.10")
-	_, role, binding, cm, dep, svc := dnsObjects(addr)
+	_, role, binding, cm, dep, svc := dnsObjects(addr, "nephele.local/coredns@sha256:0123")
 	if svc.Name != "kube-dns" || svc.Namespace != "kube-system" || svc.Spec.ClusterIP != "10.96.0.10" {
 		t.Errorf("Service %s/%s at %s", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
 	}
@@ -54,7 +54,7 @@ func TestDNSObjects(t *testing.T) {
 	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
 		t.Error("CoreDNS has no readiness or liveness probe")
 	}
-	if c.Image != "nephele.local/coredns:v1.15.0" {
+	if c.Image != "nephele.local/coredns@sha256:0123" {
 		t.Errorf("image %s", c.Image)
 	}
 }

@@ -41,7 +41,7 @@ func (c *Cluster) startRegistry(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c.pushed[img.Name] = p
+		c.pushed[name] = p
 		pushed = append(pushed, p.Ref)
 	}
 	return reg.URL() + ": " + strings.Join(pushed, ", "), nil

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/controlplane"
-	"github.com/nephele-dev/nephele/internal/clustertest"
-	"github.com/nephele-dev/nephele/localcloud/hosts/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/clustertest"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 	"github.com/nephele-dev/nephele/localcluster/upstreame2e"
 )
 
