@@ -159,4 +159,3 @@ func TestRepoList(t *testing.T) {
 		}
 	}
 }
-
