@@ -191,12 +191,12 @@ up: $(UP_DEPS) ## run a real cluster on this machine (root; UP_FLAGS=--kwok: sim
 # Upstream's e2e suite against a real cluster, as cloud-provider-kind's CI runs it: the
 # load balancer tests, the sig-network Conformance tests and the cloud-provider node
 # test, JUnit and a summary in E2E_REPORT_DIR (docs/conformance.md). E2E_FLAGS passes
-# flags, e.g. E2E_FLAGS="--focus 'Feature:LoadBalancer' --parallel 3".
+# flags of nephele up, e.g. E2E_FLAGS="--e2e-focus 'Feature:LoadBalancer' --e2e-parallel 4".
 E2E_FLAGS ?=
 E2E_REPORT_DIR ?= $(CURDIR)/_artifacts/e2e
 .PHONY: e2e
 e2e: tools build node-deps e2e-deps node-images e2e-bins ## run upstream's e2e suite (LoadBalancer, sig-network Conformance, cloud-provider nodes) against a real 3-node cluster (root); see docs/conformance.md
-	$(BIN)/nephele e2e --bin-dir $(BIN) --report-dir $(E2E_REPORT_DIR) $(E2E_FLAGS)
+	$(BIN)/nephele up --e2e --bin-dir $(BIN) --build=false --e2e-report-dir $(E2E_REPORT_DIR) $(E2E_FLAGS)
 
 .PHONY: fmt-check
 fmt-check:
