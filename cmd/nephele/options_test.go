@@ -60,6 +60,10 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"in-cluster CCM", true, func(o *upOptions) { o.ccm = "in-cluster" }, ""},
 		{"operator CCM", true, func(o *upOptions) { o.ccm = "operator" }, ""},
 		{"unknown CCM mode", true, func(o *upOptions) { o.ccm = "sidecar" }, `--ccm sidecar: supported values: "process", "in-cluster", "operator"`},
+		{"e2e", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour} }, ""},
+		{"e2e with --kwok", false, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour} }, "--e2e: not with --smoke or --kwok"},
+		{"e2e with --smoke", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour}; o.smoke = true }, "--e2e: not with --smoke or --kwok"},
+		{"e2e without ginkgo nodes", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, timeout: time.Hour} }, "--e2e-parallel 0"},
 		{"several problems at once", false, func(o *upOptions) { o.nodes = -1; o.vipPool = "x" }, "--vip-pool"},
 	}
 	for _, tt := range tests {

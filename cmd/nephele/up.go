@@ -159,7 +159,7 @@ func (o *upOptions) config() (localcluster.Config, error) {
 	if o.e2e.run && (o.smoke || o.kwok) {
 		errs = append(errs, errors.New("--e2e: not with --smoke or --kwok (the suite needs real nodes)"))
 	}
-	if o.e2e.parallel < 1 || o.e2e.timeout <= 0 {
+	if o.e2e.run && (o.e2e.parallel < 1 || o.e2e.timeout <= 0) {
 		errs = append(errs, fmt.Errorf("--e2e-parallel %d, --e2e-timeout %s: want positive values", o.e2e.parallel, o.e2e.timeout))
 	}
 	if o.nodes < 1 {
