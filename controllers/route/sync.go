@@ -73,13 +73,25 @@ func (c *Controller) syncRoutes(ctx context.Context, key string) error {
 }
 
 // planNode plans key's routes. When a delete names a route that no listing has shown
-// yet, it also returns the latest time such a route was created; else the zero time.
+// yet, or the node's addresses differ from those such a route was created with (only a
+// listing says whether the provider routes by them, and so whether to replace it), it
+// also returns the latest time such a route was created; else the zero time.
 func (c *Controller) planNode(key string, node *corev1.Node) (p nodePlan, unlistedAt time.Time) {
 	c.table.view(func(idx *routeIndex) {
 		p = c.planner.plan(key, node, idx)
-		for _, r := range p.deletes {
+		later := func(r cloud.Route) {
 			if at, ok := idx.unlisted[keyOf(r)]; ok && at.After(unlistedAt) {
 				unlistedAt = at
+			}
+		}
+		for _, r := range p.deletes {
+			later(r)
+		}
+		if node != nil {
+			for _, r := range idx.byNode[key] {
+				if !cloud.SameNodeAddresses(r.TargetNodeAddresses, node.Status.Addresses) {
+					later(r)
+				}
 			}
 		}
 	})
@@ -164,9 +176,11 @@ func (c *Controller) createRoute(ctx context.Context, cr create) error {
 		c.changeFailed(ctx)
 		return err
 	}
-	// Recorded without its addresses, as a route whose addresses are not compared:
-	// whether the provider records them shows in the next listing.
-	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr})
+	// Recorded with the addresses it was created with but not EnableNodeAddresses:
+	// whether the provider routes by them shows only in a listing, which planNode waits
+	// for when the node's addresses change before one has shown the route.
+	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr,
+		TargetNodeAddresses: slices.Clone(cr.route.TargetNodeAddresses)})
 	return nil
 }
 
