@@ -23,6 +23,13 @@ var (
 	// ErrInvalid means the request can never succeed as it is: the Service or Node asks
 	// for something the provider cannot do. Retrying helps only after the object changes.
 	ErrInvalid = errors.New("invalid request for the provider")
+
+	// ErrFenced is wrapped by the error of every call the manager's cloud call path
+	// refused because the leader lease guarding the caller may have expired, and of a
+	// call cut short because that happened while it ran. A provider never returns it.
+	// It is not a cloud failure: the caller is no longer allowed to act for the cluster,
+	// so a controller treats it as stopping, never as something to retry.
+	ErrFenced = errors.New("cloud calls are fenced")
 )
 
 // NotFoundf returns an error wrapping ErrNotFound whose message, formatted as
@@ -79,6 +86,10 @@ func IsThrottled(err error) bool { return errors.Is(err, ErrThrottled) }
 
 // IsInvalid reports whether err says the request can never succeed as it is.
 func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }
+
+// IsFenced reports whether err says the call was refused, or cut short, because the
+// caller's leader lease may have expired.
+func IsFenced(err error) bool { return errors.Is(err, ErrFenced) }
 
 // RetryAfter returns the wait a throttled error asks for, and whether err carries one.
 func RetryAfter(err error) (time.Duration, bool) {

@@ -26,8 +26,9 @@ func TestSentinelsThroughWrapping(t *testing.T) {
 		{name: "throttled", err: Throttled(time.Second, errors.New("429")), is: IsThrottled, want: ErrThrottled},
 		{name: "throttled without cause", err: Throttled(0, nil), is: IsThrottled, want: ErrThrottled},
 		{name: "not implemented", err: fmt.Errorf("routes: %w", ErrNotImplemented), is: IsNotImplemented, want: ErrNotImplemented},
+		{name: "fenced", err: fmt.Errorf("lease kube-system/ccm may have expired: %w", ErrFenced), is: IsFenced, want: ErrFenced},
 	}
-	all := []error{ErrNotFound, ErrInvalid, ErrThrottled, ErrNotImplemented}
+	all := []error{ErrNotFound, ErrInvalid, ErrThrottled, ErrNotImplemented, ErrFenced}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, err := range []error{tt.err, wrap(tt.err)} {

@@ -80,17 +80,53 @@ type ControllerSpec struct {
 	New func(ctx context.Context, cc *ControllerContext) (Controller, error)
 }
 
+// ControllerDeps are the dependencies every controller takes from the manager, alike for
+// all of them: ControllerContext carries them and each controller's Config embeds them,
+// so that a ControllerSpec's New passes them on in one field. What differs between
+// controllers (the cloud capability each needs, its settings) stays in its own Config.
+type ControllerDeps struct {
+	// Client talks to the apiserver with the controller's own user agent (or, under
+	// --use-service-account-credentials, its own service account). Required.
+	Client kubernetes.Interface
+	// Informers is the manager's one shared informer factory. The manager starts it
+	// after every controller has been built; controllers only register informers.
+	// Required.
+	Informers informers.SharedInformerFactory
+	// Recorder records Events as this controller. Required.
+	Recorder record.EventRecorder
+	// Logger is a logger named for the controller; the zero value discards.
+	Logger logr.Logger
+	// Metrics is where the controller registers its metrics; nil registers nothing.
+	Metrics prometheus.Registerer
+	// Health reports the controller's progress to /readyz; nil reports nothing.
+	Health *Progress
+}
+
+// ErrMissingDependency is wrapped by ControllerDeps.Check's error: a controller was
+// built without a dependency it cannot run without.
+var ErrMissingDependency = errors.New("missing dependency")
+
+// Check returns an error wrapping ErrMissingDependency that names the first required
+// dependency (Client, Informers, Recorder) d lacks, or nil.
+func (d ControllerDeps) Check() error {
+	switch {
+	case d.Client == nil:
+		return fmt.Errorf("%w: a Kubernetes client (Client)", ErrMissingDependency)
+	case d.Informers == nil:
+		return fmt.Errorf("%w: an informer factory (Informers)", ErrMissingDependency)
+	case d.Recorder == nil:
+		return fmt.Errorf("%w: an event recorder (Recorder)", ErrMissingDependency)
+	}
+	return nil
+}
+
 // ControllerContext is what the manager hands each controller.
 type ControllerContext struct {
 	// Name is the controller's canonical name.
 	Name string
-	// Client talks to the apiserver with the controller's own user agent.
-	Client kubernetes.Interface
-	// Informers is the manager's one shared informer factory. The manager starts it
-	// after every controller has been built; controllers only register informers.
-	Informers informers.SharedInformerFactory
-	// Recorder records Events as this controller.
-	Recorder record.EventRecorder
+	// ControllerDeps are the client, informers, recorder, logger, metrics and health
+	// the controller passes on to its Config.
+	ControllerDeps
 	// Cloud is the provider behind the manager's instrumented call path: every call is
 	// counted, timed out, rate limited and held for the cloud's (capped) Retry-After.
 	Cloud cloud.Provider
@@ -99,12 +135,6 @@ type ControllerContext struct {
 	Inventory Inventory
 	// Config holds the settings that controllers read.
 	Config ControllerConfig
-	// Metrics is where the controller registers its metrics.
-	Metrics prometheus.Registerer
-	// Health reports the controller's progress to /readyz.
-	Health *Progress
-	// Logger is a logger named for the controller.
-	Logger logr.Logger
 }
 
 // Instances returns the provider's per-node instance capability, or an error wrapping

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
@@ -71,14 +72,14 @@ func (f *leaseFence) Open() (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sent.IsZero() {
-		return time.Time{}, fmt.Errorf("lease %s is not held by this instance: %w", f.lease, instrumented.ErrFenced)
+		return time.Time{}, fmt.Errorf("lease %s is not held by this instance: %w", f.lease, cloud.ErrFenced)
 	}
 	closesAt := f.sent.Add(f.open)
 	since := f.clock.Since(f.sent)
 	if f.closed || since >= f.open {
 		f.closeLocked()
 		return time.Time{}, fmt.Errorf("lease %s may have expired: its last renewal was sent %s ago, and the fence closes %s after one: %w",
-			f.lease, since.Round(time.Millisecond), f.open, instrumented.ErrFenced)
+			f.lease, since.Round(time.Millisecond), f.open, cloud.ErrFenced)
 	}
 	return closesAt, nil
 }

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 var fenceStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -146,7 +146,7 @@ func TestLeaseFence(t *testing.T) {
 				if want := fenceStart.Add(tt.wantCloses); !closesAt.Equal(want) {
 					t.Errorf("closes at +%s, want +%s", closesAt.Sub(fenceStart), tt.wantCloses)
 				}
-			} else if !errors.Is(err, instrumented.ErrFenced) {
+			} else if !errors.Is(err, cloud.ErrFenced) {
 				t.Fatalf("Open = %v, %v; want an error wrapping ErrFenced", closesAt, err)
 			}
 			if got := isClosed(f); got != tt.wantLatch {
@@ -322,7 +322,7 @@ func TestAllOfFences(t *testing.T) {
 	b := newLeaseFence(LeaseConfig{Namespace: "kube-system", Name: "migration", Identity: "me", LeaseDuration: 10 * time.Second}, clk)
 	both := allOf{a, b}
 	a.record(mine(), clk.Now(), nil)
-	if _, err := both.Open(); !errors.Is(err, instrumented.ErrFenced) {
+	if _, err := both.Open(); !errors.Is(err, cloud.ErrFenced) {
 		t.Fatalf("Open with one fence never opened: %v, want ErrFenced", err)
 	}
 	b.record(mine(), clk.Now(), nil)
@@ -332,7 +332,7 @@ func TestAllOfFences(t *testing.T) {
 	}
 	clk.Step(6 * time.Second)
 	b.record(mine(), clk.Now(), nil)
-	if _, err := both.Open(); !errors.Is(err, instrumented.ErrFenced) {
+	if _, err := both.Open(); !errors.Is(err, cloud.ErrFenced) {
 		t.Fatalf("Open with the main fence closed: %v, want ErrFenced", err)
 	}
 }

@@ -31,7 +31,6 @@ import (
 	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
@@ -91,7 +90,7 @@ func heartbeatSpecs() []manager.ControllerSpec {
 						}
 						if lbs, ok := cc.Cloud.LoadBalancers(); ok {
 							_, err := lbs.GetLoadBalancer(ctx, &cloud.LoadBalancerSpec{Name: "heartbeat-" + cc.Name}, nil)
-							if errors.Is(err, instrumented.ErrFenced) {
+							if errors.Is(err, cloud.ErrFenced) {
 								fmt.Fprintf(os.Stderr, "heartbeat %s: cloud call fenced: %v\n", cc.Name, err)
 							}
 						}

@@ -280,16 +280,18 @@ func (r *runtime) controllerContext(ctx context.Context, name string) (*Controll
 		return nil, nil, fmt.Errorf("building the Kubernetes client for controller %s: %w", name, err)
 	}
 	return &ControllerContext{
-		Name:      name,
-		Client:    client,
-		Informers: r.informers,
-		Recorder:  r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name}),
+		Name: name,
+		ControllerDeps: ControllerDeps{
+			Client:    client,
+			Informers: r.informers,
+			Recorder:  r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name}),
+			Logger:    r.log.WithName(name),
+			Metrics:   r.plan.registry,
+			Health:    p,
+		},
 		Cloud:     r.cloud.ForFenced(name, r.fenceFor(name)),
 		Inventory: r.inventoryOrNil(),
 		Config:    r.plan.controllers,
-		Metrics:   r.plan.registry,
-		Health:    p,
-		Logger:    r.log.WithName(name),
 	}, p, nil
 }
 

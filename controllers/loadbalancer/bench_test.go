@@ -11,6 +11,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 const (
@@ -28,11 +29,13 @@ func benchController(b *testing.B) (*Controller, []*corev1.Node) {
 	}
 	client := fake.NewClientset()
 	c, err := New(Config{
-		Client:        client,
-		Informers:     informers.NewSharedInformerFactory(client, 0),
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: informers.NewSharedInformerFactory(client, 0),
+			Recorder:  &eventlog.Log{},
+			Logger:    logr.Discard(),
+		},
 		LoadBalancers: fc,
-		Recorder:      &eventlog.Log{},
-		Logger:        logr.Discard(),
 	})
 	if err != nil {
 		b.Fatal(err)

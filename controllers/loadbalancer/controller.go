@@ -8,47 +8,33 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
 
-// Defaults for the zero values of Config that have no flag; the others are
-// manager.DefaultControllerConfig's.
-const (
-	// DefaultMinRetryDelay and DefaultMaxRetryDelay bound the exponential backoff of a
-	// failing Service, as upstream's service controller does.
-	DefaultMinRetryDelay = 5 * time.Second
-	DefaultMaxRetryDelay = 5 * time.Minute
-)
+// DefaultRetry bounds the backoff of a failing Service for a zero Config.Retry, as
+// upstream's service controller does: 5s doubling to 5m per Service, with no overall
+// bound. The other defaults are manager.DefaultControllerConfig's.
+func DefaultRetry() worker.Retry {
+	return worker.Retry{MinDelay: 5 * time.Second, MaxDelay: 5 * time.Minute, QPS: -1}
+}
 
 // Config holds the dependencies and settings of the controller.
 type Config struct {
-	// Client writes Service finalizers and status.
-	Client kubernetes.Interface
-	// Informers is the shared informer factory; New registers the Service and Node
-	// informers on it and the caller starts it.
-	Informers informers.SharedInformerFactory
+	// ControllerDeps: the client writes Service finalizers and status; New registers
+	// the Service and Node informers on the factory and the caller starts it; Events
+	// are recorded on Services.
+	manager.ControllerDeps
 	// LoadBalancers is the cloud capability, normally behind the manager's instrumented
-	// call path, which bounds each call with a timeout.
+	// call path, which bounds each call with a timeout. Required.
 	LoadBalancers cloud.LoadBalancers
-	// Recorder records Events on Services.
-	Recorder record.EventRecorder
-	// Logger logs the controller's work.
-	Logger logr.Logger
-	// Metrics is where the controller's metrics are registered; nil skips them.
-	Metrics prometheus.Registerer
-	// Health is told about progress for /readyz; nil skips it.
-	Health *manager.Progress
 
 	// ClusterName is --cluster-name, passed to the provider in every spec.
 	ClusterName string
@@ -59,9 +45,8 @@ type Config struct {
 	Workers int
 	// NodeBatchWindow is --node-batch-window; 0 means the manager's default.
 	NodeBatchWindow time.Duration
-	// MinRetryDelay and MaxRetryDelay bound the backoff of failing Services; 0 means
-	// the defaults.
-	MinRetryDelay, MaxRetryDelay time.Duration
+	// Retry bounds the backoff of failing Services; zero fields take DefaultRetry's.
+	Retry worker.Retry
 }
 
 // Controller is the service-lb-controller. Build it with New and run it once with Run.
@@ -113,30 +98,23 @@ type lbState struct {
 
 // New builds the controller and registers its informers and metrics.
 func New(cfg Config) (*Controller, error) {
+	if err := cfg.ControllerDeps.Check(); err != nil {
+		return nil, fmt.Errorf("service-lb-controller: %w", err)
+	}
 	switch {
-	case cfg.Client == nil:
-		return nil, errors.New("service-lb-controller: Config.Client is nil")
-	case cfg.Informers == nil:
-		return nil, errors.New("service-lb-controller: Config.Informers is nil")
 	case cfg.LoadBalancers == nil:
 		return nil, errors.New("service-lb-controller: Config.LoadBalancers is nil")
-	case cfg.Recorder == nil:
-		return nil, errors.New("service-lb-controller: Config.Recorder is nil")
-	case cfg.Workers < 0, cfg.NodeBatchWindow < 0, cfg.MinRetryDelay < 0, cfg.MaxRetryDelay < 0:
+	case cfg.Workers < 0, cfg.NodeBatchWindow < 0:
 		return nil, fmt.Errorf("service-lb-controller: negative setting in %+v", struct {
-			Workers                                       int
-			NodeBatchWindow, MinRetryDelay, MaxRetryDelay time.Duration
-		}{cfg.Workers, cfg.NodeBatchWindow, cfg.MinRetryDelay, cfg.MaxRetryDelay})
+			Workers         int
+			NodeBatchWindow time.Duration
+		}{cfg.Workers, cfg.NodeBatchWindow})
 	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}
 	defaults := manager.DefaultControllerConfig()
-	minRetry, maxRetry := manager.OrDefault(cfg.MinRetryDelay, DefaultMinRetryDelay), manager.OrDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay)
-	if maxRetry < minRetry {
-		maxRetry = minRetry
-	}
 	c := &Controller{
 		client:       cfg.Client,
 		lbs:          cfg.LoadBalancers,
@@ -155,13 +133,13 @@ func New(cfg Config) (*Controller, error) {
 	svcInformer := cfg.Informers.Core().V1().Services()
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c.worker, err = worker.New(worker.Config{
-		Name:        manager.ServiceLBController,
-		Sync:        c.syncService,
-		Workers:     manager.OrDefault(cfg.Workers, defaults.ConcurrentServiceSyncs),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](minRetry, maxRetry),
-		Loops:       []worker.Loop{c.batchNodeChanges},
-		Health:      cfg.Health,
-		Logger:      cfg.Logger,
+		Name:    manager.ServiceLBController,
+		Sync:    c.syncService,
+		Workers: manager.OrDefault(cfg.Workers, defaults.ConcurrentServiceSyncs),
+		Retry:   cfg.Retry.Or(DefaultRetry()),
+		Loops:   []worker.Loop{c.batchNodeChanges},
+		Health:  cfg.Health,
+		Logger:  cfg.Logger,
 		// A Service waiting for its load balancer, or for its deletion, goes before
 		// backend updates of load balancers that already serve (see enqueue).
 		Prioritized: true,

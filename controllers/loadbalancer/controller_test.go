@@ -370,7 +370,7 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 
 func TestThrottledUsesRetryAfter(t *testing.T) {
 	// With a backoff of a minute, only Retry-After can bring the retry in time.
-	h := newHarness(t, func(c *Config) { c.MinRetryDelay, c.MaxRetryDelay = time.Minute, time.Minute }, newNode("n1"))
+	h := newHarness(t, func(c *Config) { c.Retry.MinDelay, c.Retry.MaxDelay = time.Minute, time.Minute }, newNode("n1"))
 	h.cloud.ThrottleNext(cloud.OpEnsureLoadBalancer, 1, 200*time.Millisecond)
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)
 	if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
@@ -797,7 +797,7 @@ func TestRetryAfterOfADayIsCapped(t *testing.T) {
 	var fc *fakecloud.Cloud
 	h := newHarness(t, func(c *Config) {
 		// With a backoff of an hour, only the capped Retry-After brings the retry in time.
-		c.MinRetryDelay, c.MaxRetryDelay = time.Hour, time.Hour
+		c.Retry.MinDelay, c.Retry.MaxDelay = time.Hour, time.Hour
 		fc = c.LoadBalancers.(*fakecloud.Cloud)
 		ic, err := instrumented.New(fc, instrumented.Options{MaxRetryAfter: limit})
 		if err != nil {

@@ -17,9 +17,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/testlog"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // harness runs a controller against a fake clientset and a fake cloud.
@@ -51,17 +53,18 @@ func startHarness(t *testing.T, client kubernetes.Interface, tweak func(*Config)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	h := &harness{t: t, client: client, cloud: fc, events: &eventlog.Log{}, metrics: prometheus.NewRegistry()}
 	cfg := Config{
-		Client:          client,
-		Informers:       factory,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: factory,
+			Recorder:  h.events,
+			Logger:    testlog.New(t, 0),
+			Metrics:   h.metrics,
+		},
 		LoadBalancers:   fc,
-		Recorder:        h.events,
-		Logger:          testlog.New(t, 0),
-		Metrics:         h.metrics,
 		ClusterName:     "unit",
 		Workers:         4,
 		NodeBatchWindow: 100 * time.Millisecond,
-		MinRetryDelay:   50 * time.Millisecond,
-		MaxRetryDelay:   time.Second,
+		Retry:           worker.Retry{MinDelay: 50 * time.Millisecond, MaxDelay: time.Second},
 	}
 	if tweak != nil {
 		tweak(&cfg)

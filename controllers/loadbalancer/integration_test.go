@@ -24,6 +24,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/testenv"
@@ -105,17 +106,18 @@ func startRealController(t *testing.T, e *controlplane.Env, ns, class string, fa
 	broadcaster := record.NewBroadcaster(record.WithContext(context.Background()))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.Client.CoreV1().Events("")})
 	cfg := Config{
-		Client:            e.Client,
-		Informers:         factory,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    e.Client,
+			Informers: factory,
+			Recorder:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: manager.ServiceLBController}),
+			Logger:    testlog.New(t, 1),
+			Metrics:   reg,
+		},
 		LoadBalancers:     lbs,
-		Recorder:          broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: manager.ServiceLBController}),
-		Logger:            testlog.New(t, 1),
-		Metrics:           reg,
 		ClusterName:       "integration",
 		LoadBalancerClass: class,
 		NodeBatchWindow:   time.Second,
-		MinRetryDelay:     200 * time.Millisecond,
-		MaxRetryDelay:     5 * time.Second,
+		Retry:             worker.Retry{MinDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second},
 	}
 	if tweak != nil {
 		tweak(&cfg)

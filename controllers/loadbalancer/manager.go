@@ -32,13 +32,8 @@ func Spec() manager.ControllerSpec {
 				return nil, manager.Disabled("provider %q has no load balancers", cc.Cloud.ProviderName())
 			}
 			return New(Config{
-				Client:            cc.Client,
-				Informers:         cc.Informers,
+				ControllerDeps:    cc.ControllerDeps,
 				LoadBalancers:     lbs,
-				Recorder:          cc.Recorder,
-				Logger:            cc.Logger,
-				Metrics:           cc.Metrics,
-				Health:            cc.Health,
 				ClusterName:       cc.Config.ClusterName,
 				LoadBalancerClass: cc.Config.LoadBalancerClass,
 				Workers:           cc.Config.ConcurrentServiceSyncs,

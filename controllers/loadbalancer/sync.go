@@ -14,7 +14,6 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // sync brings the load balancer of the Service named by k in line with the Service. It
@@ -272,7 +271,7 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 	}
 	if len(svc.Status.LoadBalancer.Ingress) > 0 {
 		// The load balancer already serves: re-ensuring it refines (nephele: priority class).
-		ctx = instrumented.WithClass(ctx, instrumented.ClassRefine)
+		ctx = cloud.WithClass(ctx, cloud.ClassRefine)
 	}
 	status, err := c.lbs.EnsureLoadBalancer(ctx, spec, svc)
 	if cloud.IsNotImplemented(err) {

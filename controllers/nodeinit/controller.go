@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -30,25 +28,16 @@ const DefaultListingGap = time.Second
 
 // Config holds the controller's dependencies and settings.
 type Config struct {
-	// Client writes Nodes and Events. Required.
-	Client kubernetes.Interface
-	// Informers is the shared informer factory the Node informer is registered with; its
-	// owner starts it after New. Required.
-	Informers informers.SharedInformerFactory
+	// ControllerDeps: the client writes Nodes and Events; the Node informer is
+	// registered with the factory, which its owner starts after New; Events are recorded
+	// on Nodes.
+	manager.ControllerDeps
 	// Instances looks up one instance at a time. Required: it is the whole source of
 	// truth without batch listing, and confirms instances a listing lacks.
 	Instances cloud.Instances
 	// Inventory is the shared instance listing, or nil when the provider has no batch
 	// listing. With it, initializing or refreshing N nodes costs O(1) cloud calls.
 	Inventory manager.Inventory
-	// Recorder records Events on Nodes. Required.
-	Recorder record.EventRecorder
-	// Logger logs; the zero value discards.
-	Logger logr.Logger
-	// Metrics is where the metrics are registered; nil registers nothing.
-	Metrics prometheus.Registerer
-	// Health receives progress reports for /readyz; nil reports nothing.
-	Health *manager.Progress
 	// StatusUpdateFrequency is how often the addresses of initialized nodes are
 	// refreshed from the cloud (--node-status-update-frequency).
 	StatusUpdateFrequency time.Duration
@@ -59,6 +48,9 @@ type Config struct {
 	// initialization asks for, so that a burst of joining nodes shares listings.
 	// Default 1s.
 	ListingGap time.Duration
+	// Retry bounds the retries of nodes whose initialization failed; zero fields take
+	// worker.DefaultRetry's, client-go's defaults, as upstream's node controller.
+	Retry worker.Retry
 }
 
 // Controller is the cloud-node-controller.
@@ -83,15 +75,12 @@ type Controller struct {
 
 // New builds the controller and registers its Node informer with cfg.Informers.
 func New(cfg Config) (*Controller, error) {
+	if err := cfg.ControllerDeps.Check(); err != nil {
+		return nil, fmt.Errorf("cloud-node-controller: %w", err)
+	}
 	switch {
-	case cfg.Client == nil:
-		return nil, errors.New("cloud-node-controller: a Kubernetes client is required")
-	case cfg.Informers == nil:
-		return nil, errors.New("cloud-node-controller: an informer factory is required")
 	case cfg.Instances == nil:
 		return nil, errors.New("cloud-node-controller: the provider's Instances capability is required")
-	case cfg.Recorder == nil:
-		return nil, errors.New("cloud-node-controller: an event recorder is required")
 	case cfg.StatusUpdateFrequency < 0, cfg.Workers < 0, cfg.ListingGap < 0:
 		return nil, errors.New("cloud-node-controller: durations and worker counts must not be negative")
 	}
@@ -120,6 +109,7 @@ func New(cfg Config) (*Controller, error) {
 		Name:    manager.CloudNodeController,
 		Sync:    c.initialize,
 		Workers: c.workers,
+		Retry:   cfg.Retry,
 		Loops: []worker.Loop{func(ctx context.Context) {
 			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
 		}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // fixture is a controller on nodetest's fake API server and fake cloud, informers
@@ -29,11 +30,13 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	t.Helper()
 	f := nodetest.NewFake(t, instances, nodes...)
 	cfg := Config{
-		Client:                f.Client,
-		Informers:             f.Informers,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    f.Client,
+			Informers: f.Informers,
+			Recorder:  f.Events,
+			Metrics:   f.Metrics,
+		},
 		Instances:             f.Cloud,
-		Recorder:              f.Events,
-		Metrics:               f.Metrics,
 		Workers:               opts.workers,
 		StatusUpdateFrequency: opts.refresh,
 	}

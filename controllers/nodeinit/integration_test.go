@@ -53,12 +53,14 @@ func startHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
 	c := nodetest.NewCluster(t, controlPlane(t).Client, testLabel)
 	cfg := Config{
-		Client:                c.Client,
-		Informers:             c.Scope.Informers,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    c.Client,
+			Informers: c.Scope.Informers,
+			Recorder:  c.Scope.Recorder(manager.CloudNodeController),
+			Logger:    testlog.New(t, 2),
+			Metrics:   c.Metrics,
+		},
 		Instances:             c.Cloud,
-		Recorder:              c.Scope.Recorder(manager.CloudNodeController),
-		Logger:                testlog.New(t, 2),
-		Metrics:               c.Metrics,
 		Workers:               opts.workers,
 		StatusUpdateFrequency: opts.refresh,
 	}

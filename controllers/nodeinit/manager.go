@@ -28,14 +28,9 @@ func Spec() manager.ControllerSpec {
 				return nil, err
 			}
 			return New(Config{
-				Client:                cc.Client,
-				Informers:             cc.Informers,
+				ControllerDeps:        cc.ControllerDeps,
 				Instances:             instances,
 				Inventory:             cc.Inventory,
-				Recorder:              cc.Recorder,
-				Logger:                cc.Logger,
-				Metrics:               cc.Metrics,
-				Health:                cc.Health,
 				StatusUpdateFrequency: cc.Config.NodeStatusUpdateFrequency,
 				Workers:               cc.Config.ConcurrentNodeSyncs,
 			})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // addressChange is one node whose status addresses the refresh rewrites.
@@ -85,7 +84,7 @@ func (c *Controller) addressChanges(nodes []*corev1.Node) []addressChange {
 func (c *Controller) refreshPerNode(ctx context.Context, nodes []*corev1.Node) int {
 	var written atomic.Int64
 	// A refresh of initialized nodes refines; it waits behind initialization in the budget.
-	lookupCtx := instrumented.WithClass(ctx, instrumented.ClassRefine)
+	lookupCtx := cloud.WithClass(ctx, cloud.ClassRefine)
 	workqueue.ParallelizeUntil(ctx, c.workers, len(nodes), func(i int) {
 		n := nodes[i]
 		inst, err := c.instances.InstanceMetadata(lookupCtx, n)

@@ -15,6 +15,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
+	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/inventory"
 )
 
@@ -193,11 +194,13 @@ func BenchmarkRefreshFromInventory(b *testing.B) {
 	inv := inventory.New(fc)
 	go inv.Run(b.Context())
 	c, err := New(Config{
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: informers.NewSharedInformerFactory(client, 0),
+			Recorder:  &eventlog.Log{},
+		},
 		Instances: fc,
 		Inventory: inv,
-		Recorder:  &eventlog.Log{},
 	})
 	if err != nil {
 		b.Fatal(err)

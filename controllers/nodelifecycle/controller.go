@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,25 +26,16 @@ const maxSafeModeEvents = 20
 
 // Config holds the controller's dependencies and settings.
 type Config struct {
-	// Client reads and writes Nodes and Events. Required.
-	Client kubernetes.Interface
-	// Informers is the shared informer factory the Node informer is registered with; its
-	// owner starts it after New. Required.
-	Informers informers.SharedInformerFactory
+	// ControllerDeps: the client reads and writes Nodes and Events; the Node informer
+	// is registered with the factory, which its owner starts after New; Events are
+	// recorded on Nodes.
+	manager.ControllerDeps
 	// Instances looks up one instance at a time; its typed NotFound is the only answer
 	// that can lead to a deletion. Required.
 	Instances cloud.Instances
 	// Inventory is the shared instance listing, or nil when the provider has no batch
 	// listing.
 	Inventory manager.Inventory
-	// Recorder records Events on Nodes. Required.
-	Recorder record.EventRecorder
-	// Logger logs; the zero value discards.
-	Logger logr.Logger
-	// Metrics is where the metrics are registered; nil registers nothing.
-	Metrics prometheus.Registerer
-	// Health receives progress reports for /readyz; nil reports nothing.
-	Health *manager.Progress
 	// MonitorPeriod is the time between rounds (--node-monitor-period). Zero fields
 	// below take manager.DefaultControllerConfig's values.
 	MonitorPeriod time.Duration
@@ -99,15 +88,12 @@ type observation struct {
 
 // New builds the controller and registers its Node informer with cfg.Informers.
 func New(cfg Config) (*Controller, error) {
+	if err := cfg.ControllerDeps.Check(); err != nil {
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
+	}
 	switch {
-	case cfg.Client == nil:
-		return nil, errors.New("cloud-node-lifecycle-controller: a Kubernetes client is required")
-	case cfg.Informers == nil:
-		return nil, errors.New("cloud-node-lifecycle-controller: an informer factory is required")
 	case cfg.Instances == nil:
 		return nil, errors.New("cloud-node-lifecycle-controller: the provider's Instances capability is required")
-	case cfg.Recorder == nil:
-		return nil, errors.New("cloud-node-lifecycle-controller: an event recorder is required")
 	case cfg.MonitorPeriod < 0, cfg.DeletionGracePeriod < 0, cfg.Workers < 0:
 		return nil, errors.New("cloud-node-lifecycle-controller: durations and worker counts must not be negative")
 	case cfg.SafeModeThreshold < 0 || cfg.SafeModeThreshold > 1:

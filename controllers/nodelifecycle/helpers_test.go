@@ -12,6 +12,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // fixture is a controller on nodetest's fake API server and fake cloud, and a fake
@@ -37,11 +38,13 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 	f := nodetest.NewFake(t, instances, nodes...)
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := Config{
-		Client:              f.Client,
-		Informers:           f.Informers,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    f.Client,
+			Informers: f.Informers,
+			Recorder:  f.Events,
+			Metrics:   f.Metrics,
+		},
 		Instances:           f.Cloud,
-		Recorder:            f.Events,
-		Metrics:             f.Metrics,
 		MonitorPeriod:       time.Second,
 		DeletionGracePeriod: testGrace,
 		SafeModeThreshold:   opts.threshold,

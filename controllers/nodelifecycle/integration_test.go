@@ -67,12 +67,14 @@ func newHarness(t *testing.T, withInventory bool) *harness {
 	c := nodetest.NewCluster(t, controlPlane(t).Client, testLabel)
 	h := &harness{Cluster: c, t: t}
 	cfg := Config{
-		Client:              c.Client,
-		Informers:           c.Scope.Informers,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    c.Client,
+			Informers: c.Scope.Informers,
+			Recorder:  c.Scope.Recorder(manager.CloudNodeLifecycleController),
+			Logger:    testlog.New(t, 2),
+			Metrics:   c.Metrics,
+		},
 		Instances:           c.Cloud,
-		Recorder:            c.Scope.Recorder(manager.CloudNodeLifecycleController),
-		Logger:              testlog.New(t, 2),
-		Metrics:             c.Metrics,
 		MonitorPeriod:       period,
 		DeletionGracePeriod: grace,
 		Workers:             4,

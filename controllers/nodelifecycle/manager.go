@@ -27,14 +27,9 @@ func Spec() manager.ControllerSpec {
 				return nil, err
 			}
 			return New(Config{
-				Client:              cc.Client,
-				Informers:           cc.Informers,
+				ControllerDeps:      cc.ControllerDeps,
 				Instances:           instances,
 				Inventory:           cc.Inventory,
-				Recorder:            cc.Recorder,
-				Logger:              cc.Logger,
-				Metrics:             cc.Metrics,
-				Health:              cc.Health,
 				MonitorPeriod:       cc.Config.NodeMonitorPeriod,
 				DeletionGracePeriod: cc.Config.NodeDeletionGracePeriod,
 				SafeModeThreshold:   cc.Config.NodeDeletionSafeModeThreshold,

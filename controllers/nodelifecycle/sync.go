@@ -17,7 +17,6 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // errNotLookedUp marks a lookup the round did not get to (it was cancelled).
@@ -124,7 +123,7 @@ func (c *Controller) lookup(ctx context.Context, nodes []*corev1.Node) ([]lookup
 		}
 	}
 	// Checking nodes that run refines; it waits behind initialization in the budget.
-	lookupCtx := instrumented.WithClass(ctx, instrumented.ClassRefine)
+	lookupCtx := cloud.WithClass(ctx, cloud.ClassRefine)
 	workqueue.ParallelizeUntil(ctx, c.workers, len(direct), func(j int) {
 		res := &results[direct[j]]
 		inst, err := c.instances.InstanceMetadata(lookupCtx, res.node)

@@ -393,9 +393,9 @@ func TestObservationsAreForgotten(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	f := newFixture(t, fixtureOptions{}, nil)
-	base := Config{Client: f.Client, Informers: nil, Instances: f.Cloud, Recorder: &eventlog.Log{}}
-	if _, err := New(base); err == nil {
-		t.Error("New without informers succeeded")
+	base := Config{ControllerDeps: manager.ControllerDeps{Client: f.Client, Recorder: &eventlog.Log{}}, Instances: f.Cloud}
+	if _, err := New(base); !errors.Is(err, manager.ErrMissingDependency) {
+		t.Errorf("New without informers: %v, want manager.ErrMissingDependency", err)
 	}
 	for _, th := range []float64{-0.1, 1.5} {
 		cfg := base

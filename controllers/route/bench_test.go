@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // staticRoutes answers ListRoutes with a fixed slice, so the benchmarks measure the
@@ -38,8 +39,9 @@ func benchController(b *testing.B, n, missingEvery int) *Controller {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	routes := &staticRoutes{}
 	c, err := New(Config{
-		Client: client, Informers: factory, Routes: routes, Recorder: record.NewFakeRecorder(1),
-		ClusterName: "bench", ClusterCIDRs: prefixes("10.0.0.0/8"),
+		ControllerDeps: manager.ControllerDeps{Client: client, Informers: factory, Recorder: record.NewFakeRecorder(1)},
+		Routes:         routes,
+		ClusterName:    "bench", ClusterCIDRs: prefixes("10.0.0.0/8"),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -9,48 +9,37 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
-// Defaults for the zero values of Config that have no flag; the others are
-// manager.DefaultControllerConfig's.
-const (
-	DefaultRetryBaseDelay      = time.Second
-	DefaultRetryMaxDelay       = 5 * time.Minute
-	DefaultErrorRelistInterval = 10 * time.Second
-)
+// DefaultErrorRelistInterval is the ErrorRelistInterval of a zero Config. The other
+// defaults are DefaultRetry's and manager.DefaultControllerConfig's.
+const DefaultErrorRelistInterval = 10 * time.Second
+
+// DefaultRetry bounds the retries of a zero Config.Retry: 1s doubling to 5m per node,
+// and at most 20 retries/s (burst 200) overall, so that a cloud-wide failure does not
+// turn into a retry storm.
+func DefaultRetry() worker.Retry {
+	return worker.Retry{MinDelay: time.Second, MaxDelay: 5 * time.Minute, QPS: 20, Burst: 200}
+}
 
 // Config holds the controller's dependencies and settings.
 type Config struct {
-	// Client writes Node status conditions. Required.
-	Client kubernetes.Interface
-	// Informers is the shared informer factory; the controller registers its Node
-	// informer in New and the owner starts the factory. Required.
-	Informers informers.SharedInformerFactory
+	// ControllerDeps: the client writes Node status conditions; the controller
+	// registers its Node informer in New and the owner starts the factory; Events are
+	// recorded on Nodes.
+	manager.ControllerDeps
 	// Routes is the cloud's route capability. Required.
 	Routes cloud.Routes
-	// Recorder records Events on Nodes. Required.
-	Recorder record.EventRecorder
-	// Logger is the controller's logger; the zero value discards.
-	Logger logr.Logger
-	// Metrics is where metrics are registered; nil keeps them unregistered.
-	Metrics prometheus.Registerer
-	// Health receives progress reports for /readyz; nil when nobody watches.
-	Health *manager.Progress
 
 	// ClusterName is --cluster-name; it scopes the cloud calls and prefixes name hints.
 	ClusterName string
@@ -64,10 +53,9 @@ type Config struct {
 	// ReconcilePeriod is how often all routes are listed and every node checked
 	// (--route-reconciliation-period). Zero means the manager's default.
 	ReconcilePeriod time.Duration
-	// RetryBaseDelay and RetryMaxDelay bound the per-node exponential retry backoff.
-	// Zero means DefaultRetryBaseDelay and DefaultRetryMaxDelay.
-	RetryBaseDelay time.Duration
-	RetryMaxDelay  time.Duration
+	// Retry bounds the per-node retries; zero fields take DefaultRetry's. Its
+	// MinDelay also starts the backoff of the drift check's listing after a failure.
+	Retry worker.Retry
 	// ErrorRelistInterval is the least time between listings caused by cloud errors;
 	// between them the cached listing is used, which is safe because creates and
 	// deletes are idempotent. Zero means DefaultErrorRelistInterval.
@@ -99,15 +87,11 @@ type Controller struct {
 // New builds the controller and registers its Node event handlers. It returns an error
 // naming the problem when a required dependency is missing or a cluster CIDR is invalid.
 func New(cfg Config) (*Controller, error) {
-	switch {
-	case cfg.Client == nil:
-		return nil, errors.New("route controller: Config.Client is nil")
-	case cfg.Informers == nil:
-		return nil, errors.New("route controller: Config.Informers is nil")
-	case cfg.Routes == nil:
+	if err := cfg.ControllerDeps.Check(); err != nil {
+		return nil, fmt.Errorf("route controller: %w", err)
+	}
+	if cfg.Routes == nil {
 		return nil, errors.New("route controller: Config.Routes is nil")
-	case cfg.Recorder == nil:
-		return nil, errors.New("route controller: Config.Recorder is nil")
 	}
 	if len(cfg.ClusterCIDRs) == 0 {
 		return nil, errors.New("route controller: no cluster CIDR: set --cluster-cidr, or --configure-cloud-routes=false")
@@ -125,6 +109,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	defaults := manager.DefaultControllerConfig()
+	retry := cfg.Retry.Or(DefaultRetry())
 	c := &Controller{
 		client:       cfg.Client,
 		routes:       cfg.Routes,
@@ -135,11 +120,10 @@ func New(cfg Config) (*Controller, error) {
 		clusterName:  cfg.ClusterName,
 		clusterCIDRs: cidrs,
 		period:       manager.OrDefault(cfg.ReconcilePeriod, defaults.RouteReconciliationPeriod),
-		retryBase:    manager.OrDefault(cfg.RetryBaseDelay, DefaultRetryBaseDelay),
+		retryBase:    retry.MinDelay,
 		errorRelist:  manager.OrDefault(cfg.ErrorRelistInterval, DefaultErrorRelistInterval),
 		now:          time.Now,
 	}
-	retryMax := max(manager.OrDefault(cfg.RetryMaxDelay, DefaultRetryMaxDelay), c.retryBase)
 	c.table = newTable(cidrs, c.listRoutes, c.now, func(n int) { m.managed.Set(float64(n)) })
 
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
@@ -149,14 +133,10 @@ func New(cfg Config) (*Controller, error) {
 		Name:    manager.NodeRouteController,
 		Sync:    c.syncNode,
 		Workers: manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs),
-		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.retryBase, retryMax),
-			// An overall bound keeps a cloud-wide failure from turning into a retry storm.
-			&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(20), 200)},
-		),
-		Loops:  []worker.Loop{c.driftLoop},
-		Health: cfg.Health,
-		Logger: cfg.Logger,
+		Retry:   retry,
+		Loops:   []worker.Loop{c.driftLoop},
+		Health:  cfg.Health,
+		Logger:  cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("route controller: %w", err)
@@ -234,7 +214,7 @@ func (c *Controller) driftLoop(ctx context.Context) {
 			c.log.Error(err, "Route drift check failed", "retryIn", next)
 		} else {
 			failures = 0
-			checkCtx = instrumented.WithClass(ctx, instrumented.ClassRefine)
+			checkCtx = cloud.WithClass(ctx, cloud.ClassRefine)
 		}
 		t := time.NewTimer(next)
 		select {

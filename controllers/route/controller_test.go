@@ -102,10 +102,12 @@ func TestNewRequiresDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := Config{
-		Client:       client,
-		Informers:    informers.NewSharedInformerFactory(client, 0),
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: informers.NewSharedInformerFactory(client, 0),
+			Recorder:  record.NewFakeRecorder(1),
+		},
 		Routes:       fc,
-		Recorder:     record.NewFakeRecorder(1),
 		ClusterCIDRs: prefixes("10.244.0.0/16"),
 	}
 	tests := []struct {
@@ -155,8 +157,10 @@ func TestConditionIsAStatusPatch(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(10)
 	c, err := New(Config{
-		Client: client, Informers: factory, Routes: fc, Recorder: recorder,
-		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
+		ControllerDeps: manager.ControllerDeps{Client: client, Informers: factory, Recorder: recorder},
+		Routes:         fc,
+		ClusterName:    "c",
+		ClusterCIDRs:   prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +247,10 @@ func TestLateDeleteOfAMovedCIDRIsSkipped(t *testing.T) {
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c, err := New(Config{
-		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
-		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
+		ControllerDeps: manager.ControllerDeps{Client: client, Informers: factory, Recorder: record.NewFakeRecorder(10)},
+		Routes:         fc,
+		ClusterName:    "c",
+		ClusterCIDRs:   prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -293,8 +299,10 @@ func TestNewOnRunningInformers(t *testing.T) {
 	factory.WaitForCacheSync(t.Context().Done())
 
 	c, err := New(Config{
-		Client: client, Informers: factory, Routes: fc, Recorder: record.NewFakeRecorder(10),
-		ClusterName: "c", ClusterCIDRs: prefixes("10.244.0.0/16"),
+		ControllerDeps: manager.ControllerDeps{Client: client, Informers: factory, Recorder: record.NewFakeRecorder(10)},
+		Routes:         fc,
+		ClusterName:    "c",
+		ClusterCIDRs:   prefixes("10.244.0.0/16"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
@@ -87,18 +88,19 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 	}
 	routes, _ := ic.For(manager.NodeRouteController).Routes()
 	h.ctrl, err = New(Config{
-		Client:               client,
-		Informers:            factory,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: factory,
+			Recorder:  recorder,
+			Logger:    testlog.New(t, 2),
+			Metrics:   h.registry,
+		},
 		Routes:               routes,
-		Recorder:             recorder,
-		Logger:               testlog.New(t, 2),
-		Metrics:              h.registry,
 		ClusterName:          testCluster,
 		ClusterCIDRs:         testClusterCIDRs,
 		ConcurrentRouteSyncs: opts.workers,
 		ReconcilePeriod:      opts.period,
-		RetryBaseDelay:       20 * time.Millisecond,
-		RetryMaxDelay:        time.Second,
+		Retry:                worker.Retry{MinDelay: 20 * time.Millisecond, MaxDelay: time.Second},
 		ErrorRelistInterval:  100 * time.Millisecond,
 	})
 	if err != nil {

@@ -48,13 +48,8 @@ func newFromContext(_ context.Context, cc *manager.ControllerContext) (manager.C
 			manager.NodeRouteController, ErrNoClusterCIDR, cc.Cloud.ProviderName())
 	}
 	return New(Config{
-		Client:               cc.Client,
-		Informers:            cc.Informers,
+		ControllerDeps:       cc.ControllerDeps,
 		Routes:               routes,
-		Recorder:             cc.Recorder,
-		Logger:               cc.Logger,
-		Metrics:              cc.Metrics,
-		Health:               cc.Health,
 		ClusterName:          cc.Config.ClusterName,
 		ClusterCIDRs:         cc.Config.ClusterCIDRs,
 		ConcurrentRouteSyncs: cc.Config.ConcurrentRouteSyncs,

@@ -13,7 +13,7 @@
 //   - an error the cloud throttled with a Retry-After: synced again after that wait.
 //     The manager's cloud call path has already capped the wait (it is the one
 //     Retry-After mechanism, shared by every controller); the worker only schedules.
-//   - an error wrapping instrumented.ErrFenced: the manager's cloud call path refused the
+//   - an error wrapping cloud.ErrFenced: the manager's cloud call path refused the
 //     call because the leader lease guarding the controller may have expired. The
 //     manager is stopping the controller; the key is dropped, as when the context ends,
 //     and the next leader starts from its own informers.

@@ -4,12 +4,12 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nephele-dev/nephele/manager/instrumented"
+	"github.com/nephele-dev/nephele/cloud"
 )
 
 // priorityFIFO is a client-go workqueue.Queue that hands out critical keys before the
 // others, first come first served within each priority. While keys of both priorities
-// are queued, one pop in instrumented.RefineEvery takes the oldest refining key, so a
+// are queued, one pop in cloud.RefineEvery takes the oldest refining key, so a
 // steady stream of critical work cannot starve the rest: the share the cloud budget's
 // classes keep. client-go's queue keeps its guarantees (a key is synced by one worker
 // at a time, added keys are deduplicated, delays and rate limits); this only chooses
@@ -97,7 +97,7 @@ func (q *priorityFIFO) Pop() string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var key string
-	if len(q.critical) > 0 && (len(q.refine) == 0 || q.streak < instrumented.RefineEvery-1) {
+	if len(q.critical) > 0 && (len(q.refine) == 0 || q.streak < cloud.RefineEvery-1) {
 		key = pop(&q.critical)
 		if len(q.refine) > 0 {
 			q.streak++

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // Result says what a successful sync wants next.
@@ -38,9 +39,9 @@ type Config struct {
 	Sync SyncFunc
 	// Workers is how many keys are synced at once; at least 1 when Sync is set.
 	Workers int
-	// RateLimiter sets the per-key retry backoff; nil means client-go's default
-	// controller rate limiter (5ms doubling to 1000s per key, 10 qps overall).
-	RateLimiter workqueue.TypedRateLimiter[string]
+	// Retry bounds how failing keys are retried; its zero fields take client-go's
+	// defaults (DefaultRetry).
+	Retry Retry
 	// Synced are the informer registrations to wait for before any work starts, besides
 	// those Watch adds.
 	Synced []cache.InformerSynced
@@ -54,9 +55,74 @@ type Config struct {
 	Logger logr.Logger
 	// Prioritized queues keys by priority: a key added with AddCritical goes before
 	// the keys added with Add, first come first served within each, though never so
-	// long that the others starve (see instrumented.RefineEvery). A retry keeps the
+	// long that the others starve (see cloud.RefineEvery). A retry keeps the
 	// priority the key was synced with.
 	Prioritized bool
+}
+
+// Retry bounds how a controller retries failing keys: each key backs off exponentially
+// from MinDelay to MaxDelay, and the retries of all keys together are queued no faster
+// than QPS (with Burst), so that a failure of the whole cloud does not become a storm of
+// retries. The one vocabulary for every controller's retry limits: a controller's Config
+// carries a Retry and hands it on to the worker.
+type Retry struct {
+	// MinDelay is a key's wait after its first failure; it doubles with each failure
+	// after that.
+	MinDelay time.Duration
+	// MaxDelay caps a key's wait; a MaxDelay below MinDelay is taken as MinDelay.
+	MaxDelay time.Duration
+	// QPS bounds how fast the retries of all keys are queued, together; negative means
+	// no overall bound, only each key's backoff.
+	QPS float64
+	// Burst is how many retries may be queued at once within QPS.
+	Burst int
+}
+
+// DefaultRetry is client-go's default controller rate limiter, which upstream's
+// controllers use: 5ms doubling to 1000s per key, 10 retries/s (burst 100) overall. A
+// zero field of Config.Retry takes its value from here.
+func DefaultRetry() Retry {
+	return Retry{MinDelay: 5 * time.Millisecond, MaxDelay: 1000 * time.Second, QPS: 10, Burst: 100}
+}
+
+// Or returns r with each zero field set from def's.
+func (r Retry) Or(def Retry) Retry {
+	if r.MinDelay == 0 {
+		r.MinDelay = def.MinDelay
+	}
+	if r.MaxDelay == 0 {
+		r.MaxDelay = def.MaxDelay
+	}
+	if r.QPS == 0 {
+		r.QPS = def.QPS
+	}
+	if r.Burst == 0 {
+		r.Burst = def.Burst
+	}
+	return r
+}
+
+// check returns an error naming the first field of r that can never work.
+func (r Retry) check() error {
+	switch {
+	case r.MinDelay < 0, r.MaxDelay < 0:
+		return fmt.Errorf("retry delays %s and %s: must not be negative", r.MinDelay, r.MaxDelay)
+	case math.IsNaN(r.QPS) || math.IsInf(r.QPS, 0):
+		return fmt.Errorf("retry QPS %v: must be a number", r.QPS)
+	case r.QPS > 0 && r.Burst < 1:
+		return fmt.Errorf("retry burst %d: must be at least 1 with a retry QPS of %v", r.Burst, r.QPS)
+	}
+	return nil
+}
+
+// rateLimiter builds client-go's limiter for r, whose fields are all set.
+func (r Retry) rateLimiter() workqueue.TypedRateLimiter[string] {
+	perKey := workqueue.NewTypedItemExponentialFailureRateLimiter[string](r.MinDelay, max(r.MaxDelay, r.MinDelay))
+	if r.QPS < 0 {
+		return perKey
+	}
+	return workqueue.NewTypedMaxOfRateLimiter(perKey,
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(r.QPS), r.Burst)})
 }
 
 // Worker runs a controller's queue. Create it with New before registering event
@@ -78,10 +144,11 @@ func New(cfg Config) (*Worker, error) {
 	case cfg.Sync == nil && len(cfg.Loops) == 0:
 		return nil, fmt.Errorf("worker %s: neither Sync nor Loops: nothing to run", cfg.Name)
 	}
-	rl := cfg.RateLimiter
-	if rl == nil {
-		rl = workqueue.DefaultTypedControllerRateLimiter[string]()
+	cfg.Retry = cfg.Retry.Or(DefaultRetry())
+	if err := cfg.Retry.check(); err != nil {
+		return nil, fmt.Errorf("worker %s: %w", cfg.Name, err)
 	}
+	rl := cfg.Retry.rateLimiter()
 	w := &Worker{cfg: cfg}
 	qc := workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}
 	if cfg.Prioritized {
@@ -220,7 +287,7 @@ func (w *Worker) handle(ctx context.Context, key string, res Result, err error) 
 		}
 	case ctx.Err() != nil:
 		// Stopping: the next leader starts from its own informers.
-	case errors.Is(err, instrumented.ErrFenced):
+	case errors.Is(err, cloud.ErrFenced):
 		// The lease guarding this controller may have expired: the manager is stopping
 		// it. Retrying would only be refused again; the next leader starts afresh.
 		log.V(2).Info("Cloud calls are fenced, not retrying: the controller is stopping", "key", key, "reason", err.Error())

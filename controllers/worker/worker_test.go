@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
-	"github.com/nephele-dev/nephele/manager/instrumented"
 )
 
 // recorder counts syncs per key and answers each from a script.
@@ -87,7 +85,7 @@ func TestResults(t *testing.T) {
 		}, 2, wait},
 		{"other errors are retried with backoff", func() (Result, error) { return Result{}, errors.New("boom") }, 2, 0},
 		{"fenced cloud calls are not retried: the controller is stopping", func() (Result, error) {
-			return Result{}, fmt.Errorf("ensuring load balancer: %w", instrumented.ErrFenced)
+			return Result{}, fmt.Errorf("ensuring load balancer: %w", cloud.ErrFenced)
 		}, 1, 0},
 	}
 	for _, prioritized := range []bool{false, true} {
@@ -100,7 +98,7 @@ func TestResults(t *testing.T) {
 					return Result{}, nil
 				}}
 				w := start(t, Config{Name: "test", Sync: r.sync, Workers: 2, Prioritized: prioritized,
-					RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+					Retry: Retry{MinDelay: time.Millisecond, MaxDelay: time.Second, QPS: -1}})
 				w.Add("k")
 				calls := r.waitCalls(t, "k", tt.wantCalls)
 				if tt.wantCalls > 1 {
@@ -152,7 +150,7 @@ func TestCriticalKeysGoFirstAndRetryAsCritical(t *testing.T) {
 		return Result{}, nil
 	}
 	w = start(t, Config{Name: "prio", Sync: sync, Workers: 1, Prioritized: true,
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second)})
+		Retry: Retry{MinDelay: time.Millisecond, MaxDelay: time.Second, QPS: -1}})
 	w.Add("gate")
 	poll.Eventually(t, "the gate key in work", func() error {
 		if w.Len() != 0 {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/nephele-dev/nephele/cloud"
 )
 
 // The adaptive rate follows the curve of the AWS SDKs' adaptive retry mode, itself
@@ -40,10 +42,6 @@ const (
 	// throttling everything for a while) still finds its quota again within tens of
 	// seconds.
 	CubicMaxK = 5.0
-	// RefineEvery is the share of tokens refine calls are sure of: while calls of both
-	// classes wait, one token in RefineEvery goes to the oldest refine call.
-	RefineEvery = 5
-
 	// measureInterval and measureSmoothing make the measured rates: events per
 	// interval, smoothed exponentially. The rate never grows above twice the measured
 	// send rate, so a quiet client does not climb to its ceiling unseen.
@@ -195,14 +193,14 @@ type budget struct {
 	rate   *adaptiveRate
 	tokens float64
 	last   time.Time // the bucket's fill time; the hold's end during a hold
-	queues map[Class][]*waiter
+	queues map[cloud.Class][]*waiter
 	// skipped counts critical grants in a row while refine calls waited.
 	skipped int
 	timer   stopper
 }
 
 type waiter struct {
-	class   Class
+	class   cloud.Class
 	ready   chan struct{}
 	granted time.Time // zero until a token is given
 }
@@ -218,7 +216,7 @@ func newBudget(c clock, start, lo, hi float64, burst int, onRate func(float64)) 
 		onRate:   onRate,
 		rate:     newAdaptiveRate(start, lo, hi, now),
 		last:     now,
-		queues:   make(map[Class][]*waiter, 2),
+		queues:   make(map[cloud.Class][]*waiter, 2),
 	}
 	b.tokens = b.capacity()
 	if onRate != nil {
@@ -244,7 +242,7 @@ func (b *budget) Rate() float64 {
 // acquire waits for a token for a call of class, and returns when it got it. When
 // ctx ends first, the call leaves the queue (or gives back the token it was just
 // given) and acquire returns ctx's error.
-func (b *budget) acquire(ctx context.Context, class Class) (time.Time, error) {
+func (b *budget) acquire(ctx context.Context, class cloud.Class) (time.Time, error) {
 	w := &waiter{class: class, ready: make(chan struct{})}
 	b.mu.Lock()
 	b.queues[class] = append(b.queues[class], w)
@@ -277,29 +275,29 @@ func (b *budget) remove(w *waiter) {
 }
 
 // next takes the waiter to serve next: the oldest critical call, unless refine calls
-// have waited through RefineEvery-1 critical grants in a row.
+// have waited through cloud.RefineEvery-1 critical grants in a row.
 func (b *budget) next() *waiter {
-	crit, ref := b.queues[ClassCritical], b.queues[ClassRefine]
+	crit, ref := b.queues[cloud.ClassCritical], b.queues[cloud.ClassRefine]
 	if len(ref) == 0 {
 		b.skipped = 0
 	}
 	switch {
-	case len(crit) > 0 && (len(ref) == 0 || b.skipped < RefineEvery-1):
+	case len(crit) > 0 && (len(ref) == 0 || b.skipped < cloud.RefineEvery-1):
 		if len(ref) > 0 {
 			b.skipped++
 		}
-		b.queues[ClassCritical] = crit[1:]
+		b.queues[cloud.ClassCritical] = crit[1:]
 		return crit[0]
 	case len(ref) > 0:
 		b.skipped = 0
-		b.queues[ClassRefine] = ref[1:]
+		b.queues[cloud.ClassRefine] = ref[1:]
 		return ref[0]
 	}
 	return nil
 }
 
 func (b *budget) waiting() bool {
-	return len(b.queues[ClassCritical]) > 0 || len(b.queues[ClassRefine]) > 0
+	return len(b.queues[cloud.ClassCritical]) > 0 || len(b.queues[cloud.ClassRefine]) > 0
 }
 
 func (b *budget) refill(now time.Time) {

@@ -292,14 +292,14 @@ func TestFixedBudgetDoesNotAdapt(t *testing.T) {
 }
 
 // queued returns how many calls of class wait.
-func queued(b *budget, class Class) int {
+func queued(b *budget, class cloud.Class) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.queues[class])
 }
 
 // waitQueued polls until n calls of class wait, or fails the test.
-func waitQueued(t *testing.T, b *budget, class Class, n int) {
+func waitQueued(t *testing.T, b *budget, class cloud.Class, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for queued(b, class) != n {
@@ -330,7 +330,7 @@ func TestBudgetServesCriticalFirstWithoutStarvingRefine(t *testing.T) {
 			var mu sync.Mutex
 			var order []byte
 			var wg sync.WaitGroup
-			enqueue := func(class Class, letter byte, n int) {
+			enqueue := func(class cloud.Class, letter byte, n int) {
 				for i := range n {
 					wg.Add(1)
 					go func() {
@@ -347,8 +347,8 @@ func TestBudgetServesCriticalFirstWithoutStarvingRefine(t *testing.T) {
 				}
 			}
 			// Refine calls were waiting first: critical ones still go ahead of them.
-			enqueue(ClassRefine, 'R', tt.refine)
-			enqueue(ClassCritical, 'C', tt.crit)
+			enqueue(cloud.ClassRefine, 'R', tt.refine)
+			enqueue(cloud.ClassCritical, 'C', tt.crit)
 			for i := range tt.refine + tt.crit {
 				clk.Step(100 * time.Millisecond)
 				deadline := time.Now().Add(10 * time.Second)
@@ -380,15 +380,15 @@ func TestBudgetWaiterLeavesOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.acquire(ctx, ClassRefine)
+		_, err := b.acquire(ctx, cloud.ClassRefine)
 		done <- err
 	}()
-	waitQueued(t, b, ClassRefine, 1)
+	waitQueued(t, b, cloud.ClassRefine, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire after cancel: %v, want context.Canceled", err)
 	}
-	if n := queued(b, ClassRefine); n != 0 {
+	if n := queued(b, cloud.ClassRefine); n != 0 {
 		t.Errorf("%d calls still queued after cancel, want 0", n)
 	}
 	clk.Step(time.Second)
@@ -414,16 +414,16 @@ func TestThrottledAnswerCutsTheBudget(t *testing.T) {
 	if after > before*CubicBeta+1e-9 {
 		t.Errorf("rate after a throttled answer = %v, want at most %v", after, before*CubicBeta)
 	}
-	if _, err := routes.ListRoutes(WithClass(context.Background(), ClassRefine), "c1"); err != nil {
+	if _, err := routes.ListRoutes(cloud.WithClass(context.Background(), cloud.ClassRefine), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		class  Class
+		class  cloud.Class
 		result cloud.Result
 		want   float64
 	}{
-		{ClassCritical, cloud.ResultThrottled, 1},
-		{ClassRefine, cloud.ResultSuccess, 1},
+		{cloud.ClassCritical, cloud.ResultThrottled, 1},
+		{cloud.ClassRefine, cloud.ResultSuccess, 1},
 	} {
 		got := metrictest.Value(t, reg, "nephele_cloud_class_requests_total", map[string]string{"class": string(tt.class), "result": string(tt.result)})
 		if got != tt.want {

@@ -11,19 +11,22 @@
 // of the rate on a throttled answer (once per episode: answers to calls sent before
 // the cut do not cut again), and stays between a floor and a ceiling (Options.MinQPS,
 // MaxQPS). With MinQPS == MaxQPS it is a fixed rate. Calls waiting for a token are
-// served by Class: a waiting ClassCritical call goes first, and ClassRefine calls get
-// at least one token in RefineEvery while both wait, so neither starves. A controller
-// tags a call with WithClass; untagged calls take their operation's DefaultClass.
+// served by cloud.Class: a waiting cloud.ClassCritical call goes first, and
+// cloud.ClassRefine calls get at least one token in cloud.RefineEvery while both wait,
+// so neither starves. A controller tags a call with cloud.WithClass; untagged calls take
+// their operation's DefaultClass.
 //
 // A call may also be fenced (Cloud.ForFenced): refused, with an error wrapping
-// ErrFenced, while a Fence is closed, and cut off when it closes. The manager fences
+// cloud.ErrFenced, while a Fence is closed, and cut off when it closes. The manager fences
 // each controller's calls on the leader lease that guards it, so that a replica whose
 // lease may have expired (it was paused, or lost the apiserver) makes no cloud call
 // while another may be leading.
 //
 // It is the manager's runtime, not part of the provider contract: the manager wraps the
 // provider once and hands each controller its capabilities through this path, so a
-// provider never imports it and a controller never bypasses it.
+// provider never imports it and a controller never bypasses it. What a controller says
+// to this path (a call's class) and hears from it (a fenced call) is in package cloud,
+// beside the other errors and cloud.RetryAfter, so no controller imports this package.
 //
 // # Metrics
 //

@@ -8,21 +8,15 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 )
 
-// ErrFenced is wrapped by the error of every call the fence refused, and of a call cut
-// short because the fence closed while it ran. It is not a cloud failure: the caller is
-// no longer allowed to act for the cluster (its leader lease may have expired), so a
-// controller treats it as stopping, never as something to retry.
-var ErrFenced = errors.New("cloud calls are fenced")
-
 // Fence decides whether calls may reach the cloud at all. The manager fences each
 // controller's calls on the leader lease that guards the controller: once the lease may
 // have expired, by this process's own clock, another replica may be leading, and a call
 // from here could undo its work.
 type Fence interface {
 	// Open returns the time the fence closes unless something (a lease renewal) moves
-	// it on, or an error wrapping ErrFenced when it is closed now. The time must carry a
-	// monotonic clock reading (a time.Now derivative), so that a jump of the wall clock
-	// neither opens nor closes the fence.
+	// it on, or an error wrapping cloud.ErrFenced when it is closed now. The time must
+	// carry a monotonic clock reading (a time.Now derivative), so that a jump of the wall
+	// clock neither opens nor closes the fence.
 	Open() (closesAt time.Time, err error)
 }
 
@@ -45,8 +39,8 @@ func (p *provider) checkFence(op string) (time.Time, error) {
 	closesAt, err := p.fence.Open()
 	if err != nil {
 		p.c.metrics.fenced.WithLabelValues(p.controller, op).Inc()
-		if !errors.Is(err, ErrFenced) {
-			err = errors.Join(err, ErrFenced)
+		if !errors.Is(err, cloud.ErrFenced) {
+			err = errors.Join(err, cloud.ErrFenced)
 		}
 		return time.Time{}, err
 	}

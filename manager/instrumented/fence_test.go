@@ -25,7 +25,7 @@ func (f *stubFence) Open() (time.Time, error) {
 	defer f.mu.Unlock()
 	f.opened++
 	if f.closed {
-		return time.Time{}, errors.New("test fence closed: " + ErrFenced.Error())
+		return time.Time{}, errors.New("test fence closed: " + cloud.ErrFenced.Error())
 	}
 	return f.closesAt, nil
 }
@@ -44,14 +44,14 @@ func TestFenceRefusesCallsWhileClosed(t *testing.T) {
 	routes, _ := c.ForFenced("node-route-controller", f).Routes()
 
 	_, err := lbs.EnsureLoadBalancer(context.Background(), lbSpec("web"), nil)
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("EnsureLoadBalancer through a closed fence: %v, want ErrFenced", err)
+	if !errors.Is(err, cloud.ErrFenced) {
+		t.Fatalf("EnsureLoadBalancer through a closed fence: %v, want cloud.ErrFenced", err)
 	}
 	if cloud.IsNotFound(err) || cloud.IsThrottled(err) {
 		t.Errorf("a fenced error reads as a cloud answer: %v", err)
 	}
-	if err := routes.DeleteRoute(context.Background(), "c1", cloud.Route{Name: "r"}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("DeleteRoute through a closed fence: %v, want ErrFenced", err)
+	if err := routes.DeleteRoute(context.Background(), "c1", cloud.Route{Name: "r"}); !errors.Is(err, cloud.ErrFenced) {
+		t.Fatalf("DeleteRoute through a closed fence: %v, want cloud.ErrFenced", err)
 	}
 	if n := fake.TotalCalls(); n != 0 {
 		t.Errorf("the cloud saw %d calls through a closed fence, want 0", n)
@@ -97,8 +97,8 @@ func TestFenceCheckedAfterTheWaits(t *testing.T) {
 	// The next token comes in 200ms; close the fence meanwhile.
 	time.AfterFunc(50*time.Millisecond, func() { f.set(time.Time{}, true) })
 	_, err := routes.ListRoutes(context.Background(), "c1")
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("ListRoutes after the fence closed during the wait: %v, want ErrFenced", err)
+	if !errors.Is(err, cloud.ErrFenced) {
+		t.Fatalf("ListRoutes after the fence closed during the wait: %v, want cloud.ErrFenced", err)
 	}
 	if n := fake.Calls(cloud.OpListRoutes); n != 1 {
 		t.Errorf("the cloud saw %d calls, want only the first", n)
@@ -118,8 +118,8 @@ func TestFenceCutsOffACallWhenItCloses(t *testing.T) {
 	stop := time.AfterFunc(30*time.Second, cancel) // a broken fence fails, not hangs, the test
 	defer stop.Stop()
 	err := lbs.EnsureLoadBalancerDeleted(ctx, lbSpec("web"), nil)
-	if !errors.Is(err, ErrFenced) {
-		t.Fatalf("a call under way when the fence closed: %v, want ErrFenced", err)
+	if !errors.Is(err, cloud.ErrFenced) {
+		t.Fatalf("a call under way when the fence closed: %v, want cloud.ErrFenced", err)
 	}
 	if late := time.Since(closesAt); late > 5*time.Second {
 		t.Errorf("the call ended %s after the fence closed", late)
@@ -139,7 +139,7 @@ func TestFenceDoesNotHideTheCallersOwnCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := lbs.GetLoadBalancer(ctx, lbSpec("web"), nil)
-	if errors.Is(err, ErrFenced) || !errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, cloud.ErrFenced) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("GetLoadBalancer past the caller's deadline: %v, want DeadlineExceeded, not fenced", err)
 	}
 }

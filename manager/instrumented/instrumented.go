@@ -192,7 +192,7 @@ func (c *Cloud) waitRetryAfter(ctx context.Context, controller string) error {
 
 // waitBudget takes a token from the shared budget in class, and returns when it was
 // given (the zero time without a budget). A call whose ctx ends first leaves the queue.
-func (c *Cloud) waitBudget(ctx context.Context, controller string, class Class) (time.Time, error) {
+func (c *Cloud) waitBudget(ctx context.Context, controller string, class cloud.Class) (time.Time, error) {
 	if c.budget == nil {
 		return time.Time{}, nil
 	}
@@ -295,7 +295,7 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
 	if err != nil && !closesAt.IsZero() && ctx.Err() == nil && !time.Now().Before(closesAt) {
 		// Cut off by the fence, not failed by the cloud: the caller must stop, not retry.
-		return v, wrap(op, subject, fmt.Errorf("the fence closed while the call ran: %w (%w)", ErrFenced, err))
+		return v, wrap(op, subject, fmt.Errorf("the fence closed while the call ran: %w (%w)", cloud.ErrFenced, err))
 	}
 	if err != nil {
 		if d, ok := cloud.RetryAfter(err); ok {

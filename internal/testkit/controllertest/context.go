@@ -21,14 +21,16 @@ import (
 func Context(name string, provider cloud.Provider, cfg manager.ControllerConfig) *manager.ControllerContext {
 	client := fake.NewClientset()
 	return &manager.ControllerContext{
-		Name:      name,
-		Client:    client,
-		Informers: informers.NewSharedInformerFactory(client, 0),
-		Recorder:  &eventlog.Log{},
-		Cloud:     provider,
-		Config:    cfg,
-		Metrics:   prometheus.NewRegistry(),
-		Health:    manager.NewProgress(name, time.Minute),
-		Logger:    logr.Discard(),
+		Name: name,
+		ControllerDeps: manager.ControllerDeps{
+			Client:    client,
+			Informers: informers.NewSharedInformerFactory(client, 0),
+			Recorder:  &eventlog.Log{},
+			Logger:    logr.Discard(),
+			Metrics:   prometheus.NewRegistry(),
+			Health:    manager.NewProgress(name, time.Minute),
+		},
+		Cloud:  provider,
+		Config: cfg,
 	}
 }
