@@ -34,9 +34,12 @@ var layers = []struct {
 	{"commands", []string{"cmd"}},
 }
 
-// forbidden are imports between siblings of one layer that would make two folders import
-// each other: the operator builds on deploy/render, never the other way round.
-var forbidden = [][2]string{{"deploy", "operator"}}
+// forbidden are imports the layers allow but the design does not: between siblings of one
+// layer that would make two folders import each other (the operator builds on
+// deploy/render, never the other way round), and from the controllers into the manager's
+// cloud call path, which is the manager's runtime and not the contract: what a controller
+// says to it (a call's class) and hears from it (a fenced call) is in package cloud.
+var forbidden = [][2]string{{"deploy", "operator"}, {"controllers", "manager/instrumented"}}
 
 // kits are the packages only tests may import (and each other): internal/testkit, and
 // cloud/cloudtest, the conformance suite's go test front end (which imports testing).
