@@ -72,6 +72,8 @@ type Controller struct {
 	// states are the load balancers this controller has ensured, by Service key. An
 	// entry exists only while its Service does; no lock is held across cloud calls.
 	states map[string]*lbState
+	// nodeSync is the batch of node changes being applied, nil when none is.
+	nodeSync *nodeSyncRound
 }
 
 // lbState is what the controller last applied to one load balancer.
@@ -140,6 +142,7 @@ func New(cfg Config) (*Controller, error) {
 		Loops:   []worker.Loop{c.batchNodeChanges},
 		Health:  cfg.Health,
 		Logger:  cfg.Logger,
+		Metrics: cfg.Metrics,
 		// A Service waiting for its load balancer, or for its deletion, goes before
 		// backend updates of load balancers that already serve (see enqueue).
 		Prioritized: true,
@@ -305,8 +308,10 @@ func (c *Controller) queueChangedBackends() int {
 	n := 0
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
 	for k, st := range c.states {
 		if !st.elsewhere && st.backends != current {
+			c.startNodeSync(k, now)
 			c.worker.Add(k)
 			n++
 		}
@@ -314,16 +319,62 @@ func (c *Controller) queueChangedBackends() int {
 	return n
 }
 
-// syncService is the worker's sync: one Service, timed and its failure counted by
-// reason. The worker decides when it runs again.
+// syncService is the worker's sync: one Service. The worker counts and times it, under
+// the reason errorReason gives a failure, and decides when it runs again; upstream's
+// metrics of backend updates are recorded here.
 func (c *Controller) syncService(ctx context.Context, k string) (worker.Result, error) {
 	start := time.Now()
 	op, err := c.sync(ctx, k)
-	c.metrics.syncDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && ctx.Err() == nil {
-		c.metrics.syncErrors.WithLabelValues(errorReason(err)).Inc()
+	if op == opUpdateBackends {
+		c.metrics.upstreamSyncs.Inc()
+		c.metrics.upstreamHostUpdate.Observe(time.Since(start).Seconds())
+	}
+	c.finishNodeSync(k, op, err)
+	if reason := errorReason(err); reason != "" {
+		err = worker.WithReason(reason, err)
 	}
 	return worker.Result{}, err
+}
+
+// nodeSyncRound is one batch of node changes on its way to the load balancers: what
+// upstream's service controller calls a node sync, timed the same way
+// (service_controller_nodesync_latency_seconds), from the batch to the last sync of a
+// load balancer it queued.
+type nodeSyncRound struct {
+	start   time.Time
+	pending map[string]struct{}
+}
+
+// startNodeSync adds key, queued for a batch of node changes, to the node sync under
+// way, or starts one. The caller holds c.mu.
+func (c *Controller) startNodeSync(key string, now time.Time) {
+	if c.nodeSync == nil {
+		c.nodeSync = &nodeSyncRound{start: now, pending: map[string]struct{}{}}
+	}
+	c.nodeSync.pending[key] = struct{}{}
+}
+
+// finishNodeSync records that key, which a node sync may have queued, was synced with op
+// and err; the node sync ends with the last of its keys. A backend update that failed
+// is a node sync error, as upstream's; it is retried by the worker, outside the round.
+func (c *Controller) finishNodeSync(key, op string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.nodeSync
+	if r == nil {
+		return
+	}
+	if _, ok := r.pending[key]; !ok {
+		return
+	}
+	if op == opUpdateBackends && err != nil {
+		c.metrics.upstreamNodeErrors.Inc()
+	}
+	delete(r.pending, key)
+	if len(r.pending) == 0 {
+		c.metrics.upstreamNodeSync.Observe(time.Since(r.start).Seconds())
+		c.nodeSync = nil
+	}
 }
 
 // apiError marks a failed Kubernetes API call, to tell it from a cloud failure.
@@ -332,7 +383,9 @@ type apiError struct{ err error }
 func (e *apiError) Error() string { return e.err.Error() }
 func (e *apiError) Unwrap() error { return e.err }
 
-// errorReason returns the metric label for err.
+// errorReason returns the reason a failed sync is counted under when it is not the
+// cloud's (the worker's default): a Service the controller refuses, or a failed
+// Kubernetes API call. It is "" otherwise.
 func errorReason(err error) string {
 	var sr *SourceRangeError
 	var ae *apiError
@@ -342,7 +395,7 @@ func errorReason(err error) string {
 	case errors.As(err, &ae):
 		return reasonKubernetesAPI
 	default:
-		return string(cloud.Classify(err))
+		return ""
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/internal/testkit/controllertest"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/manager/instrumented"
@@ -235,6 +236,19 @@ func TestNodeChangesUpdateBackendsOnly(t *testing.T) {
 	if got := testutil.ToFloat64(h.ctrl.metrics.backendUpdates); got < 3 {
 		t.Errorf("backend updates metric = %v, want >= 3", got)
 	}
+	// Upstream's names count the same backend updates, and time the batch as one node sync.
+	for name, least := range map[string]float64{
+		"service_controller_loadbalancer_sync_total":                  3,
+		"service_controller_update_loadbalancer_host_latency_seconds": 3,
+		"service_controller_nodesync_latency_seconds":                 1,
+	} {
+		if got := metrictest.Value(t, h.metrics, name, nil); got < least {
+			t.Errorf("%s = %v, want at least %v", name, got, least)
+		}
+	}
+	if got := metrictest.Value(t, h.metrics, "service_controller_nodesync_error_total", nil); got != 0 {
+		t.Errorf("service_controller_nodesync_error_total = %v, want 0", got)
+	}
 
 	// Heartbeats and changes that do not matter cost nothing.
 	h.cloud.ResetCalls()
@@ -325,7 +339,7 @@ func TestBadSourceRange(t *testing.T) {
 			t.Errorf("cloud called for a Service with a bad source range: %+v", c)
 		}
 	}
-	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(reasonInvalidSpec)); got < 1 {
+	if got := h.syncErrors(reasonInvalidSpec); got < 1 {
 		t.Errorf("invalid_spec errors = %v", got)
 	}
 	// Fixing the range gets it a load balancer.
@@ -360,7 +374,7 @@ func TestProviderInvalidIsRetriedAndIsolated(t *testing.T) {
 		}
 		return nil
 	})
-	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultInvalid))); got < 1 {
+	if got := h.syncErrors(string(cloud.ResultInvalid)); got < 1 {
 		t.Errorf("invalid errors = %v", got)
 	}
 	// Once the provider accepts it, it gets its load balancer.
@@ -376,7 +390,7 @@ func TestThrottledUsesRetryAfter(t *testing.T) {
 	if n := h.cloud.CallsWithResult(cloud.OpEnsureLoadBalancer, cloud.ResultThrottled); n != 1 {
 		t.Errorf("throttled calls = %d, want 1", n)
 	}
-	if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultThrottled))); got != 1 {
+	if got := h.syncErrors(string(cloud.ResultThrottled)); got != 1 {
 		t.Errorf("throttled errors = %v, want 1", got)
 	}
 }
@@ -732,7 +746,7 @@ func TestImplementedElsewhere(t *testing.T) {
 				t.Errorf("%d %s events for a Service implemented elsewhere: %v", len(evs), reason, evs)
 			}
 		}
-		if got := testutil.ToFloat64(h.ctrl.metrics.syncErrors.WithLabelValues(string(cloud.ResultNotImplemented))); got != 0 {
+		if got := h.syncErrors(string(cloud.ResultNotImplemented)); got != 0 {
 			t.Errorf("sync errors counted for 'elsewhere': %v", got)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/testlog"
 	"github.com/nephele-dev/nephele/manager"
@@ -184,4 +185,11 @@ func (h *harness) quiesce() {
 		}
 		return nil
 	})
+}
+
+// syncErrors returns how many syncs failed with reason, by the worker's count.
+func (h *harness) syncErrors(reason string) float64 {
+	h.t.Helper()
+	return metrictest.Value(h.t, h.metrics, "nephele_controller_sync_errors_total",
+		map[string]string{"controller": manager.ServiceLBController, "reason": reason})
 }

@@ -113,8 +113,9 @@ func New(cfg Config) (*Controller, error) {
 		Loops: []worker.Loop{func(ctx context.Context) {
 			wait.UntilWithContext(ctx, c.refresh, c.refreshEvery)
 		}},
-		Health: c.health,
-		Logger: c.log,
+		Health:  c.health,
+		Logger:  c.log,
+		Metrics: cfg.Metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-controller: %w", err)

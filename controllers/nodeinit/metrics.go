@@ -24,7 +24,14 @@ type metrics struct {
 	pending      prometheus.Gauge
 	errors       *prometheus.CounterVec
 	addrUpdates  prometheus.Counter
+
+	// Upstream's (k8s.io/cloud-provider/controllers/node/metrics.go).
+	upstreamTaintRemoval prometheus.Histogram
+	upstreamInitialSync  prometheus.Histogram
 }
+
+// upstreamBuckets are upstream's node controller buckets: 1s to about 17 minutes.
+var upstreamBuckets = prometheus.ExponentialBuckets(1, 4, 6)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -46,6 +53,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nephele_node_address_updates_total",
 			Help: "Node status address writes made by the cloud-node-controller's periodic refresh.",
 		}),
+		upstreamTaintRemoval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "node_controller_cloud_provider_taint_removal_delay_seconds",
+			Help:    "Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node (upstream's name).",
+			Buckets: upstreamBuckets,
+		}),
+		upstreamInitialSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "node_controller_initial_node_sync_delay_seconds",
+			Help:    "Number of seconds after node creation when NodeController finished the initial synchronization of a single node (upstream's name).",
+			Buckets: upstreamBuckets,
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -61,6 +78,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.addrUpdates, err = promreg.Register(reg, m.addrUpdates); err != nil {
+		return nil, err
+	}
+	if m.upstreamTaintRemoval, err = promreg.Register(reg, m.upstreamTaintRemoval); err != nil {
+		return nil, err
+	}
+	if m.upstreamInitialSync, err = promreg.Register(reg, m.upstreamInitialSync); err != nil {
 		return nil, err
 	}
 	return m, nil

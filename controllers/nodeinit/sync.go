@@ -48,7 +48,7 @@ func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst
 	case cloud.IsNotFound(err):
 		c.warn(node, reasonInstanceNotFound, EventInstanceNotFound,
 			"The cloud has no instance for this node (provider ID %q): it stays uninitialized and is retried", node.Spec.ProviderID)
-		return fmt.Errorf("looking up the instance of node %s: %w", name, err)
+		return fmt.Errorf("looking up the instance of node %s: %w", name, err) // the worker counts it as the cloud error it is
 	case err != nil:
 		c.warn(node, reasonCloudError, EventInitializationFailed, "Looking up the node's instance in the cloud failed, retrying: %v", err)
 		return fmt.Errorf("looking up the instance of node %s: %w", name, err)
@@ -60,16 +60,16 @@ func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst
 	}
 	if providerID == "" {
 		c.warn(node, reasonNoProviderID, EventNoProviderID, "The cloud returned no provider ID for this node's instance: it stays uninitialized")
-		return fmt.Errorf("node %s: the cloud returned no provider ID", name)
+		return worker.WithReason(reasonNoProviderID, fmt.Errorf("node %s: the cloud returned no provider ID", name))
 	}
 	addrs, err := desiredAddresses(node, inst.Addresses)
 	if err != nil {
 		c.warn(node, reasonProvidedNodeIP, EventProvidedNodeIPInvalid, "%v: the node stays uninitialized", err)
-		return fmt.Errorf("node %s: %w", name, err)
+		return worker.WithReason(reasonProvidedNodeIP, fmt.Errorf("node %s: %w", name, err))
 	}
 	if len(addrs) == 0 {
 		c.warn(node, reasonNoAddresses, EventNoAddresses, "The cloud returned no addresses for this node's instance: it stays uninitialized")
-		return fmt.Errorf("node %s: the cloud returned no addresses", name)
+		return worker.WithReason(reasonNoAddresses, fmt.Errorf("node %s: the cloud returned no addresses", name))
 	}
 	labels, refused := nodeLabels(node, inst)
 	for _, r := range refused {
@@ -84,7 +84,7 @@ func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst
 		updated, err := c.patchAddresses(ctx, name, addrs)
 		if err != nil {
 			c.metrics.errors.WithLabelValues(reasonAPIError).Inc()
-			return err
+			return worker.WithReason(reasonAPIError, err)
 		}
 		rv = updated.ResourceVersion
 	}
@@ -92,12 +92,16 @@ func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst
 	done, err := c.finishInit(ctx, node, rv, providerID, labels)
 	if err != nil {
 		c.metrics.errors.WithLabelValues(reasonAPIError).Inc()
-		return err
+		return worker.WithReason(reasonAPIError, err)
 	}
 	if !done {
 		return nil // someone else removed the taint meanwhile
 	}
-	c.metrics.initDuration.Observe(nodeAge(c.now(), node).Seconds())
+	age := nodeAge(c.now(), node).Seconds()
+	c.metrics.initDuration.Observe(age)
+	// Upstream's two measures of the same moment: its taint removal is its initial sync.
+	c.metrics.upstreamTaintRemoval.Observe(age)
+	c.metrics.upstreamInitialSync.Observe(age)
 	c.setPending(name, false)
 	c.recorder.Event(node, corev1.EventTypeNormal, EventSynced, "Node synced successfully")
 	log.Info("Initialized node", "providerID", providerID, "addresses", formatAddresses(addrs), "labels", labels)
@@ -105,7 +109,8 @@ func (c *Controller) initializeFrom(ctx context.Context, node *corev1.Node, inst
 }
 
 // warn counts a failure by reason and records a Warning event on the node; the caller
-// returns the error that decides the retry.
+// returns the error that decides the retry, with the same reason (worker.WithReason)
+// for the worker's count.
 func (c *Controller) warn(node *corev1.Node, reason, event, format string, args ...any) {
 	c.metrics.errors.WithLabelValues(reason).Inc()
 	c.recorder.Eventf(node, corev1.EventTypeWarning, event, format, args...)

@@ -137,7 +137,8 @@ func New(cfg Config) (*Controller, error) {
 		Loops: []worker.Loop{func(ctx context.Context) {
 			wait.UntilWithContext(ctx, c.monitor, c.period)
 		}},
-		Logger: c.log,
+		Logger:  c.log,
+		Metrics: cfg.Metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)

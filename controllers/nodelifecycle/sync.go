@@ -17,10 +17,14 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
+	"github.com/nephele-dev/nephele/controllers/worker"
 )
 
 // errNotLookedUp marks a lookup the round did not get to (it was cancelled).
 var errNotLookedUp = errors.New("not looked up")
+
+// errSafeMode is wrapped by the error of a round that deleted nothing in safe mode.
+var errSafeMode = errors.New("no node deleted in safe mode")
 
 // lookup is what the cloud said about one not-Ready node's instance.
 type lookup struct {
@@ -29,13 +33,18 @@ type lookup struct {
 	err  error
 }
 
-// monitor runs one round.
+// monitor runs one round, the controller's unit of work: the worker counts it, failed
+// when it could not decide (safe mode, a cache that cannot be listed).
 func (c *Controller) monitor(ctx context.Context) {
 	defer c.health.Progressed()
+	start := time.Now()
+	var roundErr error
+	defer func() { c.worker.Observe(ctx, start, worker.Result{}, roundErr) }()
 	c.metrics.rounds.Inc()
 	all, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		c.log.Error(err, "Listing nodes from the cache")
+		roundErr = worker.WithReason("cache_error", fmt.Errorf("listing nodes from the cache: %w", err))
 		return
 	}
 	var notReady []*corev1.Node
@@ -87,6 +96,8 @@ func (c *Controller) monitor(ctx context.Context) {
 			affected = failed
 		}
 		c.enterSafeMode(reason, r, affected, listErr)
+		roundErr = worker.WithReason(reason, fmt.Errorf("in safe mode (%s): %d nodes, %d lookups, %d failed, %d to delete: %w",
+			reason, r.total, r.lookups, r.failed, r.candidates, errors.Join(listErr, errSafeMode)))
 		return
 	}
 	c.leaveSafeMode()

@@ -137,6 +137,7 @@ func New(cfg Config) (*Controller, error) {
 		Loops:   []worker.Loop{c.driftLoop},
 		Health:  cfg.Health,
 		Logger:  cfg.Logger,
+		Metrics: cfg.Metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("route controller: %w", err)
@@ -231,6 +232,8 @@ func (c *Controller) driftLoop(ctx context.Context) {
 // queues every node whose routes or condition are not as they should be, and every
 // target of a route whose node is gone. Nodes that are fine cost no work item.
 func (c *Controller) reconcileAll(ctx context.Context, after time.Time) error {
+	// Upstream counts each full reconciliation, when it starts.
+	c.metrics.upstreamSyncs.Inc()
 	if err := c.table.refresh(ctx, after); err != nil {
 		c.metrics.drift.WithLabelValues("error").Inc()
 		return fmt.Errorf("listing routes of cluster %q: %w", c.clusterName, err)

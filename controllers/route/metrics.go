@@ -10,6 +10,8 @@ import (
 type metrics struct {
 	managed prometheus.Gauge
 	drift   *prometheus.CounterVec
+	// upstreamSyncs is upstream's route_controller_route_sync_total.
+	upstreamSyncs prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -22,6 +24,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nephele_route_drift_checks_total",
 			Help: "Periodic full route reconciliations by result (success, error).",
 		}, []string{"result"}),
+		upstreamSyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_controller_route_sync_total",
+			Help: "A metric counting the amount of times routes have been synced with the cloud provider " +
+				"(upstream's name: each full reconciliation of all routes, the drift check; single nodes synced between them are in nephele_controller_syncs_total).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -31,6 +38,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.drift, err = promreg.Register(reg, m.drift); err != nil {
+		return nil, err
+	}
+	if m.upstreamSyncs, err = promreg.Register(reg, m.upstreamSyncs); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -20,4 +20,21 @@
 //   - any other error: retried with the queue's per-key exponential backoff.
 //
 // Keys are strings (namespace/name or a name), as client-go's queues use.
+//
+// # Metrics
+//
+// With Config.Metrics, every controller's worker is measured the same way, on one
+// registry, told apart by the controller's name:
+//
+//	workqueue_depth, workqueue_adds_total, workqueue_queue_duration_seconds,
+//	workqueue_work_duration_seconds, workqueue_unfinished_work_seconds,
+//	workqueue_longest_running_processor_seconds, workqueue_retries_total {name}
+//	    client-go's queue metrics under client-go's (and upstream's) names.
+//	nephele_controller_syncs_total{controller,result}
+//	    Units of work by result: success, requeue, terminal, throttled, fenced,
+//	    canceled, error. A unit is a key synced, or a round a Loop reports (Observe).
+//	nephele_controller_sync_errors_total{controller,reason}
+//	    Failures by reason: the controller's (WithReason), or the cloud error's class.
+//	nephele_controller_sync_duration_seconds{controller}
+//	    Time of each unit of work.
 package worker

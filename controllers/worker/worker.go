@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -53,6 +54,12 @@ type Config struct {
 	Health *manager.Progress
 	// Logger logs retries and terminal errors; the zero value discards.
 	Logger logr.Logger
+	// Metrics is where the worker registers its metrics, shared by every controller's
+	// worker on the registry: the queue's under client-go's workqueue_* names with the
+	// worker's Name as their name label, and each unit of work's result and duration
+	// (nephele_controller_syncs_total, nephele_controller_sync_errors_total,
+	// nephele_controller_sync_duration_seconds) by controller. Nil registers nothing.
+	Metrics prometheus.Registerer
 	// Prioritized queues keys by priority: a key added with AddCritical goes before
 	// the keys added with Add, first come first served within each, though never so
 	// long that the others starve (see cloud.RefineEvery). A retry keeps the
@@ -128,8 +135,9 @@ func (r Retry) rateLimiter() workqueue.TypedRateLimiter[string] {
 // Worker runs a controller's queue. Create it with New before registering event
 // handlers (they call Add), and run it once with Run.
 type Worker struct {
-	cfg   Config
-	queue workqueue.TypedRateLimitingInterface[string]
+	cfg     Config
+	metrics *metrics // nil without Config.Metrics
+	queue   workqueue.TypedRateLimitingInterface[string]
 	// prio orders queue when Config.Prioritized is set; nil otherwise.
 	prio *priorityFIFO
 }
@@ -150,12 +158,25 @@ func New(cfg Config) (*Worker, error) {
 	}
 	rl := cfg.Retry.rateLimiter()
 	w := &Worker{cfg: cfg}
-	qc := workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name}
+	// client-go's queues measure themselves through a MetricsProvider; without one they
+	// report to a process-wide provider nobody set, that is nowhere.
+	var provider workqueue.MetricsProvider
+	if cfg.Metrics != nil {
+		m, err := newMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", cfg.Name, err)
+		}
+		w.metrics, provider = m, m
+	}
+	qc := workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name, MetricsProvider: provider}
 	if cfg.Prioritized {
 		w.prio = newPriorityFIFO()
 		qc.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
-			Name:  cfg.Name,
-			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: cfg.Name, Queue: w.prio}),
+			Name:            cfg.Name,
+			MetricsProvider: provider,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{
+				Name: cfg.Name, MetricsProvider: provider, Queue: w.prio,
+			}),
 		})
 	}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(rl, qc)
@@ -265,7 +286,9 @@ func (w *Worker) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	start := time.Now()
 	res, err := w.cfg.Sync(ctx, key)
+	w.record(ctx, start, res, err)
 	// A retry of critical work stays critical: marked before it is queued again, the
 	// mark taken back when it is not (unless an event marked it meanwhile).
 	ours := w.prio != nil && w.prio.finish(key) && !w.prio.mark(key)
@@ -274,6 +297,21 @@ func (w *Worker) processNext(ctx context.Context) bool {
 	}
 	w.cfg.Health.Progressed()
 	return true
+}
+
+// Observe counts one unit of work a controller did outside the queue, in a Loop (the
+// lifecycle controller's rounds, say), under the same metrics as the queue's syncs: it
+// began at start and ended with res and err. Controllers whose work all goes through
+// Sync never call it.
+func (w *Worker) Observe(ctx context.Context, start time.Time, res Result, err error) {
+	w.record(ctx, start, res, err)
+}
+
+// record counts a unit of work that began at start.
+func (w *Worker) record(ctx context.Context, start time.Time, res Result, err error) {
+	if w.metrics != nil {
+		w.metrics.record(w.cfg.Name, time.Since(start), resultOf(ctx.Err(), res, err), err)
+	}
 }
 
 // handle decides when key is synced again, and returns whether it queued key again.
