@@ -97,10 +97,19 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 	log := logr.FromContextOrDiscard(ctx)
 	o := &cfg.options
 	minQPS, maxQPS := o.CloudQPSBounds()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := newManagerMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("registering the manager's metrics: %w", err)
+	}
 	restConfig, err := apiserverConfig(o)
 	if err != nil {
 		return err
 	}
+	// Every apiserver client copies this configuration, so all their requests are
+	// measured: the controllers', the informers', leader election's.
+	restConfig.Wrap(metrics.wrapTransport)
 
 	var cloudConfig io.Reader
 	if cfg.cloudConfig != nil {
@@ -115,9 +124,6 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 		}
 		return fmt.Errorf("invalid value for %s: %w", flag, err)
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	server, err := newServer(o, restConfig, reg, log)
 	if err != nil {
@@ -151,6 +157,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 		useServiceAccounts: o.UseServiceAccountCredentials,
 		resync:             o.MinResyncPeriod,
 		registry:           reg,
+		metrics:            metrics,
 		server:             server,
 	}
 	if cfg.leaderMigration != nil {

@@ -49,6 +49,8 @@ type runPlan struct {
 	useServiceAccounts bool
 	resync             time.Duration
 	registry           *prometheus.Registry
+	// metrics are the manager's metrics under upstream's names, on registry.
+	metrics *managerMetrics
 	// server serves health and metrics; nil when --secure-port is 0.
 	server *serving.Server
 }
@@ -145,7 +147,7 @@ func (r *runtime) run(ctx context.Context) error {
 
 	mainWatchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	r.addReadyz("leader-election", func() error { return mainWatchdog.Check(nil) })
-	return withLease(ctx, r.log, r.client, r.plan.mainLease, r.mainFence, mainWatchdog, leaderGauge(r.plan.registry, r.plan.mainLease),
+	return withLease(ctx, r.log, r.client, r.plan.mainLease, r.mainFence, mainWatchdog, r.leaderGauge(r.plan.mainLease),
 		func(ctx context.Context) error {
 			if r.plan.migrationLease == nil {
 				return r.runControllers(ctx, r.plan.owned)
@@ -175,7 +177,7 @@ func (r *runtime) runWithMigration(ctx context.Context) error {
 		ml := *r.plan.migrationLease
 		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		r.addReadyz("leader-migration", func() error { return watchdog.Check(nil) })
-		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, r.migrationFence, watchdog, leaderGauge(r.plan.registry, ml),
+		errs[1] = withLease(ctx, r.log.WithValues("migration", true), r.client, ml, r.migrationFence, watchdog, r.leaderGauge(ml),
 			func(ctx context.Context) error { return r.runControllers(ctx, r.plan.migrated) })
 		if errs[1] != nil {
 			cancel(errs[1])
@@ -239,7 +241,9 @@ func (r *runtime) runControllers(ctx context.Context, names []string) error {
 			defer wg.Done()
 			r.log.Info("Starting controller", "controller", b.name)
 			b.p.Started()
+			r.setRunning(b.name, true)
 			err := b.c.Run(ctx)
+			r.setRunning(b.name, false)
 			b.p.Stopped(err)
 			if err != nil && ctx.Err() == nil {
 				r.log.Error(err, "Controller failed", "controller", b.name)
@@ -254,6 +258,14 @@ func (r *runtime) runControllers(ctx context.Context, names []string) error {
 		return cause
 	}
 	return nil
+}
+
+// setRunning publishes whether the named controller runs, when the manager has its
+// upstream-named metrics (a runtime built by a test may not).
+func (r *runtime) setRunning(name string, running bool) {
+	if r.plan.metrics != nil {
+		r.plan.metrics.setRunning(name, running)
+	}
 }
 
 func (r *runtime) spec(name string) ControllerSpec {
@@ -321,21 +333,30 @@ func waitDone(ctx context.Context) error {
 	return nil
 }
 
-// leaderGauge returns a callback that publishes whether this instance holds lease.
-func leaderGauge(reg prometheus.Registerer, lease LeaseConfig) func(bool) {
+// leaderGauge returns a callback that publishes whether this instance holds lease: as
+// nephele_leader{lease="<namespace>/<name>"} and as upstream's
+// leader_election_master_status{name="<name>"}.
+func (r *runtime) leaderGauge(lease LeaseConfig) func(bool) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "nephele_leader",
 		Help:        "1 while this instance holds the lease, 0 otherwise.",
 		ConstLabels: prometheus.Labels{"lease": lease.String()},
 	})
-	if existing, err := promreg.Register(reg, g); err == nil {
+	if existing, err := promreg.Register(r.plan.registry, g); err == nil {
 		g = existing
 	}
+	var upstream prometheus.Gauge
+	if r.plan.metrics != nil {
+		upstream = r.plan.metrics.leader.WithLabelValues(lease.Name)
+	}
 	return func(leading bool) {
+		v := 0.0
 		if leading {
-			g.Set(1)
-		} else {
-			g.Set(0)
+			v = 1
+		}
+		g.Set(v)
+		if upstream != nil {
+			upstream.Set(v)
 		}
 	}
 }

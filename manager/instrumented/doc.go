@@ -50,6 +50,12 @@
 //	    The budget's rate now, in calls per second.
 //	nephele_cloud_budget_cuts_total
 //	    Times a throttled answer cut the rate.
+//	cloudprovider_<provider>_api_request_duration_seconds{request}
+//	cloudprovider_<provider>_api_request_errors{request}
+//	    The upstream providers' names (cloudprovider_aws_..., cloudprovider_gce_...),
+//	    with <provider> the provider's name (UpstreamMetricPrefix) and request the
+//	    operation: time in the provider, and calls that failed (not found included, as
+//	    upstream's count).
 //
 // A call whose context ends while it waits never reaches the provider and is not
 // counted in requests_total; its wait is counted in throttle_wait_seconds_total.

@@ -79,7 +79,7 @@ func New(p cloud.Provider, opts Options) (*Cloud, error) {
 			return nil, fmt.Errorf("instrumenting cloud provider %q: %s %v is not a number", p.ProviderName(), q.name, q.v)
 		}
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Registerer, p.ProviderName())
 	if err != nil {
 		return nil, fmt.Errorf("instrumenting cloud provider %q: %w", p.ProviderName(), err)
 	}
@@ -293,6 +293,11 @@ func call[T any](ctx context.Context, p *provider, operation cloud.Operation, su
 	c.metrics.classRequests.WithLabelValues(string(class), string(result)).Inc()
 	c.observe(granted, result)
 	c.metrics.duration.WithLabelValues(p.controller, op).Observe(elapsed.Seconds())
+	c.metrics.upstreamDuration.WithLabelValues(op).Observe(elapsed.Seconds())
+	if err != nil {
+		// As upstream providers count: every failed call, a "not found" too.
+		c.metrics.upstreamErrors.WithLabelValues(op).Inc()
+	}
 	if err != nil && !closesAt.IsZero() && ctx.Err() == nil && !time.Now().Before(closesAt) {
 		// Cut off by the fence, not failed by the cloud: the caller must stop, not retry.
 		return v, wrap(op, subject, fmt.Errorf("the fence closed while the call ran: %w (%w)", cloud.ErrFenced, err))

@@ -148,6 +148,49 @@ func TestCountsByResult(t *testing.T) {
 	}
 }
 
+// TestUpstreamProviderMetricNames checks the names upstream providers give their call
+// metrics, cloudprovider_<provider>_api_request_duration_seconds and
+// cloudprovider_<provider>_api_request_errors{request}: every call timed, every failed one
+// counted (a "not found" too, as upstream's), and every operation's series there from the
+// start.
+func TestUpstreamProviderMetricNames(t *testing.T) {
+	ctx := context.Background()
+	fake, c, reg := setup(t, fakecloud.Options{}, Options{})
+	if err := fake.AddInstance(cloud.Instance{NodeName: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.FailNext(cloud.OpInstanceMetadata, 1, errors.New("HTTP 500"))
+	inst, _ := c.For("cloud-node-controller").Instances()
+	for _, n := range []string{"n1", "n1", "gone"} {
+		_, _ = inst.InstanceMetadata(ctx, node(n))
+	}
+	prefix := UpstreamMetricPrefix(fake.ProviderName())
+	if prefix != "cloudprovider_fake_" {
+		t.Fatalf("UpstreamMetricPrefix(%q) = %q", fake.ProviderName(), prefix)
+	}
+	req := map[string]string{"request": string(cloud.OpInstanceMetadata)}
+	if got := metrictest.Value(t, reg, prefix+"api_request_duration_seconds", req); got != 3 {
+		t.Errorf("%sapi_request_duration_seconds = %v, want 3", prefix, got)
+	}
+	if got := metrictest.Value(t, reg, prefix+"api_request_errors", req); got != 2 {
+		t.Errorf("%sapi_request_errors = %v, want 2 (the 500 and the not found)", prefix, got)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == prefix+"api_request_errors" && len(f.GetMetric()) != len(cloud.Operations()) {
+			t.Errorf("%s has %d series, want one per operation (%d)", f.GetName(), len(f.GetMetric()), len(cloud.Operations()))
+		}
+	}
+	for in, want := range map[string]string{"aws": "cloudprovider_aws_", "my-cloud.v2": "cloudprovider_my_cloud_v2_"} {
+		if got := UpstreamMetricPrefix(in); got != want {
+			t.Errorf("UpstreamMetricPrefix(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestErrorsKeepTheirType(t *testing.T) {
 	ctx := context.Background()
 	fake, c, _ := setup(t, fakecloud.Options{}, Options{MaxRetryAfter: time.Nanosecond})

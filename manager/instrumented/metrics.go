@@ -1,9 +1,12 @@
 package instrumented
 
 import (
-	"github.com/nephele-dev/nephele/internal/promreg"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/promreg"
 )
 
 // Label values of the reason label of nephele_cloud_throttle_wait_seconds_total.
@@ -26,13 +29,43 @@ type metrics struct {
 	classWait     *prometheus.HistogramVec
 	rate          prometheus.Gauge
 	cuts          prometheus.Counter
+
+	// Upstream providers' names: cloudprovider_<provider>_api_request_duration_seconds
+	// and cloudprovider_<provider>_api_request_errors{request}.
+	upstreamDuration *prometheus.HistogramVec
+	upstreamErrors   *prometheus.CounterVec
+}
+
+// UpstreamMetricPrefix returns the prefix of the metrics the upstream providers name
+// after themselves (cloudprovider_aws_api_request_duration_seconds,
+// cloudprovider_gce_api_request_errors, ...): "cloudprovider_" and the provider's name
+// with every character a metric name cannot hold made an underscore.
+func UpstreamMetricPrefix(provider string) string {
+	return "cloudprovider_" + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			return r
+		}
+		return '_'
+	}, provider) + "_"
 }
 
 // waitBuckets span a free token to minutes behind a long queue.
 var waitBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, provider string) (*metrics, error) {
+	prefix := UpstreamMetricPrefix(provider)
 	m := &metrics{
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: prefix + "api_request_duration_seconds",
+			Help: "Latency of a cloud call in seconds, by request (upstream providers' name; the request is nephele's operation), waits for rate limits excluded.",
+			// The upstream providers' buckets (AWS's, GCE's): client_golang's defaults.
+			Buckets: prometheus.DefBuckets,
+		}, []string{"request"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "api_request_errors",
+			Help: "Cloud calls that failed, by request (upstream providers' name; the request is nephele's operation).",
+		}, []string{"request"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nephele", Subsystem: "cloud", Name: "requests_total",
 			Help: "Cloud provider calls by controller, operation and result.",
@@ -102,6 +135,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if m.cuts, err = promreg.Register(reg, m.cuts); err != nil {
 		return nil, err
+	}
+	if m.upstreamDuration, err = promreg.Register(reg, m.upstreamDuration); err != nil {
+		return nil, err
+	}
+	if m.upstreamErrors, err = promreg.Register(reg, m.upstreamErrors); err != nil {
+		return nil, err
+	}
+	// Every operation's series exists from the start, as dashboards expect a rate of
+	// errors to be 0 rather than absent.
+	for _, op := range cloud.Operations() {
+		m.upstreamDuration.WithLabelValues(string(op))
+		m.upstreamErrors.WithLabelValues(string(op))
 	}
 	return m, nil
 }
