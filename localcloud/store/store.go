@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -47,13 +49,68 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the state file at path. It fails after a few seconds
-// if another process holds the file.
+// if another process holds the file, and with a *CorruptError when the file is not one
+// it can read (bbolt would panic on some of those, at open or at the first read).
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 3 * time.Second})
-	if err != nil {
+	// The file bbolt opens, so that a panic inside bolt.Open, which returns no DB to
+	// close, still closes it and so releases its lock.
+	var file *os.File
+	opts := &bolt.Options{Timeout: 3 * time.Second, OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}}
+	var db *bolt.DB
+	err := guard(func() (err error) {
+		db, err = bolt.Open(path, 0o600, opts)
+		return err
+	})
+	var panicked *panicError
+	switch {
+	case errors.As(err, &panicked):
+		// bbolt mapped the file before it panicked, and the mapping, which cannot be
+		// undone without the DB, keeps the file open: unlock it explicitly, so that the
+		// file is not held until the process exits. The read-only mapping stays.
+		if file != nil {
+			_ = syscall.Flock(int(file.Fd()), syscall.LOCK_UN)
+			_ = file.Close()
+		}
+		return nil, &CorruptError{Path: path, Err: err}
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, &CorruptError{Path: path, Err: err}
+	case err != nil:
 		return nil, fmt.Errorf("opening state file %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	if err := guard(func() error { return initialize(db) }); err != nil {
+		_ = db.Close()
+		var corrupt *corruptFileError
+		if errors.As(err, &panicked) || errors.As(err, &corrupt) {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		return nil, fmt.Errorf("initializing state file %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// initialize checks that no page lies past the end of the file (a truncated file), then
+// creates the buckets and brings the schema to schemaVersion, in one transaction.
+func initialize(db *bolt.DB) error {
+	info, err := os.Stat(db.Path())
+	if err != nil {
+		return err
+	}
+	// Every page is read once, here, under guard: a page bbolt cannot decode is found
+	// now rather than by a panic in the middle of a request later.
+	err = db.View(func(tx *bolt.Tx) error {
+		if info.Size() < tx.Size() {
+			return &corruptFileError{fmt.Sprintf("the file has %d bytes but its pages reach to byte %d: it was cut short", info.Size(), tx.Size())}
+		}
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return readAll(b) })
+	})
+	if err != nil {
+		return err
+	}
+	return db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketInstances, bucketInstanceNames, bucketLBs, bucketVIPs, bucketRoutes, bucketRouteDests} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", b, err)
@@ -77,11 +134,6 @@ func Open(path string) (*Store, error) {
 		}
 		return meta.Put(keySchema, []byte(strconv.Itoa(schemaVersion)))
 	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("initializing state file %s: %w", path, err)
-	}
-	return &Store{db: db}, nil
 }
 
 // Close flushes and closes the state file.
@@ -119,6 +171,18 @@ func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	return s.db.Batch(fn)
+}
+
+// readAll reads every key of b and of the buckets in it.
+func readAll(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if child := b.Bucket(k); child != nil {
+				return readAll(child)
+			}
+		}
+		return nil
+	})
 }
 
 // migrate brings a file from schema version from to from+1, inside Open's transaction.
