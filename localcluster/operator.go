@@ -48,7 +48,11 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 		return "", err
 	}
 	o := c.CCMManifests()
-	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
+	// The cloud config's source lives in the config namespace, the only one whose
+	// Secrets the operator may read.
+	src := o
+	src.Namespace = opts.ConfigNamespace
+	if err := c.CreateCloudConfigSecret(ctx, src); err != nil {
 		return "", err
 	}
 	cl, err := client.New(c.Env.Config, client.Options{Scheme: scheme.New()})
@@ -60,7 +64,7 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 		Replicas:    ptr.To(int32(o.Replicas)),
 		ClusterName: o.ClusterName,
 		ClusterCIDR: o.ClusterCIDR,
-		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name, Key: o.CloudConfig.Key},
+		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: src.Namespace, Name: o.CloudConfig.Name, Key: o.CloudConfig.Key},
 		ExtraArgs:   o.ExtraArgs,
 		Image:       ccmImage,
 	}

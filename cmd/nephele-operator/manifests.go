@@ -28,6 +28,7 @@ func newManifestsCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "the operator's namespace")
 	fs.StringVar(&o.OperandNamespace, "operand-namespace", o.OperandNamespace, "the cloud-controller-manager's namespace")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace, "the namespace of the CloudControllerManager's cloud config and CA sources, the only one whose Secrets the operator may read")
 	fs.StringVar(&o.Image, "image", o.Image, "the operator image")
 	fs.StringVar(&o.Version, "version", o.Version, "the CCM version the operator runs when the spec names none")
 	fs.IntVar(&o.Replicas, "replicas", o.Replicas, "operator replicas; one leads")

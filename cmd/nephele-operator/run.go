@@ -31,6 +31,7 @@ type runOptions struct {
 	kubeconfig       string
 	namespace        string
 	operandNamespace string
+	configNamespace  string
 	version          string
 	leaderElect      bool
 	bindAddress      string
@@ -41,7 +42,7 @@ type runOptions struct {
 
 func newRunCmd() *cobra.Command {
 	o := runOptions{
-		namespace: install.DefaultNamespace, operandNamespace: render.DefaultNamespace, version: images.DefaultVersion,
+		namespace: install.DefaultNamespace, operandNamespace: render.DefaultNamespace, configNamespace: install.DefaultConfigNamespace, version: images.DefaultVersion,
 		leaderElect: true, securePort: install.SecurePort,
 		systemCABundle: "/etc/ssl/certs/ca-certificates.crt", degradedAfter: controllers.DefaultDegradedAfter,
 	}
@@ -55,6 +56,8 @@ func newRunCmd() *cobra.Command {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty uses the pod's ServiceAccount")
 	fs.StringVar(&o.namespace, "namespace", o.namespace, "the operator's namespace, where its leader election Lease is")
 	fs.StringVar(&o.operandNamespace, "operand-namespace", o.operandNamespace, "the cloud-controller-manager's namespace")
+	fs.StringVar(&o.configNamespace, "config-namespace", o.configNamespace,
+		"the one namespace spec.cloudConfig and spec.trustedCA may name; a source anywhere else is refused (SourceNotAllowed)")
 	fs.StringVar(&o.version, "version", o.version, "the CCM version (image tag) run when the spec names none")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "elect one active operator among replicas")
 	fs.StringVar(&o.bindAddress, "bind-address", o.bindAddress, "the IP address /metrics, /healthz and /readyz are served on; empty: every interface")
@@ -101,7 +104,7 @@ func (o runOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("create the controller manager: %w", err)
 	}
 	if err := controllers.Setup(mgr, controllers.Config{
-		Namespace: o.operandNamespace, Version: o.version, DegradedAfter: o.degradedAfter, SystemCABundle: bundle,
+		Namespace: o.operandNamespace, ConfigNamespace: o.configNamespace, Version: o.version, DegradedAfter: o.degradedAfter, SystemCABundle: bundle,
 	}); err != nil {
 		return err
 	}

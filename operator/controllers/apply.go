@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,8 +128,18 @@ func applyObject(ctx context.Context, c client.Client, u *unstructured.Unstructu
 }
 
 // listOwned lists every object of the operand kinds labelled as the operator's with
-// component, in namespaces (cluster-scoped kinds: everywhere).
-func listOwned(ctx context.Context, c client.Reader, component string, namespaces []string) ([]*unstructured.Unstructured, error) {
+// component, in namespaces (cluster-scoped kinds: everywhere), that owner controls.
+// A label is not proof: anyone who may create a ClusterRole can label it as the
+// operator's, and the operator must not delete it for them; the controller owner
+// reference to this CloudControllerManager (its UID) is what the operator itself set.
+func listOwned(ctx context.Context, c client.Reader, component string, namespaces []string, owner *v1alpha1.CloudControllerManager) ([]*unstructured.Unstructured, error) {
+	objs, err := listLabelled(ctx, c, component, namespaces)
+	return slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return !metav1.IsControlledBy(u, owner) }), err
+}
+
+// listLabelled lists every object of the operand kinds labelled as the operator's with
+// component, in namespaces (cluster-scoped kinds: everywhere), whoever made it.
+func listLabelled(ctx context.Context, c client.Reader, component string, namespaces []string) ([]*unstructured.Unstructured, error) {
 	sel := client.MatchingLabels{profiles.LabelManagedBy: profiles.ManagedByValue, LabelComponent: component}
 	var out []*unstructured.Unstructured
 	for _, gvk := range operandKinds {

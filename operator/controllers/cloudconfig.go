@@ -19,10 +19,12 @@ import (
 	"github.com/nephele-dev/nephele/operator/profiles"
 )
 
-// CloudConfigSync copies spec.cloudConfig's object, from any namespace, into the
-// Secret profiles.CloudConfigSecret in the CCM's namespace, its key transformed by the
-// profile and renamed profiles.CloudConfigKey; other keys (a token file, the cloud's
-// CA as ca-bundle.pem) are copied as they are. It sets CloudConfigSynced.
+// CloudConfigSync copies spec.cloudConfig's object, which must be in the config
+// namespace, into the Secret profiles.CloudConfigSecret in the CCM's namespace: the
+// named key transformed by the profile and renamed profiles.CloudConfigKey, and the
+// cloud's CA (ca-bundle.pem) if the source has one. Nothing else of the source is
+// copied: the Secret is mounted into a pod whose image the CloudControllerManager's
+// editor chooses, so it carries only what the CCM needs. It sets CloudConfigSynced.
 type CloudConfigSync struct {
 	cfg       Config
 	reader    client.Reader
@@ -30,7 +32,7 @@ type CloudConfigSync struct {
 }
 
 // NewCloudConfigSync returns the cloud config sync's reconciler; reader reads the
-// source uncached (the operator does not watch Secrets outside its namespace).
+// source uncached (the operator does not watch Secrets outside the CCM's namespace).
 func NewCloudConfigSync(cfg Config, reader client.Reader) *CloudConfigSync {
 	return &CloudConfigSync{cfg: cfg, reader: reader, transient: newTransientWindow(cfg.DegradedAfter, cfg.Now)}
 }
@@ -98,6 +100,9 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 		}
 		return syncResult{status: metav1.ConditionTrue, reason: ReasonNoSource, message: "spec.cloudConfig is not set: the CCM runs without --cloud-config"}
 	}
+	if err := s.cfg.checkSource("spec.cloudConfig", *src); err != nil {
+		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceNotAllowed, message: err.Error()}
+	}
 	p, err := profiles.Load(ccm.Spec.Platform)
 	if err != nil {
 		return syncResult{status: metav1.ConditionFalse, reason: ReasonUnknownPlatform, message: err.Error()}
@@ -107,8 +112,10 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 		return sourceError("spec.cloudConfig", *src, err)
 	}
 	key := keyOr(src.Key, defaultCloudConfig)
-	out := maps.Clone(data)
-	delete(out, key)
+	out := map[string][]byte{}
+	if ca, ok := data[cloudConfigCAKey]; ok && key != cloudConfigCAKey {
+		out[cloudConfigCAKey] = ca
+	}
 	if out[profiles.CloudConfigKey], err = p.TransformCloudConfig(data[key]); err != nil {
 		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceInvalid,
 			message: fmt.Sprintf("%s %s/%s key %s: %v; fix the file", src.Kind, src.Namespace, src.Name, key, err)}
@@ -124,6 +131,18 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 	}
 	return syncResult{status: metav1.ConditionTrue, reason: ReasonSynced,
 		message: fmt.Sprintf("%s %s/%s is copied to Secret %s/%s", src.Kind, src.Namespace, src.Name, s.cfg.Namespace, profiles.CloudConfigSecret)}
+}
+
+// checkSource refuses a source outside the config namespace before anything is read:
+// the operator may read Secrets there only, and an editor of the CloudControllerManager
+// must not be able to make it copy another namespace's Secret next to an image the
+// editor chose.
+func (c Config) checkSource(field string, src v1alpha1.ConfigSource) error {
+	if src.Namespace == c.ConfigNamespace {
+		return nil
+	}
+	return fmt.Errorf("%s.namespace %q: the operator reads sources only from namespace %q (its --config-namespace); "+
+		"move %s %s there and set %s.namespace to %q", field, src.Namespace, c.ConfigNamespace, src.Kind, src.Name, field, c.ConfigNamespace)
 }
 
 // errSourceKey says the source object lacks the key.

@@ -41,11 +41,12 @@ var shared = testenv.Shared{Options: controlplane.Options{ControllerManager: tru
 func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 // harness runs the operator's controllers against the shared control plane, for one
-// namespace.
+// namespace, with its sources in a config namespace of its own.
 type harness struct {
-	t  *testing.T
-	c  client.Client
-	ns string
+	t        *testing.T
+	c        client.Client
+	ns       string
+	configNS string
 }
 
 func newHarness(t *testing.T, ns string) *harness {
@@ -67,8 +68,12 @@ func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
 	if err := install.EnsureCRD(ctx, c, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	cfg := Config{Namespace: ns, ConfigNamespace: ns + "-config", Version: "v1", ProgressingRequeue: time.Second, SourceResync: time.Second}
+	set(&cfg)
+	for _, n := range []string{ns, cfg.ConfigNamespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: s, Cache: CacheOptions(ns), Metrics: metricsserver.Options{BindAddress: "0"},
@@ -77,8 +82,6 @@ func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Namespace: ns, Version: "v1", ProgressingRequeue: time.Second, SourceResync: time.Second}
-	set(&cfg)
 	if err := Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +94,7 @@ func newHarnessWith(t *testing.T, ns string, set func(*Config)) *harness {
 			t.Errorf("manager: %v", err)
 		}
 	})
-	return &harness{t: t, c: c, ns: ns}
+	return &harness{t: t, c: c, ns: ns, configNS: cfg.ConfigNamespace}
 }
 
 func (h *harness) get(what string) *v1alpha1.CloudControllerManager {
@@ -147,7 +150,7 @@ func (h *harness) holdLease() {
 }
 
 func (h *harness) owned(component string) []*unstructured.Unstructured {
-	objs, err := listOwned(context.Background(), h.c, component, (Config{Namespace: h.ns}).namespaces())
+	objs, err := listLabelled(context.Background(), h.c, component, (Config{Namespace: h.ns}).namespaces())
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -194,7 +197,7 @@ func TestOperandLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.c.Delete(context.Background(), lb) })
-	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-cloud", Namespace: "default"},
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-cloud", Namespace: h.configNS},
 		Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}}
 	if err := h.c.Create(ctx, src); err != nil {
 		t.Fatal(err)
@@ -203,7 +206,7 @@ func TestOperandLifecycle(t *testing.T) {
 
 	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
 		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local",
-			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "default", Name: "local-cloud"}}}
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: h.configNS, Name: "local-cloud"}}}
 	if err := h.c.Create(ctx, ccm); err != nil {
 		t.Fatal(err)
 	}
@@ -407,10 +410,10 @@ func TestDegradedNothingApplied(t *testing.T) {
 
 	h.update(func(c *v1alpha1.CloudControllerManager) {
 		c.Spec.Platform = "local"
-		c.Spec.CloudConfig = &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "default", Name: "missing-cloud"}
+		c.Spec.CloudConfig = &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: h.configNS, Name: "missing-cloud"}
 	})
 	c = h.waitCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, ReasonCloudConfigFailed)
-	if !strings.Contains(c.Message, "Secret default/missing-cloud") || !strings.Contains(c.Message, "create it") {
+	if !strings.Contains(c.Message, "Secret "+h.configNS+"/missing-cloud") || !strings.Contains(c.Message, "create it") {
 		t.Errorf("message %q does not name the Secret and the fix", c.Message)
 	}
 	h.waitCondition(v1alpha1.ConditionCloudConfigSynced, metav1.ConditionFalse, ReasonSourceNotFound)
@@ -418,7 +421,7 @@ func TestDegradedNothingApplied(t *testing.T) {
 		t.Errorf("%d objects applied with a missing cloud config", len(objs))
 	}
 
-	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "missing-cloud", Namespace: "default"},
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "missing-cloud", Namespace: h.configNS},
 		Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}}
 	if err := h.c.Create(ctx, src); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ const (
 	ReasonRemoved           = "Removed"
 	ReasonSourceNotFound    = "SourceNotFound"
 	ReasonSourceInvalid     = "SourceInvalid"
+	ReasonSourceNotAllowed  = "SourceNotAllowed"
 	ReasonSyncFailed        = "SyncFailed"
 	ReasonNoSource          = "NoSource"
 	ReasonSynced            = "Synced"

@@ -33,6 +33,11 @@ type Config struct {
 	Reader client.Reader
 	// Namespace is the CCM's namespace.
 	Namespace string
+	// ConfigNamespace is the one namespace spec.cloudConfig and spec.trustedCA may name
+	// (the operator's --config-namespace), and the only one whose Secrets and ConfigMaps
+	// the operator may read: a source named anywhere else is refused before anything is
+	// read, copied or deleted.
+	ConfigNamespace string
 	// Version is the operator's version: the CCM's default version.
 	Version string
 	// DegradedAfter is how long transient errors last before Degraded; default
@@ -136,7 +141,7 @@ func (o *Operand) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		out.progressing, out.progReason, out.progMsg = false, ReasonUnmanaged, "managementState is Unmanaged: the operator changes nothing"
 		out.degraded, out.degReason, out.degMsg = false, ReasonUnmanaged, "managementState is Unmanaged"
 	case v1alpha1.Removed:
-		out = o.remove(ctx)
+		out = o.remove(ctx, &ccm)
 	default:
 		out = o.manage(ctx, &ccm)
 	}
@@ -168,7 +173,7 @@ func (o *Operand) manage(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 	if len(errs) > 0 {
 		return o.failed(errors.Join(errs...))
 	}
-	if err := o.prune(ctx, objs); err != nil {
+	if err := o.prune(ctx, ccm, objs); err != nil {
 		return o.failed(err)
 	}
 	o.transient.ok()
@@ -204,6 +209,18 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 	p, err := profiles.Load(ccm.Spec.Platform)
 	if err != nil {
 		return nil, profiles.Rendering{}, &terminal{ReasonUnknownPlatform, fmt.Errorf("spec.platform: %w; fix spec.platform", err)}
+	}
+	var bad []error
+	for field, src := range map[string]*v1alpha1.ConfigSource{"spec.cloudConfig": ccm.Spec.CloudConfig, "spec.trustedCA": ccm.Spec.TrustedCA} {
+		if src != nil {
+			if err := o.cfg.checkSource(field, *src); err != nil {
+				bad = append(bad, err)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, profiles.Rendering{}, &terminal{ReasonInvalidSpec, errors.Join(bad...)}
 	}
 	if ccm.Spec.CloudConfig != nil {
 		if c := findCondition(ccm.Status.Conditions, v1alpha1.ConditionCloudConfigSynced); c != nil && c.Status == metav1.ConditionFalse &&
@@ -247,12 +264,12 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 }
 
 // prune deletes the operand objects the rendering no longer has.
-func (o *Operand) prune(ctx context.Context, objs []*unstructured.Unstructured) error {
+func (o *Operand) prune(ctx context.Context, ccm *v1alpha1.CloudControllerManager, objs []*unstructured.Unstructured) error {
 	want := map[v1alpha1.ObjectReference]bool{}
 	for _, u := range objs {
 		want[ref(u)] = true
 	}
-	live, err := listOwned(ctx, o.cfg.Client, ComponentOperand, o.cfg.namespaces())
+	live, err := listOwned(ctx, o.cfg.Client, ComponentOperand, o.cfg.namespaces(), ccm)
 	if err != nil {
 		return err
 	}
@@ -263,10 +280,10 @@ func (o *Operand) prune(ctx context.Context, objs []*unstructured.Unstructured) 
 
 // remove deletes every object the operator made; Nodes and cloud resources are never
 // among them.
-func (o *Operand) remove(ctx context.Context) outcome {
+func (o *Operand) remove(ctx context.Context, ccm *v1alpha1.CloudControllerManager) outcome {
 	var live []*unstructured.Unstructured
 	for _, comp := range []string{ComponentOperand, ComponentSync} {
-		l, err := listOwned(ctx, o.cfg.Client, comp, o.cfg.namespaces())
+		l, err := listOwned(ctx, o.cfg.Client, comp, o.cfg.namespaces(), ccm)
 		if err != nil {
 			return o.failed(err)
 		}
@@ -291,7 +308,7 @@ func (o *Operand) finalize(ctx context.Context, ccm *v1alpha1.CloudControllerMan
 	if !controllerutil.ContainsFinalizer(ccm, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	out := o.remove(ctx)
+	out := o.remove(ctx, ccm)
 	if out.err != nil {
 		return reconcile.Result{}, out.err
 	}

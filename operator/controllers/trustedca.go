@@ -77,6 +77,10 @@ func (s *TrustedCASync) sync(ctx context.Context, ccm *v1alpha1.CloudControllerM
 	}
 	reason := ReasonSynced
 	if src := ccm.Spec.TrustedCA; src != nil {
+		if err := s.cfg.checkSource("spec.trustedCA", *src); err != nil {
+			// Nothing is written: the bundle the CCM mounts stays as it was.
+			return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceNotAllowed, message: err.Error()}
+		}
 		key := keyOr(src.Key, profiles.TrustedCAKey)
 		data, err := readSource(ctx, s.reader, *src, profiles.TrustedCAKey)
 		if err != nil {

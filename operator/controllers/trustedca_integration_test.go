@@ -23,9 +23,9 @@ func TestTrustedCABundle(t *testing.T) {
 	system, user, cloud := operatortest.CA(t, "system"), operatortest.CA(t, "user"), operatortest.CA(t, "cloud")
 	h := newHarnessWith(t, "ccm-ca", func(c *Config) { c.SystemCABundle = system })
 	ctx := t.Context()
-	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca-cloud", Namespace: "default"},
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca-cloud", Namespace: h.configNS},
 		Data: map[string][]byte{"cloud.conf": []byte("endpoint: https://10.0.0.1\n"), "ca-bundle.pem": cloud}}
-	ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "user-ca", Namespace: "default"},
+	ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "user-ca", Namespace: h.configNS},
 		Data: map[string]string{"ca-bundle.crt": "not PEM"}}
 	for _, o := range []client.Object{src, ca} {
 		if err := h.c.Create(ctx, o); err != nil {
@@ -35,15 +35,15 @@ func TestTrustedCABundle(t *testing.T) {
 	}
 	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
 		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local",
-			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "default", Name: "ca-cloud"},
-			TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "default", Name: "user-ca"}}}
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: h.configNS, Name: "ca-cloud"},
+			TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: h.configNS, Name: "user-ca"}}}
 	if err := h.c.Create(ctx, ccm); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.deleteCCM)
 
 	c := h.waitCondition(v1alpha1.ConditionTrustedCABundleSynced, metav1.ConditionFalse, ReasonSourceInvalid)
-	if !strings.Contains(c.Message, "ConfigMap default/user-ca key ca-bundle.crt") || !strings.Contains(c.Message, "fix it") {
+	if !strings.Contains(c.Message, "ConfigMap "+h.configNS+"/user-ca key ca-bundle.crt") || !strings.Contains(c.Message, "fix it") {
 		t.Errorf("message %q does not name the ConfigMap and the fix", c.Message)
 	}
 	bundle := func(want ...[]byte) func() error {

@@ -80,12 +80,14 @@ func TestOperatorOnRealNodes(t *testing.T) {
 
 	checkOperatorServing(t, c, cl)
 
-	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
+	src := o
+	src.Namespace = install.DefaultConfigNamespace // the only namespace the operator reads sources from
+	if err := c.CreateCloudConfigSecret(ctx, src); err != nil {
 		t.Fatal(err)
 	}
 	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName},
 		Spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", ClusterName: o.ClusterName, ClusterCIDR: o.ClusterCIDR,
-			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: o.Namespace, Name: o.CloudConfig.Name}}}
+			CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: src.Namespace, Name: o.CloudConfig.Name}}}
 	if err := cl.Create(ctx, ccm); err != nil {
 		t.Fatal(err)
 	}

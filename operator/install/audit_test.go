@@ -55,7 +55,7 @@ func TestRBACAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, controllers.Config{Namespace: render.DefaultNamespace, Version: "v1",
+	if err := controllers.Setup(mgr, controllers.Config{Namespace: render.DefaultNamespace, ConfigNamespace: DefaultConfigNamespace, Version: "v1",
 		DegradedAfter: time.Nanosecond, SourceResync: time.Second, ProgressingRequeue: time.Second,
 		SystemCABundle: operatortest.CA(t, "test CA")}); err != nil {
 		t.Fatal(err)
@@ -71,10 +71,10 @@ func TestRBACAudit(t *testing.T) {
 	})
 
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "audit-src"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: "audit-src"},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DefaultConfigNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: DefaultConfigNamespace},
 			Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: "audit-src"},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: DefaultConfigNamespace},
 			Data: map[string]string{"ca-bundle.crt": string(operatortest.CA(t, "test CA"))}},
 	} {
 		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -83,8 +83,8 @@ func TestRBACAudit(t *testing.T) {
 	}
 	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName}}
 	if err := ApplyCloudControllerManager(ctx, admin, v1alpha1.CloudControllerManagerSpec{Platform: "local",
-		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "audit-src", Name: "cloud"},
-		TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: "audit-src", Name: "ca"}}); err != nil {
+		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: DefaultConfigNamespace, Name: "cloud"},
+		TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: DefaultConfigNamespace, Name: "ca"}}); err != nil {
 		t.Fatal(err)
 	}
 	wantConditions := func(want map[string]metav1.ConditionStatus) func() error {

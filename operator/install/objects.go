@@ -27,6 +27,10 @@ const (
 	Name = "nephele-operator"
 	// DefaultNamespace is the operator's own namespace.
 	DefaultNamespace = "nephele-operator"
+	// DefaultConfigNamespace is where the CloudControllerManager's cloud config and CA
+	// sources live: the one namespace whose Secrets and ConfigMaps the operator may read
+	// (as openshift-config is for OpenShift's cluster operators).
+	DefaultConfigNamespace = "nephele-config"
 	// SecurePort serves /metrics over HTTPS, authenticated and authorized by the API
 	// server, and /healthz and /readyz. On the host network (the operator runs before a
 	// CNI), so a port of its own next to the CCM's 10258.
@@ -44,6 +48,10 @@ type Options struct {
 	Namespace string
 	// OperandNamespace is the CCM's namespace (the operator's --operand-namespace).
 	OperandNamespace string
+	// ConfigNamespace holds spec.cloudConfig's and spec.trustedCA's sources (the
+	// operator's --config-namespace); the operator may read Secrets there and nowhere
+	// else outside the CCM's namespace.
+	ConfigNamespace string
 	// Image is the operator's image.
 	Image string
 	// Version is the CCM version the operator runs by default (its --version).
@@ -54,14 +62,14 @@ type Options struct {
 
 // DefaultOptions are the options of operator/install/operator.yaml.
 func DefaultOptions() Options {
-	return Options{Namespace: DefaultNamespace, OperandNamespace: render.DefaultNamespace, Image: DefaultImage,
+	return Options{Namespace: DefaultNamespace, OperandNamespace: render.DefaultNamespace, ConfigNamespace: DefaultConfigNamespace, Image: DefaultImage,
 		Version: images.DefaultVersion, Replicas: 1}
 }
 
 // Validate returns one line per bad option.
 func (o Options) Validate() error {
 	var errs []error
-	for flag, ns := range map[string]string{"namespace": o.Namespace, "operand-namespace": o.OperandNamespace} {
+	for flag, ns := range map[string]string{"namespace": o.Namespace, "operand-namespace": o.OperandNamespace, "config-namespace": o.ConfigNamespace} {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("invalid value for --%s: %q: %v", flag, ns, msgs))
 		}
@@ -132,6 +140,10 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 		rules := append(policyRules(namespacedRules()), operandNS[n]...)
 		typed = append(typed, role(Name, n, rules)...)
 	}
+	if o.ConfigNamespace != o.Namespace && o.ConfigNamespace != o.OperandNamespace && o.ConfigNamespace != controllerNamespace {
+		typed = append(typed, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: meta(o.ConfigNamespace, "")})
+	}
+	typed = append(typed, role(Name+":config-sources", o.ConfigNamespace, policyRules(configRules()))...)
 	typed = append(typed, role(Name+":leader-election", o.Namespace, policyRules(leaderRules()))...)
 	typed = append(typed, o.deployment())
 
@@ -152,6 +164,7 @@ func (o Options) args() []string {
 		"run",
 		"--namespace=" + o.Namespace,
 		"--operand-namespace=" + o.OperandNamespace,
+		"--config-namespace=" + o.ConfigNamespace,
 		"--version=" + o.Version,
 		"--leader-elect=true",
 		"--secure-port=" + strconv.Itoa(SecurePort),

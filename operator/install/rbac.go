@@ -39,8 +39,6 @@ func clusterRules() []Rule {
 		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings"},
 			Verbs: writeVerbs},
 			"the CCM's ClusterRoles and bindings: applied, watched (cache limited to the operator's label), pruned"},
-		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
-			"spec.cloudConfig and spec.trustedCA may be in any namespace; read with GET, never listed or watched (cloudconfig.go, trustedca.go)"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			"/metrics: the caller's token is checked by the API server"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -62,6 +60,16 @@ func namespacedRules() []Rule {
 			"the CCM's PodDisruptionBudget"},
 		{rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}},
 			"Available needs a CCM replica holding the CCM's Lease"},
+	}
+}
+
+// configRules are the operator's permissions in the config namespace, the only one
+// spec.cloudConfig and spec.trustedCA may name: an editor of the CloudControllerManager
+// can make the operator read a Secret there and no other.
+func configRules() []Rule {
+	return []Rule{
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
+			"spec.cloudConfig and spec.trustedCA, read with GET, never listed or watched (operator/controllers/cloudconfig.go, trustedca.go)"},
 	}
 }
 
