@@ -62,7 +62,7 @@ const vipRulePriority = bridgeRulePriority - 1
 // 65,535th address cannot be a target (Routable).
 const (
 	vipMarkMask  uint32 = 0xffff0000
-	vipMarkShift        = 16
+	vipMarkShift uint32 = 16
 )
 
 // DefaultVIPPool is a usual VIP pool for a cloud with hosts: beside DefaultRange,

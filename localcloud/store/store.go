@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Errors the store returns, wrapped with the object they concern.
@@ -76,7 +77,7 @@ func Open(path string) (*Store, error) {
 			_ = file.Close()
 		}
 		return nil, &CorruptError{Path: path, Err: err}
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrVersionMismatch):
 		return nil, &CorruptError{Path: path, Err: err}
 	case err != nil:
 		return nil, fmt.Errorf("opening state file %s: %w", path, err)
