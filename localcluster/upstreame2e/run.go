@@ -113,6 +113,9 @@ func (e *Env) Run(ctx context.Context, suite Suite, reportDir string, out io.Wri
 		"--kube-test-repo-list="+e.RepoList,
 		"--nephele-cloud-config="+e.CloudConfig,
 		"--dns-domain="+localcluster.ClusterDomain,
+		// The tests that need several nodes skip themselves below --num-nodes, whose
+		// default (-1) says "unknown": "Requires at least 2 nodes (not -1)".
+		"--num-nodes="+strconv.Itoa(e.c.Config().Nodes),
 		"--disable-log-dump=true",
 	)
 	cmd := exec.CommandContext(ctx, filepath.Join(e.binDir, "ginkgo"), args...)
