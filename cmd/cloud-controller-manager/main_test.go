@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
+	"strconv"
+
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +31,7 @@ import (
 	"github.com/nephele-dev/nephele/internal/testkit/testnet"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/server"
+	"github.com/nephele-dev/nephele/manager"
 )
 
 // TestMain lets the test binary run main instead of the tests: the tests start the
@@ -150,9 +159,11 @@ func TestEndToEnd(t *testing.T) {
 
 	tokenFile := writeFile(t, "token", cloudToken+"\n")
 	cloudConfig := writeFile(t, "cloud.yaml", fmt.Sprintf("endpoint: %s\ntokenFile: %s\nrequestTimeout: 10s\n", srv.URL(), tokenFile))
+	securePort := testnet.FreePort(t, "tcp", netip.MustParseAddr("127.0.0.1"))
 	ccm := proctest.Start(t, "cloud-controller-manager",
 		"--cloud-provider=local", "--cloud-config="+cloudConfig, "--kubeconfig="+env.Kubeconfig,
-		"--secure-port=0", "--leader-elect=false", "--cluster-cidr=10.244.0.0/16", "--v=2")
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(int(securePort)),
+		"--cluster-cidr=10.244.0.0/16", "--v=2")
 
 	// Node initialization.
 	for _, m := range members {
@@ -272,6 +283,93 @@ func TestEndToEnd(t *testing.T) {
 		return fmt.Errorf("%d load balancers, service lookup %v", len(lbs), gerr)
 	})
 
+	// Upstream's metric names, every one of docs/manager.md's table, after the
+	// controllers have done their work.
+	checkUpstreamMetrics(t, env, securePort)
+
 	// SIGTERM stops the manager cleanly.
 	ccm.Stop(t, pollTimeout)
+}
+
+// checkUpstreamMetrics scrapes /metrics of the manager on port as the cluster admin and
+// fails for each metric of docs/manager.md's table of upstream names it lacks, and for
+// each controller without a workqueue_depth series of its own.
+func checkUpstreamMetrics(t *testing.T, env *controlplane.Env, port uint16) {
+	t.Helper()
+	names := upstreamMetricNames(t)
+	if len(names) < 15 {
+		t.Fatalf("docs/manager.md's table of upstream metric names has %d rows: the table moved or changed its form", len(names))
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var families map[string]*dto.MetricFamily
+	poll.Within(t, pollTimeout, "/metrics to answer the cluster admin", func() error {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+env.Token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/metrics = %s", resp.Status)
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err = parser.TextToMetricFamilies(resp.Body)
+		return err
+	})
+	for _, name := range names {
+		name = strings.ReplaceAll(name, "<provider>", "local")
+		if f, ok := families[name]; !ok || len(f.GetMetric()) == 0 {
+			t.Errorf("/metrics has no %s (docs/manager.md maps it)", name)
+		}
+	}
+	queues := map[string]bool{}
+	for _, m := range families["workqueue_depth"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "name" {
+				queues[l.GetValue()] = true
+			}
+		}
+	}
+	for _, c := range []string{manager.CloudNodeController, manager.CloudNodeLifecycleController, manager.ServiceLBController, manager.NodeRouteController} {
+		if !queues[c] {
+			t.Errorf("workqueue_depth has no series for controller %s (it has %v)", c, queues)
+		}
+	}
+	leader := false
+	for _, m := range families["leader_election_master_status"].GetMetric() {
+		leader = leader || m.GetGauge().GetValue() == 1
+	}
+	if !leader {
+		t.Error("leader_election_master_status is not 1 for the manager's lease, which it holds")
+	}
+}
+
+// upstreamMetricNames reads the first column of docs/manager.md's table of upstream
+// metric names.
+func upstreamMetricNames(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "manager.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "### Upstream's metric names")
+	if !ok {
+		t.Fatal("docs/manager.md has no section \"Upstream's metric names\"")
+	}
+	var names []string
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "#") {
+			break
+		}
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			if name, _, ok := strings.Cut(rest, "`"); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
