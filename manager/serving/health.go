@@ -120,7 +120,7 @@ func (s *Server) healthHandler(endpoint string) http.HandlerFunc {
 			excluded[name] = true
 		}
 		var out bytes.Buffer
-		var failed []string
+		var failed, reasons []string
 		for _, c := range s.health.snapshot(endpoint) {
 			if excluded[c.Name] {
 				delete(excluded, c.Name)
@@ -128,8 +128,12 @@ func (s *Server) healthHandler(endpoint string) http.HandlerFunc {
 				continue
 			}
 			if err := c.Fn(r); err != nil {
-				fmt.Fprintf(&out, "[-]%s failed: %v\n", c.Name, err)
+				// As upstream's healthz: the reason goes to the log, not to callers,
+				// whom these paths never authenticate (a failing check's error can
+				// name hosts, files or the cloud's answers).
+				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.Name)
 				failed = append(failed, c.Name)
+				reasons = append(reasons, c.Name+": "+err.Error())
 				continue
 			}
 			fmt.Fprintf(&out, "[+]%s ok\n", c.Name)
@@ -144,7 +148,7 @@ func (s *Server) healthHandler(endpoint string) http.HandlerFunc {
 		}
 		setTextHeaders(w)
 		if len(failed) > 0 {
-			s.logger.V(2).Info("Health check failed", "endpoint", endpoint, "failed", failed, "output", out.String())
+			s.logger.Info("Health check failed", "endpoint", endpoint, "failed", failed, "reasons", reasons)
 			// Always verbose on failure, as upstream: the caller needs to know which failed.
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, "%s%s check failed\n", out.String(), endpoint)
@@ -172,9 +176,9 @@ func (s *Server) singleCheckHandler(endpoint string) http.HandlerFunc {
 		c := checks[i]
 		setTextHeaders(w)
 		if err := c.Fn(r); err != nil {
-			s.logger.V(2).Info("Health check failed", "endpoint", endpoint, "check", name, "err", err)
+			s.logger.Info("Health check failed", "endpoint", endpoint, "check", name, "err", err)
 			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, "internal server error: %v\n", err)
+			fmt.Fprintf(w, "[-]%s failed: reason withheld\n", name)
 			return
 		}
 		fmt.Fprint(w, "ok")
