@@ -273,6 +273,23 @@ func Recorded(dir string) (bool, error) {
 	return !j.empty(), nil
 }
 
+// RecordedHosts returns the owner the journal in dir records (Config.Owner, empty when
+// none was given) and the IDs of the hosts it records, up or not: a host's directory is
+// its state, and a Machine opened without the host in Reconcile's desired set removes
+// it. A missing directory records none.
+func RecordedHosts(dir string) (owner string, ids []string, err error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return "", nil, nil
+	}
+	j, err := loadJournal(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	ids = slices.Collect(maps.Keys(j.Hosts))
+	slices.Sort(ids)
+	return j.Owner, ids, nil
+}
+
 // save writes the journal; the caller holds mu.
 func (m *Machine) save() error { return m.j.save(m.cfg.Dir) }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/netip"
 	"os"
@@ -59,6 +60,42 @@ func (c *Config) hostsDefaults() error {
 		return fmt.Errorf("state file %s: %w", c.StatePath, err)
 	}
 	h.Owner = owner
+	return nil
+}
+
+// LostStateError says the state file is missing while the host journal beside it
+// records hosts: starting would make a new, empty state, and bringing the machine to it
+// would remove those hosts and their directories (their disks) as strays.
+type LostStateError struct {
+	StatePath, HostDir string
+	Hosts              []string
+}
+
+func (e *LostStateError) Error() string {
+	return fmt.Sprintf("state file %s does not exist, but the host journal in %s records %d hosts of an earlier run (%s): "+
+		"starting would remove them and their directories. Restore the state file (or give --state the one they belong to), "+
+		"or remove the hosts with localcloud --cleanup --state %s",
+		e.StatePath, e.HostDir, len(e.Hosts), strings.Join(e.Hosts, ", "), e.StatePath)
+}
+
+// checkLostState refuses to start a cloud with hosts whose state file is gone while
+// its host journal still records hosts (a deleted or moved state file, a wrong
+// --state): nothing is created or removed.
+func checkLostState(cfg Config) error {
+	if cfg.Hosts == nil {
+		return nil
+	}
+	if _, err := os.Stat(cfg.StatePath); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or unreadable: store.Open says which
+	}
+	owner, ids, err := hosts.RecordedHosts(cfg.Hosts.Dir)
+	if err != nil {
+		return fmt.Errorf("host instances: %w", err)
+	}
+	// Hosts of another state file are hosts.Open's to refuse, naming that file.
+	if len(ids) > 0 && (owner == "" || owner == cfg.Hosts.Owner) {
+		return &LostStateError{StatePath: cfg.StatePath, HostDir: cfg.Hosts.Dir, Hosts: ids}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,86 @@ func TestLeftoverHostsRefuseAStartWithoutHosts(t *testing.T) {
 	_, err := server.Start(ctx(), server.Config{StatePath: state, Token: token})
 	if err == nil || !strings.Contains(err.Error(), "--cleanup") {
 		t.Fatalf("Start = %v, want a refusal pointing at --cleanup", err)
+	}
+}
+
+// TestLostStateRefused needs no root: a cloud with hosts whose state file is missing,
+// while the host journal beside it records hosts of that state, does not start (it
+// would remove them and their directories as strays), says how to recover, and creates
+// no state file; a journal of another state file is left to hosts.Open's refusal.
+func TestLostStateRefused(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.db")
+	dir := server.DefaultHostDir(state)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := fmt.Sprintf(`{"version":2,"owner":%q,"hosts":{"i-000000000001":{"id":"i-000000000001","name":"node-1","dir":%q}}}`,
+		abs, filepath.Join(dir, "i-000000000001"))
+	if err := os.WriteFile(filepath.Join(dir, "journal.json"), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.Start(ctx(), server.Config{StatePath: state, Token: token, Hosts: &hosts.Config{}})
+	var lost *server.LostStateError
+	if !errors.As(err, &lost) || !slices.Equal(lost.Hosts, []string{"i-000000000001"}) {
+		t.Fatalf("Start = %v, want a *LostStateError naming the recorded host", err)
+	}
+	for _, want := range []string{state, "Restore the state file", "localcloud --cleanup --state " + state} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start = %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("a refused start made the state file: %v", err)
+	}
+}
+
+// TestLostStateKeepsHosts runs as root: a cloud whose state file went missing does not
+// remove the hosts its journal records; with the file back, they boot again. Before
+// the refusal, such a start removed every host and its directory.
+func TestLostStateKeepsHosts(t *testing.T) {
+	before := hoststest.Snapshot(t, "nphsrv14", "10.250.14.", "10.251.14.", "nv0afa0e")
+	c, markers := hostCloud(t, 14)
+	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, c.client, n1.ID, "ready node-1")
+	c.stop()
+
+	saved := c.cfg.StatePath + ".saved"
+	if err := os.Rename(c.cfg.StatePath, saved); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(ctx(), c.cfg)
+	if err == nil {
+		_ = srv.Shutdown(ctx())
+		_, statErr := os.Stat(n1.Host.Dir)
+		t.Fatalf("a cloud whose state file is gone started over its recorded hosts (the host's directory after it: %v)", statErr)
+	}
+	var lost *server.LostStateError
+	if !errors.As(err, &lost) || !slices.Contains(lost.Hosts, n1.ID) {
+		t.Errorf("Start = %v, want a *LostStateError naming %s", err, n1.ID)
+	}
+	if _, err := os.Stat(n1.Host.Dir); err != nil {
+		t.Errorf("the host's directory after a refused start: %v", err)
+	}
+
+	if err := os.Rename(saved, c.cfg.StatePath); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	waitConsole(t, c.client, n1.ID, "ready node-1")
+	if err := c.client.DeleteInstance(ctx(), n1.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.stop()
+	if got := hoststest.Snapshot(t, markers...); got != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
 	}
 }
 

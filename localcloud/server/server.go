@@ -184,6 +184,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.faults = inj
 
+	if err := checkLostState(cfg); err != nil {
+		return nil, err
+	}
 	s.store, err = store.Open(cfg.StatePath)
 	if err != nil {
 		return nil, err
