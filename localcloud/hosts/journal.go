@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/nephele-dev/nephele/internal/atomicfile"
@@ -122,6 +124,9 @@ func loadJournal(dir string) (*journal, error) {
 	if j.Hosts == nil {
 		j.Hosts = map[string]*hostRecord{}
 	}
+	if err := j.validate(dir); err != nil {
+		return nil, err
+	}
 	return &j, nil
 }
 
@@ -153,4 +158,142 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("locking host directory %s: %w", dir, err)
 	}
 	return f, nil
+}
+
+// reservedTables are the kernel's routing tables (unspec, default, main, local) and the
+// range below 256 that other software numbers its tables in; nephele's tables are
+// addresses read as numbers, above all of them.
+const maxReservedTable = 255
+
+// validate checks every entry against what a Machine in dir would have written, before
+// anything acts on it as root. Cleanup and Open delete links, flush routing tables and
+// iptables chains, unmount and remove directories by what the journal names: a journal
+// someone else wrote, or a damaged one, must not name the main table, INPUT, eth0 or /.
+// Every name is derived again from the recorded bridge, gateway, host IDs and addresses
+// and must match; every path must be the one a Machine makes inside dir.
+func (j *journal) validate(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	table := func(field string, got, want uint32) {
+		if got <= maxReservedTable || got != want {
+			bad(field, "routing table %d, not the %d a local cloud makes", got, want)
+		}
+	}
+	samePath := func(field, got, want string) {
+		g, err := filepath.Abs(got)
+		if err != nil || g != want {
+			bad(field, "%q, not %q", got, want)
+		}
+	}
+	bridge := ""
+	nsDir := ""
+	if n := j.Network; n != nil {
+		bridge, nsDir = n.Bridge, n.NSDir
+		if err := ValidateBridgeName(n.Bridge); err != nil {
+			bad("network.bridge", "%v", err)
+		}
+		gw, err := netip.ParsePrefix(n.Gateway)
+		if err != nil || !gw.Addr().Is4() {
+			bad("network.gateway", "%q is not an IPv4 address with its prefix length", n.Gateway)
+		} else {
+			if n.Table != 0 {
+				table("network.table", n.Table, tableID(gw.Addr()))
+			}
+			if n.Sink != "" && n.Sink != sinkName(gw.Addr()) {
+				bad("network.sink", "%q, not %q", n.Sink, sinkName(gw.Addr()))
+			}
+		}
+		if n.RulePriority != 0 && n.RulePriority != bridgeRulePriority {
+			bad("network.rulePriority", "%d, not %d", n.RulePriority, bridgeRulePriority)
+		}
+		if n.Chain != "" && n.Chain != chainName(n.Bridge) {
+			bad("network.chain", "%q, not %q", n.Chain, chainName(n.Bridge))
+		}
+		if n.NSDir != "" {
+			samePath("network.nsDir", n.NSDir, filepath.Join(abs, nsDirName))
+		}
+		for i, g := range n.Guards {
+			if _, err := netip.ParsePrefix(g); err != nil {
+				bad(fmt.Sprintf("network.guards[%d]", i), "%q is not a CIDR", g)
+			}
+		}
+		if v := n.VIP; v != nil {
+			pool, err := netip.ParsePrefix(v.Pool)
+			if err != nil || !pool.Addr().Is4() {
+				bad("network.vip.pool", "%q is not an IPv4 CIDR", v.Pool)
+			}
+			if v.RejectTable <= maxReservedTable {
+				bad("network.vip.rejectTable", "routing table %d is not one a local cloud makes", v.RejectTable)
+			}
+			if v.RulePriority != vipRulePriority {
+				bad("network.vip.rulePriority", "%d, not %d", v.RulePriority, vipRulePriority)
+			}
+			if v.MangleChain != mangleChainName(n.Bridge) {
+				bad("network.vip.mangleChain", "%q, not %q", v.MangleChain, mangleChainName(n.Bridge))
+			}
+			for field, c := range map[string]string{"network.vip.natChain": v.NATChain, "network.vip.filterChain": v.FilterChain} {
+				if c != filterChainName(n.Bridge) {
+					bad(field, "%q, not %q", c, filterChainName(n.Bridge))
+				}
+			}
+			for i, c := range v.Chains {
+				if !strings.HasPrefix(c, "NEPHELE-LB-") {
+					bad(fmt.Sprintf("network.vip.chains[%d]", i), "%q is not a load balancer chain of a local cloud", c)
+				}
+			}
+			for i, nd := range v.Nodes {
+				if !nd.Addr.Is4() {
+					bad(fmt.Sprintf("network.vip.nodes[%d].addr", i), "%q is not an IPv4 address", nd.Addr)
+					continue
+				}
+				table(fmt.Sprintf("network.vip.nodes[%d].table", i), nd.Table, addrNum(nd.Addr))
+			}
+		}
+	}
+	for key, h := range j.Hosts {
+		field := fmt.Sprintf("hosts[%q]", key)
+		if h == nil {
+			bad(field, "empty")
+			continue
+		}
+		if err := ValidateID(h.ID); err != nil || h.ID != key {
+			bad(field+".id", "%q: want the key, an instance ID", h.ID)
+			continue
+		}
+		samePath(field+".dir", h.Dir, HostDir(abs, h.ID))
+		if up := h.Up; up != nil {
+			addr, err := netip.ParsePrefix(up.Address)
+			if err != nil || !addr.Addr().Is4() {
+				bad(field+".up.address", "%q is not an IPv4 address with its prefix length", up.Address)
+			} else if up.Veth != vethName(addr.Addr()) {
+				bad(field+".up.veth", "%q, not %q", up.Veth, vethName(addr.Addr()))
+			}
+			if up.NetNS != netnsName(bridge, h.ID) {
+				bad(field+".up.netns", "%q, not %q", up.NetNS, netnsName(bridge, h.ID))
+			}
+			if up.Cgroup != cgroupPath(bridge, h.ID) {
+				bad(field+".up.cgroup", "%q, not %q", up.Cgroup, cgroupPath(bridge, h.ID))
+			}
+			if nsDir != "" {
+				samePath(field+".up.mountns", up.MountNS, filepath.Join(nsDir, h.ID+".mnt"))
+				samePath(field+".up.utsns", up.UTSNS, filepath.Join(nsDir, h.ID+".uts"))
+			}
+		}
+	}
+	for i, d := range j.CreatedDirs {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
+			bad(fmt.Sprintf("createdDirs[%d]", i), "%q is not an absolute, clean path below /", d)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("the host journal in %s names what a local cloud would not have made; nothing was changed on the machine. "+
+			"Remove what it records by hand, then the journal: %w", dir, errors.Join(errs...))
+	}
+	return nil
 }
