@@ -36,10 +36,21 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 	if err := os.WriteFile(c.CloudTokenFile, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write the local cloud's token: %w", err)
 	}
+	// The CCM gets a token of its own, which may only read instances and manage load
+	// balancers and routes: in the cluster it is in a Secret that pods mount, and the
+	// administrator's token makes hosts whose boot command runs as root here.
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	c.CCMTokenFile = filepath.Join(dir, "ccm-token")
+	if err := os.WriteFile(c.CCMTokenFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the CCM's cloud token: %w", err)
+	}
 	addrFile := filepath.Join(dir, "address")
 	args := []string{
 		"--state", filepath.Join(dir, "state.db"),
 		"--token-file", c.CloudTokenFile,
+		"--ccm-token-file", c.CCMTokenFile,
 		"--address-file", addrFile,
 		"--vip-pool", c.cfg.VIPPool.String(),
 		"--instance-cidr", c.cfg.InstanceCIDR.String(),
@@ -83,7 +94,7 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 // writeCloudConfig writes the local provider's --cloud-config and returns its path.
 func (c *Cluster) writeCloudConfig() (string, error) {
 	path := filepath.Join(c.cfg.cloudDir(), "cloud-config.yaml")
-	cfg, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CloudTokenFile}.Marshal("nephele's localcluster")
+	cfg, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CCMTokenFile}.Marshal("nephele's localcluster")
 	if err != nil {
 		return "", err
 	}

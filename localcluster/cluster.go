@@ -28,11 +28,14 @@ type Cluster struct {
 	// Env is the control plane: Env.Client and Env.Kubeconfig are the admin's,
 	// Env.APIServerURL is on the bridge's address.
 	Env *controlplane.Env
-	// Cloud is a client of the local cloud's API, at CloudURL with the token in
-	// CloudTokenFile.
+	// Cloud is a client of the local cloud's API, at CloudURL with the administrator's
+	// token in CloudTokenFile. CCMTokenFile holds the token every CCM of the cluster
+	// gets, whose role is a CCM's (server.CCMOperations): it cannot make hosts or set
+	// faults.
 	Cloud          *client.Client
 	CloudURL       string
 	CloudTokenFile string
+	CCMTokenFile   string
 	// Gateway is the bridge's address: where hosts and pods reach the machine (real nodes;
 	// with kwok nodes everything is on loopback and Gateway is the zero Addr).
 	Gateway netip.Addr

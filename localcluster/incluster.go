@@ -59,12 +59,12 @@ func (c *Cluster) CreateCloudConfigSecret(ctx context.Context, o render.Options)
 }
 
 // CloudConfig is the local provider's --cloud-config for a CCM in the cluster: the cloud's
-// URL, on the bridge's address that pods on the nodes reach, and its token inline (a pod
-// has no token file of the machine's).
+// URL, on the bridge's address that pods on the nodes reach, and the CCM's token inline
+// (a pod has no token file of the machine's): never the administrator's.
 func (c *Cluster) CloudConfig() ([]byte, error) {
-	token, err := os.ReadFile(c.CloudTokenFile)
+	token, err := os.ReadFile(c.CCMTokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("read the local cloud's token: %w", err)
+		return nil, fmt.Errorf("read the CCM's cloud token: %w", err)
 	}
 	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token))}.Marshal("nephele's localcluster")
 }

@@ -21,20 +21,21 @@ import (
 func TestHostFlagsRejected(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.db")
+	tokenFile := writeToken(t, dir)
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{name: "bridge without hosts", args: []string{"--state", state, "--token", "x", "--bridge", "br9"}, want: "need --hosts"},
-		{name: "guard without hosts", args: []string{"--state", state, "--token", "x", "--guard-cidr", "10.244.0.0/16"}, want: "need --hosts"},
-		{name: "bad guard", args: []string{"--state", state, "--token", "x", "--hosts", "--guard-cidr", "10.244.0.0"}, want: "--guard-cidr"},
-		{name: "guard of everything", args: []string{"--state", state, "--token", "x", "--hosts", "--guard-cidr", "0.0.0.0/0"}, want: "--guard-cidr"},
-		{name: "loopback range for hosts", args: []string{"--state", state, "--token", "x", "--hosts", "--instance-cidr", "127.200.0.0/16"}, want: "127.0.0.0/8"},
-		{name: "IPv6 range for hosts", args: []string{"--state", state, "--token", "x", "--hosts", "--instance-cidr", "fd00::/64"}, want: "IPv4"},
-		{name: "long bridge name", args: []string{"--state", state, "--token", "x", "--hosts", "--bridge", "a-bridge-name-too-long"}, want: "--bridge"},
-		{name: "bad stop timeout", args: []string{"--state", state, "--token", "x", "--hosts", "--host-stop-timeout", "0s"}, want: "--host-stop-timeout"},
-		{name: "cleanup with serving flags", args: []string{"--state", state, "--token", "x", "--cleanup"}, want: "--cleanup takes no other flags"},
+		{name: "bridge without hosts", args: []string{"--state", state, "--token-file", tokenFile, "--bridge", "br9"}, want: "need --hosts"},
+		{name: "guard without hosts", args: []string{"--state", state, "--token-file", tokenFile, "--guard-cidr", "10.244.0.0/16"}, want: "need --hosts"},
+		{name: "bad guard", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--guard-cidr", "10.244.0.0"}, want: "--guard-cidr"},
+		{name: "guard of everything", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--guard-cidr", "0.0.0.0/0"}, want: "--guard-cidr"},
+		{name: "loopback range for hosts", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--instance-cidr", "127.200.0.0/16"}, want: "127.0.0.0/8"},
+		{name: "IPv6 range for hosts", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--instance-cidr", "fd00::/64"}, want: "IPv4"},
+		{name: "long bridge name", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--bridge", "a-bridge-name-too-long"}, want: "--bridge"},
+		{name: "bad stop timeout", args: []string{"--state", state, "--token-file", tokenFile, "--hosts", "--host-stop-timeout", "0s"}, want: "--host-stop-timeout"},
+		{name: "cleanup with serving flags", args: []string{"--state", state, "--token-file", tokenFile, "--cleanup"}, want: "--cleanup takes no other flags"},
 		{name: "cleanup of nothing", args: []string{"--cleanup"}, want: "--cleanup needs --state"},
 	}
 	if os.Geteuid() != 0 {
@@ -42,7 +43,7 @@ func TestHostFlagsRejected(t *testing.T) {
 			name string
 			args []string
 			want string
-		}{name: "hosts without root", args: []string{"--state", state, "--token", "x", "--hosts"}, want: "need root"})
+		}{name: "hosts without root", args: []string{"--state", state, "--token-file", tokenFile, "--hosts"}, want: "need root"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 	before := hoststest.Snapshot(t, markers...)
 	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
 	args := []string{
-		"--state", state, "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile,
+		"--state", state, "--token-file", writeToken(t, dir), "--listen", "127.0.0.1:0", "--address-file", addrFile,
 		"--hosts", "--bridge", "nphcmd21", "--instance-cidr", "10.250.21.0/24", "--guard-cidr", "10.251.21.0/24",
 		"--host-stop-timeout", "2s",
 	}
@@ -82,7 +83,7 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
 
 	p := proctest.Start(t, "localcloud", args...)
-	c := readAddress(t, addrFile, "tok")
+	c := readAddress(t, addrFile, "s3cret")
 	var ids []string
 	var pids []int
 	for _, name := range []string{"node-1", "node-2"} {
@@ -119,7 +120,7 @@ func TestKilledCloudAdoptsItsHosts(t *testing.T) {
 	}
 
 	p = proctest.Start(t, "localcloud", args...)
-	c = readAddress(t, addrFile, "tok")
+	c = readAddress(t, addrFile, "s3cret")
 	n1, err := c.GetInstance(ctx, ids[0])
 	if err != nil {
 		t.Fatal(err)

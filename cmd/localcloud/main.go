@@ -56,6 +56,7 @@ func main() {
 type options struct {
 	listen, addressFile, state    string
 	token, tokenFile              string
+	ccmTokenFile                  string
 	region, instanceType          string
 	zones                         []string
 	instanceCIDR, vipPool         string
@@ -77,8 +78,10 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8990", "host:port the API listens on; port 0 picks a free port (see --address-file)")
 	fs.StringVar(&o.addressFile, "address-file", "", "write the bound host:port to this file once serving (removed on exit)")
 	fs.StringVar(&o.state, "state", "", "the bbolt state file, created if missing (required)")
-	fs.StringVar(&o.token, "token", "", "API bearer token (or use --token-file)")
-	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the API bearer token")
+	fs.StringVar(&o.token, "token", "", "refused: a secret on the command line shows in /proc/*/cmdline; use --token-file")
+	_ = fs.MarkHidden("token")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the administrator's API bearer token: every operation (required)")
+	fs.StringVar(&o.ccmTokenFile, "ccm-token-file", "", "file holding a second bearer token with a cloud-controller-manager's role: read instances, manage load balancers and routes; anything else answers it 403")
 	fs.StringVar(&o.region, "region", server.DefaultRegion, "region of instances created without one")
 	fs.StringSliceVar(&o.zones, "zones", server.DefaultZones, "zones given round-robin to instances created without one")
 	fs.StringVar(&o.instanceType, "instance-type", server.DefaultInstanceType, "instance type of instances created without one")
@@ -101,27 +104,40 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove from this machine everything the host directory records (hosts, namespaces, mounts, bridge, routes, iptables chain, cgroups, host directories) and exit; for a cloud that was killed and will not be started again")
 }
 
+// readToken reads a bearer token from the file a flag names.
+func readToken(flag, path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	token := strings.TrimSpace(string(raw))
+	if token == "" {
+		return "", fmt.Errorf("%s %s is empty", flag, path)
+	}
+	return token, nil
+}
+
 // config checks the options and turns them into a server configuration.
 func (o *options) config(stderr io.Writer) (server.Config, error) {
 	var cfg server.Config
 	if o.state == "" {
 		return cfg, errors.New("--state is required")
 	}
-	token := o.token
-	switch {
-	case o.token != "" && o.tokenFile != "":
-		return cfg, errors.New("give --token or --token-file, not both")
-	case o.tokenFile != "":
-		raw, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return cfg, fmt.Errorf("--token-file: %w", err)
+	if o.token != "" {
+		return cfg, errors.New("--token: a secret on the command line shows in /proc/*/cmdline to every user of the machine; write it to a file only you can read and give --token-file")
+	}
+	if o.tokenFile == "" {
+		return cfg, errors.New("--token-file is required")
+	}
+	token, err := readToken("--token-file", o.tokenFile)
+	if err != nil {
+		return cfg, err
+	}
+	var ccmToken string
+	if o.ccmTokenFile != "" {
+		if ccmToken, err = readToken("--ccm-token-file", o.ccmTokenFile); err != nil {
+			return cfg, err
 		}
-		token = strings.TrimSpace(string(raw))
-		if token == "" {
-			return cfg, fmt.Errorf("--token-file %s is empty", o.tokenFile)
-		}
-	case token == "":
-		return cfg, errors.New("--token or --token-file is required")
 	}
 	var instanceCIDR netip.Prefix
 	if o.instanceCIDR != "" {
@@ -172,6 +188,7 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 		StatePath:    o.state,
 		Listen:       o.listen,
 		Token:        token,
+		CCMToken:     ccmToken,
 		Region:       o.region,
 		Zones:        o.zones,
 		InstanceType: o.instanceType,

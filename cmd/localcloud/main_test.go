@@ -128,20 +128,22 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "no state", args: []string{"--token", "x"}, want: "--state"},
+		{name: "no state", args: []string{"--token-file", tokenFile}, want: "--state"},
 		{name: "no token", args: []string{"--state", state}, want: "--token"},
-		{name: "both tokens", args: []string{"--state", state, "--token", "x", "--token-file", tokenFile}, want: "not both"},
+		{name: "a token on the command line", args: []string{"--state", state, "--token", "x", "--token-file", tokenFile}, want: "/proc/*/cmdline"},
+		{name: "the CCM's token is the administrator's", args: []string{"--state", state, "--token-file", tokenFile, "--ccm-token-file", tokenFile}, want: "token of its own"},
+		{name: "empty CCM token file", args: []string{"--state", state, "--token-file", tokenFile, "--ccm-token-file", empty}, want: "--ccm-token-file"},
 		{name: "empty token file", args: []string{"--state", state, "--token-file", empty}, want: "empty"},
 		{name: "missing token file", args: []string{"--state", state, "--token-file", filepath.Join(dir, "nope")}, want: "--token-file"},
-		{name: "bad fault", args: []string{"--state", state, "--token", "x", "--fault", "lb.ensure:latency=soon"}, want: "--fault"},
-		{name: "duplicate fault", args: []string{"--state", state, "--token", "x", "--fault", "*:outage", "--fault", "*:errors=1"}, want: "--fault"},
-		{name: "bad pool", args: []string{"--state", state, "--token", "x", "--vip-pool", "127.100.0.0"}, want: "--vip-pool"},
-		{name: "bad interval", args: []string{"--state", state, "--token", "x", "--health-interval", "0s"}, want: "--health-interval"},
-		{name: "bad zone", args: []string{"--state", state, "--token", "x", "--zones", "a/b"}, want: "zone"},
-		{name: "bad log format", args: []string{"--state", state, "--token", "x", "--logging-format", "xml"}, want: "--logging-format"},
-		{name: "unknown flag", args: []string{"--state", state, "--token", "x", "--colour"}, want: "colour"},
-		{name: "extra argument", args: []string{"--state", state, "--token", "x", "serve"}, want: "unexpected arguments"},
-		{name: "bad listen address", args: []string{"--state", state, "--token", "x", "--listen", "256.0.0.1:1"}, want: "listening"},
+		{name: "bad fault", args: []string{"--state", state, "--token-file", tokenFile, "--fault", "lb.ensure:latency=soon"}, want: "--fault"},
+		{name: "duplicate fault", args: []string{"--state", state, "--token-file", tokenFile, "--fault", "*:outage", "--fault", "*:errors=1"}, want: "--fault"},
+		{name: "bad pool", args: []string{"--state", state, "--token-file", tokenFile, "--vip-pool", "127.100.0.0"}, want: "--vip-pool"},
+		{name: "bad interval", args: []string{"--state", state, "--token-file", tokenFile, "--health-interval", "0s"}, want: "--health-interval"},
+		{name: "bad zone", args: []string{"--state", state, "--token-file", tokenFile, "--zones", "a/b"}, want: "zone"},
+		{name: "bad log format", args: []string{"--state", state, "--token-file", tokenFile, "--logging-format", "xml"}, want: "--logging-format"},
+		{name: "unknown flag", args: []string{"--state", state, "--token-file", tokenFile, "--colour"}, want: "colour"},
+		{name: "extra argument", args: []string{"--state", state, "--token-file", tokenFile, "serve"}, want: "unexpected arguments"},
+		{name: "bad listen address", args: []string{"--state", state, "--token-file", tokenFile, "--listen", "256.0.0.1:1"}, want: "listening"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,8 +160,8 @@ func TestSIGTERMStopsTheProcess(t *testing.T) {
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "addr")
 	p := proctest.Start(t, "localcloud",
-		"--state", filepath.Join(dir, "state.db"), "--token", "tok", "--listen", "127.0.0.1:0", "--address-file", addrFile)
-	c := readAddress(t, addrFile, "tok")
+		"--state", filepath.Join(dir, "state.db"), "--token-file", writeToken(t, dir), "--listen", "127.0.0.1:0", "--address-file", addrFile)
+	c := readAddress(t, addrFile, "s3cret")
 	if _, err := c.GetInstance(context.Background(), "i-000000000001"); !cloud.IsNotFound(err) {
 		t.Fatalf("the process does not serve the API: %v", err)
 	}

@@ -326,6 +326,7 @@ const (
 	ReasonAlreadyExists    Reason = "AlreadyExists"
 	ReasonConflict         Reason = "Conflict"
 	ReasonUnauthorized     Reason = "Unauthorized"
+	ReasonForbidden        Reason = "Forbidden"
 	ReasonThrottled        Reason = "Throttled"
 	ReasonUnavailable      Reason = "Unavailable"
 	ReasonNotImplemented   Reason = "NotImplemented"

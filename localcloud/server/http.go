@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,7 @@ func invalid(field, format string, args ...any) *apiError {
 func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	ep := func(pattern, op string, h handler) { mux.Handle(pattern, s.endpoint(op, h)) }
+	// Every operation is the administrator's; CCMOperations are the CCM token's too.
 
 	ep("POST /v1/instances", api.OpInstancesCreate, s.createInstance)
 	ep("GET /v1/instances", api.OpInstancesList, s.listInstances)
@@ -123,15 +125,41 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-// endpoint wraps an operation's handler: authentication, faults, metrics, answers.
+// CCMOperations are what a cloud-controller-manager does, and all the CCM token may do:
+// read instances; ensure, update, read and delete load balancers; list, create and
+// delete routes.
+var CCMOperations = []string{
+	api.OpInstancesList, api.OpInstancesGet,
+	api.OpLBList, api.OpLBGet, api.OpLBEnsure, api.OpLBUpdate, api.OpLBDelete,
+	api.OpRoutesList, api.OpRoutesCreate, api.OpRoutesDelete,
+}
+
+// role is who a request's token says the caller is.
+type role int
+
+const (
+	roleNone role = iota
+	roleCCM
+	roleAdmin
+)
+
+// endpoint wraps an operation's handler: authentication, authorization, faults,
+// metrics, answers.
 func (s *Server) endpoint(op string, h handler) http.Handler {
+	ccm := slices.Contains(CCMOperations, op)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.metrics.observe(op, rec.status, time.Since(start)) }()
-		if !s.authorized(r) {
+		switch s.roleOf(r) {
+		case roleNone:
 			s.unauthorized(rec)
 			return
+		case roleCCM:
+			if !ccm {
+				s.forbidden(rec, op)
+				return
+			}
 		}
 		d := s.faults.Decide(op)
 		if d.Latency > 0 {
@@ -172,11 +200,16 @@ func (s *Server) endpoint(op string, h handler) http.Handler {
 	})
 }
 
-// admin wraps an administrative handler: authenticated, never faulted, not counted.
+// admin wraps an administrative handler: the administrator's only, never faulted, not
+// counted.
 func (s *Server) admin(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
+		switch s.roleOf(r) {
+		case roleNone:
 			s.unauthorized(w)
+			return
+		case roleCCM:
+			s.forbidden(w, r.Method+" "+r.URL.Path)
 			return
 		}
 		s.serve(w, r, faults.Decision{}, h)
@@ -207,9 +240,26 @@ func retryAfterSeconds(d time.Duration) int {
 	return int(secs)
 }
 
-func (s *Server) authorized(r *http.Request) bool {
+func (s *Server) roleOf(r *http.Request) role {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.Token)) == 1
+	if !ok {
+		return roleNone
+	}
+	tok = strings.TrimSpace(tok)
+	switch {
+	case subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1:
+		return roleAdmin
+	case s.cfg.CCMToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.CCMToken)) == 1:
+		return roleCCM
+	}
+	return roleNone
+}
+
+// forbidden answers a CCM token asking for what only the administrator may do.
+func (s *Server) forbidden(w http.ResponseWriter, what string) {
+	writeJSON(w, http.StatusForbidden, api.Error{
+		Message: fmt.Sprintf("%s: the CCM's token may only read instances and manage load balancers and routes", what),
+		Reason:  api.ReasonForbidden})
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter) {

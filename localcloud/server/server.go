@@ -45,8 +45,14 @@ type Config struct {
 	StatePath string
 	// Listen is the API's host:port; port 0 picks a free one (see Server.Addr).
 	Listen string
-	// Token is the bearer token every request but /healthz must carry. Required.
+	// Token is the administrator's bearer token: every request but /healthz may carry
+	// it. Required.
 	Token string
+	// CCMToken, when set, is a second bearer token with a cloud-controller-manager's
+	// role (CCMOperations): reading instances, load balancers and routes. Everything
+	// else, making or stopping instances (whose boot command runs as root on the
+	// machine), consoles, faults and metrics, answers it 403. It must differ from Token.
+	CCMToken string
 	// Region, Zones and InstanceType are given to instances created without them;
 	// zones go round-robin in creation order.
 	Region       string
@@ -80,6 +86,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Token == "" {
 		return errors.New("an API token is required")
+	}
+	if c.CCMToken != "" && c.CCMToken == c.Token {
+		return errors.New("the CCM token is the administrator's token: give the CCM a token of its own")
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen

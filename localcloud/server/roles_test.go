@@ -1,0 +1,85 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nephele-dev/nephele/localcloud/server"
+)
+
+// TestCCMTokenHasTheCCMsRole tries every endpoint with the CCM's token, the
+// administrator's and none: the CCM's reads instances and manages load balancers and
+// routes, and is refused (403, saying so) everything else, above all making instances,
+// whose boot command runs as root on the machine, and faults; the administrator's may do
+// everything. Before the split the one token did everything.
+func TestCCMTokenHasTheCCMsRole(t *testing.T) {
+	const ccmToken = "ccm-test-token"
+	c := startCloud(t, func(cfg *server.Config) { cfg.CCMToken = ccmToken })
+	lb := `{"ports":[{"protocol":"TCP","port":80,"nodePort":30080}],"backends":[]}`
+	tests := []struct {
+		method, path, body string
+		ccm                bool // the CCM's token may
+	}{
+		{"GET", "/v1/instances", "", true},
+		{"GET", "/v1/instances/i-000000000001", "", true},
+		{"GET", "/v1/instances/by-name/node-1", "", true},
+		{"POST", "/v1/instances", `{"name":"evil","kind":"host","bootCommand":["sh","-c","id"]}`, false},
+		{"POST", "/v1/instances", `{"name":"record"}`, false},
+		{"POST", "/v1/instances/i-000000000001/stop", "", false},
+		{"POST", "/v1/instances/i-000000000001/start", "", false},
+		{"POST", "/v1/instances/i-000000000001/terminate", "", false},
+		{"DELETE", "/v1/instances/i-000000000001", "", false},
+		{"GET", "/v1/consoles/i-000000000001", "", false},
+		{"GET", "/v1/loadbalancers", "", true},
+		{"PUT", "/v1/loadbalancers/web", lb, true},
+		{"GET", "/v1/loadbalancers/web", "", true},
+		{"PUT", "/v1/loadbalancers/web/backends", `{"backends":[]}`, true},
+		{"DELETE", "/v1/loadbalancers/web", "", true},
+		{"GET", "/v1/clusters/k/routes", "", true},
+		{"POST", "/v1/clusters/k/routes", `{"destinationCIDR":"10.244.1.0/24","targetInstance":"i-000000000001"}`, true},
+		{"DELETE", "/v1/clusters/k/routes/r1", "", true},
+		{"GET", "/admin/faults", "", false},
+		{"PUT", "/admin/faults", `[]`, false},
+		{"PUT", "/admin/faults/lb.ensure", `{"operation":"lb.ensure","outage":true}`, false},
+		{"DELETE", "/admin/faults", "", false},
+		{"GET", "/metrics", "", false},
+	}
+	do := func(method, path, body, tok string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, c.srv.URL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		return resp.StatusCode, b.String()
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			if code, _ := do(tt.method, tt.path, tt.body, ""); code != http.StatusUnauthorized {
+				t.Errorf("without a token: %d, want 401", code)
+			}
+			code, body := do(tt.method, tt.path, tt.body, ccmToken)
+			switch {
+			case !tt.ccm && (code != http.StatusForbidden || !strings.Contains(body, "Forbidden")):
+				t.Errorf("with the CCM's token: %d %s, want 403 Forbidden", code, body)
+			case tt.ccm && (code == http.StatusForbidden || code == http.StatusUnauthorized):
+				t.Errorf("with the CCM's token: %d %s, want it allowed", code, body)
+			}
+			if code, body := do(tt.method, tt.path, tt.body, token); code == http.StatusForbidden || code == http.StatusUnauthorized {
+				t.Errorf("with the administrator's token: %d %s, want it allowed", code, body)
+			}
+		})
+	}
+}
