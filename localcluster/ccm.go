@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,6 +42,15 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 	}
 	// After the CCM: pods schedule only on initialized nodes.
 	return c.cfg.Progress.Step(ctx, "deploy cluster DNS (CoreDNS) and wait until it is ready", c.deployDNS)
+}
+
+// migratingRoutes reports whether the CCM runs with leader migration: then its route
+// controller waits for a migration lease that another controller manager may hold, and
+// pods have no routes until one of them makes them.
+func (c *Cluster) migratingRoutes() bool {
+	return slices.ContainsFunc(c.cfg.CCMArgs, func(a string) bool {
+		return a == "--enable-leader-migration" || a == "--enable-leader-migration=true"
+	})
 }
 
 func (c *Cluster) startCCM(ctx context.Context) (string, error) {

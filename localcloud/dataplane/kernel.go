@@ -58,6 +58,10 @@ type Kernel struct {
 type kernelLB struct {
 	lb      LoadBalancer
 	checker *checker // nil when health checks are disabled
+	// programmed is the backends' health the machine was last programmed with, nil
+	// before the first programming of lb. Health reports it, so that the cloud never
+	// says a backend is out before the kernel has stopped sending to it.
+	programmed []BackendHealth
 }
 
 // NewKernel returns a Kernel programming prog. Call Sync once the load balancers the
@@ -120,30 +124,38 @@ func (k *Kernel) Sync(ctx context.Context) error {
 	defer k.syncMu.Unlock()
 	k.mu.Lock()
 	lbs := make([]hosts.LoadBalancer, 0, len(k.lbs))
+	health := make(map[*kernelLB][]BackendHealth, len(k.lbs))
 	for _, st := range k.lbs {
-		lbs = append(lbs, k.machineLB(st))
+		h := backendsHealth(st.lb, st.checker, k.prog.Routable)
+		health[st] = h
+		lbs = append(lbs, k.machineLB(st, h))
 	}
 	k.mu.Unlock()
-	return k.prog.SetLoadBalancers(ctx, lbs)
+	if err := k.prog.SetLoadBalancers(ctx, lbs); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	for st, h := range health {
+		if k.lbs[st.lb.Name] == st {
+			st.programmed = h
+		}
+	}
+	k.mu.Unlock()
+	return nil
 }
 
 // machineLB is what the machine programs for a load balancer: its routable backends, and
 // as targets those not known to be unhealthy (or all of them when none is left, as cloud
 // load balancers fail open).
-func (k *Kernel) machineLB(st *kernelLB) hosts.LoadBalancer {
-	lb := st.lb
-	out := toMachine(lb)
-	var states map[probe]*healthState
-	if st.checker != nil {
-		states = st.checker.current()
-	}
-	for _, b := range lb.Backends {
-		if !k.prog.Routable(b.Addr) || slices.Contains(out.Backends, b.Addr) {
+func (k *Kernel) machineLB(st *kernelLB, health []BackendHealth) hosts.LoadBalancer {
+	out := toMachine(st.lb)
+	for _, b := range health {
+		if !k.prog.Routable(b.Backend.Addr) || slices.Contains(out.Backends, b.Backend.Addr) {
 			continue
 		}
-		out.Backends = append(out.Backends, b.Addr)
-		if backendHealth(lb, b, states) != HealthUnhealthy {
-			out.Targets = append(out.Targets, b.Addr)
+		out.Backends = append(out.Backends, b.Backend.Addr)
+		if b.Health != HealthUnhealthy {
+			out.Targets = append(out.Targets, b.Backend.Addr)
 		}
 	}
 	if len(out.Targets) == 0 {
@@ -260,10 +272,13 @@ func (k *Kernel) Remove(ctx context.Context, name string) error {
 // send to is unhealthy.
 func (k *Kernel) Health(name string) ([]BackendHealth, bool) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	st := k.lbs[name]
-	k.mu.Unlock()
 	if st == nil {
 		return nil, false
+	}
+	if st.programmed != nil {
+		return slices.Clone(st.programmed), true
 	}
 	return backendsHealth(st.lb, st.checker, k.prog.Routable), true
 }

@@ -135,6 +135,58 @@ func TestKernelProgramsHealthyTargets(t *testing.T) {
 	poll.Eventually(t, "the unhealthy c alone is a target (fail open)", f.targets("web", nodeC))
 }
 
+// TestKernelReportsTheHealthItProgrammed: the health Health reports (the cloud's load
+// balancer status) is the one the machine was last programmed with, so a client that
+// reads a backend as out never finds the kernel still sending to it: while programming
+// fails, a backend whose checks fail still reads as it was programmed; once the machine
+// takes the change, it reads unhealthy and is no longer a target.
+func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
+	f := &fakeMachine{unroutable: unroutable}
+	k := newTestKernel(t, f)
+	hc := freePort(t, TCP, nodeA, nodeB)
+	healthz(t, netip.AddrPortFrom(nodeA, hc), http.StatusOK) // b answers no health check
+	lb := LoadBalancer{Name: "web", VIP: kernelVIP, HealthCheckNodePort: hc, Ports: []Port{{Protocol: TCP, Port: 80}},
+		Backends: []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}}}
+	f.fail(errors.New("the machine refuses for now"))
+	f.mu.Lock()
+	before := f.calls
+	f.mu.Unlock()
+	if err := k.Apply(context.Background(), lb, nil); err == nil {
+		t.Fatal("Apply succeeded on a machine that refuses")
+	}
+	f.fail(nil)
+	if err := k.Apply(context.Background(), lb, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Programmed before any check: both healthy-or-unknown, both targets.
+	if h, _ := k.Health("web"); h[1].Health == HealthUnhealthy {
+		t.Fatalf("b reads unhealthy before any check: %+v", h)
+	}
+	f.fail(errors.New("the machine refuses for now"))
+	f.mu.Lock()
+	before = f.calls
+	f.mu.Unlock()
+	poll.Eventually(t, "a failed programming after b's checks failed", func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.calls < before+1 {
+			return fmt.Errorf("%d programmings since", f.calls-before)
+		}
+		return nil
+	})
+	if h, _ := k.Health("web"); h[1].Health == HealthUnhealthy {
+		t.Errorf("b reads unhealthy while the machine still sends to it: %+v", h)
+	}
+	f.fail(nil)
+	poll.Eventually(t, "b out of the targets", f.targets("web", nodeA))
+	poll.Eventually(t, "b reads unhealthy once programmed", func() error {
+		if h, _ := k.Health("web"); h[1].Health != HealthUnhealthy {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
+}
+
 // TestKernelApplyIsAllOrNothing: when programming or the commit fails, the commit does
 // not run or is undone, and the machine is programmed with the previous configuration.
 func TestKernelApplyIsAllOrNothing(t *testing.T) {
