@@ -130,7 +130,11 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: ns},
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(Name, o.Namespace)},
 	}
-	typed = append(typed, clusterRole(Name, policyRules(clusterRules()))...)
+	clusterNames, err := operandClusterNames(o.OperandNamespace)
+	if err != nil {
+		return nil, err
+	}
+	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames)))...)
 	typed = append(typed, clusterRole(operandRulesRole, operandCluster)...)
 	namespaces := []string{o.OperandNamespace}
 	if o.OperandNamespace != controllerNamespace {

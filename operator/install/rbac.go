@@ -22,8 +22,10 @@ type Rule struct {
 
 var writeVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 
-// clusterRules are the operator's own cluster-wide permissions.
-func clusterRules() []Rule {
+// clusterRules are the operator's own cluster-wide permissions; clusterNames are the
+// ClusterRoles and ClusterRoleBindings any built-in profile renders, the only ones it may
+// read by name, change or delete.
+func clusterRules(clusterNames []string) []Rule {
 	return []Rule{
 		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers"},
 			Verbs: []string{"get", "list", "watch", "patch"}},
@@ -37,8 +39,11 @@ func clusterRules() []Rule {
 		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
 			"replicas 1 on a one-node cluster: the operand controller lists two Nodes' metadata from the API server (operator/controllers/operand.go)"},
 		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings"},
-			Verbs: writeVerbs},
-			"the CCM's ClusterRoles and bindings: applied, watched (cache limited to the operator's label), pruned"},
+			Verbs: []string{"list", "watch", "create"}},
+			"the CCM's ClusterRoles and bindings: watched (cache limited to the operator's label) and created; RBAC lets no rule name what does not exist yet"},
+		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings"},
+			Verbs: []string{"get", "patch", "delete"}, ResourceNames: clusterNames},
+			"the CCM's ClusterRoles and bindings, by name (every name a built-in profile renders): applied and pruned, no other"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			"/metrics: the caller's token is checked by the API server"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -83,15 +88,48 @@ func leaderRules() []Rule {
 	}
 }
 
+// operandClusterNames returns the name of every ClusterRole and ClusterRoleBinding any
+// built-in profile renders, sorted.
+func operandClusterNames(namespace string) ([]string, error) {
+	var names []string
+	err := eachRendering(namespace, func(u *unstructured.Unstructured) {
+		if k := u.GetKind(); (k == "ClusterRole" || k == "ClusterRoleBinding") && !slices.Contains(names, u.GetName()) {
+			names = append(names, u.GetName())
+		}
+	})
+	slices.Sort(names)
+	return names, err
+}
+
 // operandRules are the rules of every Role and ClusterRole any built-in profile renders:
 // RBAC lets the operator grant only what it holds, so it holds these (rather than the
 // escalate verb, which would let it grant anything).
 func operandRules(namespace string) (cluster []rbacv1.PolicyRule, byNamespace map[string][]rbacv1.PolicyRule, err error) {
 	byNamespace = map[string][]rbacv1.PolicyRule{}
+	err = eachRendering(namespace, func(u *unstructured.Unstructured) {
+		switch u.GetKind() {
+		case "ClusterRole":
+			cluster = append(cluster, rulesOf(u)...)
+		case "Role":
+			byNamespace[u.GetNamespace()] = append(byNamespace[u.GetNamespace()], rulesOf(u)...)
+		case "ClusterRoleBinding":
+			// Binding a ClusterRole the rendering does not define (system:auth-delegator)
+			// needs its rules too: the operator holds those as its own (metrics).
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return dedupe(cluster), byNamespace, nil
+}
+
+// eachRendering calls fn with every object of every built-in profile, rendered with
+// every optional controller on (routes configured), in namespace.
+func eachRendering(namespace string, fn func(*unstructured.Unstructured)) error {
 	for _, name := range profiles.Names() {
 		p, err := profiles.Load(name)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		spec := v1alpha1.CloudControllerManagerSpec{Platform: name, ConfigureCloudRoutes: ptrTrue(), ClusterCIDR: "10.0.0.0/16"}
 		if p.Image == "" {
@@ -102,21 +140,13 @@ func operandRules(namespace string) (cluster []rbacv1.PolicyRule, byNamespace ma
 		}
 		r, err := profiles.Render(p, profiles.Input{Spec: spec, Namespace: namespace, DefaultVersion: "v1"})
 		if err != nil {
-			return nil, nil, fmt.Errorf("render profile %s for its permissions: %w", name, err)
+			return fmt.Errorf("render profile %s for its permissions: %w", name, err)
 		}
 		for _, u := range r.Objects {
-			switch u.GetKind() {
-			case "ClusterRole":
-				cluster = append(cluster, rulesOf(u)...)
-			case "Role":
-				byNamespace[u.GetNamespace()] = append(byNamespace[u.GetNamespace()], rulesOf(u)...)
-			case "ClusterRoleBinding":
-				// Binding a ClusterRole the rendering does not define (system:auth-delegator)
-				// needs its rules too: the operator holds those as its own (metrics).
-			}
+			fn(u)
 		}
 	}
-	return dedupe(cluster), byNamespace, nil
+	return nil
 }
 
 func ptrTrue() *bool { t := true; return &t }
