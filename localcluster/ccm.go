@@ -41,7 +41,11 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 		return nil // kwok nodes run no pods
 	}
 	// After the CCM: pods schedule only on initialized nodes.
-	return c.cfg.Progress.Step(ctx, "deploy cluster DNS (CoreDNS) and wait until it is ready", c.deployDNS)
+	step := "deploy cluster DNS (CoreDNS) and wait until it is ready"
+	if c.migratingRoutes() {
+		step = "deploy cluster DNS (CoreDNS)"
+	}
+	return c.cfg.Progress.Step(ctx, step, c.deployDNS)
 }
 
 // migratingRoutes reports whether the CCM runs with leader migration: then its route
@@ -49,7 +53,12 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 // pods have no routes until one of them makes them.
 func (c *Cluster) migratingRoutes() bool {
 	return slices.ContainsFunc(c.cfg.CCMArgs, func(a string) bool {
-		return a == "--enable-leader-migration" || a == "--enable-leader-migration=true"
+		if a == "--enable-leader-migration" {
+			return true
+		}
+		v, ok := strings.CutPrefix(a, "--enable-leader-migration=")
+		on, err := strconv.ParseBool(v)
+		return ok && err == nil && on
 	})
 }
 

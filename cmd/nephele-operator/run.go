@@ -69,6 +69,9 @@ func newRunCmd() *cobra.Command {
 }
 
 func (o runOptions) run(cmd *cobra.Command) error {
+	if err := install.ValidateConfigNamespace(o.configNamespace, o.operandNamespace); err != nil {
+		return err
+	}
 	log := klog.NewKlogr()
 	ctrl.SetLogger(log)
 	var cfg *rest.Config

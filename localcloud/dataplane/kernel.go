@@ -280,7 +280,12 @@ func (k *Kernel) Health(name string) ([]BackendHealth, bool) {
 	if st.programmed != nil {
 		return slices.Clone(st.programmed), true
 	}
-	return backendsHealth(st.lb, st.checker, k.prog.Routable), true
+	// Not programmed yet (Apply is under way): nothing is known that the machine acts on.
+	out := make([]BackendHealth, 0, len(st.lb.Backends))
+	for _, b := range st.lb.Backends {
+		out = append(out, BackendHealth{Backend: b, Health: HealthUnknown})
+	}
+	return out, true
 }
 
 // Close stops the health checks and the background programming. The rules stay on the

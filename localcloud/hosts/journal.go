@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -160,6 +161,11 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// systemDirs are directories no host's private path creates: a journal that says a
+// local cloud created one is not one of its journals.
+var systemDirs = []string{"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt",
+	"/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib", "/var/log", "/var/run", "/var/tmp"}
+
 // reservedTables are the kernel's routing tables (unspec, default, main, local) and the
 // range below 256 that other software numbers its tables in; nephele's tables are
 // addresses read as numbers, above all of them.
@@ -199,7 +205,8 @@ func (j *journal) validate(dir string) error {
 			bad("network.bridge", "%v", err)
 		}
 		gw, err := netip.ParsePrefix(n.Gateway)
-		if err != nil || !gw.Addr().Is4() {
+		gwOK := err == nil && gw.Addr().Is4()
+		if !gwOK {
 			bad("network.gateway", "%q is not an IPv4 address with its prefix length", n.Gateway)
 		} else {
 			if n.Table != 0 {
@@ -218,9 +225,26 @@ func (j *journal) validate(dir string) error {
 		if n.NSDir != "" {
 			samePath("network.nsDir", n.NSDir, filepath.Join(abs, nsDirName))
 		}
+		var guards []netip.Prefix
 		for i, g := range n.Guards {
-			if _, err := netip.ParsePrefix(g); err != nil {
+			p, err := netip.ParsePrefix(g)
+			if err != nil {
 				bad(fmt.Sprintf("network.guards[%d]", i), "%q is not a CIDR", g)
+				continue
+			}
+			guards = append(guards, p)
+		}
+		// The machine's routes send a guarded destination to a host: never anything
+		// else (a default route, the machine's own network).
+		for i, r := range n.Routes {
+			field := fmt.Sprintf("network.routes[%d]", i)
+			if !slices.ContainsFunc(guards, func(g netip.Prefix) bool {
+				return g.Contains(r.Destination.Addr()) && g.Bits() <= r.Destination.Bits()
+			}) {
+				bad(field+".destination", "%s is inside no guard CIDR %v", r.Destination, n.Guards)
+			}
+			if !gwOK || !gw.Masked().Contains(r.Via) || r.Via == gw.Addr() {
+				bad(field+".via", "%s is no host address of the instance range %s", r.Via, n.Gateway)
 			}
 		}
 		if v := n.VIP; v != nil {
@@ -228,8 +252,8 @@ func (j *journal) validate(dir string) error {
 			if err != nil || !pool.Addr().Is4() {
 				bad("network.vip.pool", "%q is not an IPv4 CIDR", v.Pool)
 			}
-			if v.RejectTable <= maxReservedTable {
-				bad("network.vip.rejectTable", "routing table %d is not one a local cloud makes", v.RejectTable)
+			if gwOK {
+				table("network.vip.rejectTable", v.RejectTable, addrNum(gw.Masked().Addr()))
 			}
 			if v.RulePriority != vipRulePriority {
 				bad("network.vip.rulePriority", "%d, not %d", v.RulePriority, vipRulePriority)
@@ -237,14 +261,16 @@ func (j *journal) validate(dir string) error {
 			if v.MangleChain != mangleChainName(n.Bridge) {
 				bad("network.vip.mangleChain", "%q, not %q", v.MangleChain, mangleChainName(n.Bridge))
 			}
-			for field, c := range map[string]string{"network.vip.natChain": v.NATChain, "network.vip.filterChain": v.FilterChain} {
-				if c != filterChainName(n.Bridge) {
-					bad(field, "%q, not %q", c, filterChainName(n.Bridge))
-				}
+			if v.FilterChain != filterChainName(n.Bridge) {
+				bad("network.vip.filterChain", "%q, not %q", v.FilterChain, filterChainName(n.Bridge))
+			}
+			// Empty in a journal from before the chain existed.
+			if v.NATChain != "" && v.NATChain != filterChainName(n.Bridge) {
+				bad("network.vip.natChain", "%q, not %q", v.NATChain, filterChainName(n.Bridge))
 			}
 			for i, c := range v.Chains {
-				if !strings.HasPrefix(c, "NEPHELE-LB-") {
-					bad(fmt.Sprintf("network.vip.chains[%d]", i), "%q is not a load balancer chain of a local cloud", c)
+				if h, ok := strings.CutPrefix(c, "NEPHELE-LB-"); !ok || len(h) != 16 || strings.Trim(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+					bad(fmt.Sprintf("network.vip.chains[%d]", i), "%q is not a load balancer chain of a local cloud (NEPHELE-LB- and 16 base32 letters)", c)
 				}
 			}
 			for i, nd := range v.Nodes {
@@ -287,8 +313,9 @@ func (j *journal) validate(dir string) error {
 		}
 	}
 	for i, d := range j.CreatedDirs {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
-			bad(fmt.Sprintf("createdDirs[%d]", i), "%q is not an absolute, clean path below /", d)
+		// Removed with every empty directory below it: never one of the system's own.
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || slices.Contains(systemDirs, d) {
+			bad(fmt.Sprintf("createdDirs[%d]", i), "%q is not an absolute, clean path below the system's own directories", d)
 		}
 	}
 	if len(errs) > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,14 +21,14 @@ func validJournal(dir string) *journal {
 	return &journal{
 		Version: journalVersion,
 		Network: &networkRecord{
-			Bridge: br, Gateway: "10.250.40.1/24", Guards: []string{"10.251.40.0/24"}, GuardMetric: 4242,
+			Bridge: br, Gateway: "10.250.40.1/24", Guards: []string{"10.251.40.0/24", "10.244.0.0/16"}, GuardMetric: 4242,
 			Chain: chainName(br), Table: tableID(gw), RulePriority: bridgeRulePriority, Sink: sinkName(gw), NSDir: ns,
 			Routes: []Route{{Destination: netip.MustParsePrefix("10.244.1.0/24"), Via: host}},
 			VIP: &vipRecord{
 				Pool: "10.87.40.0/24", Source: "10.87.40.254/24", Mask: vipMarkMask, RejectMark: 1 << vipMarkShift,
 				RejectTable: addrNum(netip.MustParseAddr("10.250.40.0")), RulePriority: vipRulePriority,
 				MangleChain: mangleChainName(br), NATChain: filterChainName(br), FilterChain: filterChainName(br),
-				Chains: []string{"NEPHELE-LB-0123456789abcdef"},
+				Chains: []string{"NEPHELE-LB-" + hashName(br+"/web")},
 				Nodes:  []vipNode{{Addr: host, Mark: 2 << vipMarkShift, Table: addrNum(host)}},
 			},
 		},
@@ -79,6 +80,16 @@ func TestJournalRefusesWhatNepheleWouldNotMake(t *testing.T) {
 		{"another namespace", func(j *journal) { host(j).Up.NetNS = "cni-1234" }, `hosts["i-000000000001"].up.netns`},
 		{"a cgroup outside /nephele", func(j *journal) { host(j).Up.Cgroup = "/system.slice" }, `hosts["i-000000000001"].up.cgroup`},
 		{"a mount namespace file outside", func(j *journal) { host(j).Up.MountNS = "/proc/1/ns/mnt" }, `hosts["i-000000000001"].up.mountns`},
+		{"a journal from before the NAT chain", func(j *journal) { j.Network.VIP.NATChain = "" }, ""},
+		{"a created mount point", func(j *journal) { j.CreatedDirs = []string{"/var/lib/kubelet"} }, ""},
+		{"the machine's default route", func(j *journal) {
+			j.Network.Routes = []Route{{Destination: netip.MustParsePrefix("0.0.0.0/0"), Via: netip.MustParseAddr("10.250.40.2")}}
+		}, "network.routes[0].destination"},
+		{"a route via the machine's network", func(j *journal) { j.Network.Routes[0].Via = netip.MustParseAddr("192.168.1.1") }, "network.routes[0].via"},
+		{"a route via the bridge itself", func(j *journal) { j.Network.Routes[0].Via = netip.MustParseAddr("10.250.40.1") }, "network.routes[0].via"},
+		{"another bridge's top chain", func(j *journal) { j.Network.VIP.Chains = []string{"NEPHELE-LB-nphother"} }, "network.vip.chains[0]"},
+		{"a reject table of another range", func(j *journal) { j.Network.VIP.RejectTable++ }, "network.vip.rejectTable"},
+		{"/run as a created directory", func(j *journal) { j.CreatedDirs = []string{"/run"} }, "createdDirs[0]"},
 		{"a relative created directory", func(j *journal) { j.CreatedDirs = []string{"var/lib/x"} }, "createdDirs[0]"},
 		{"/ as a created directory", func(j *journal) { j.CreatedDirs = []string{"/"} }, "createdDirs[0]"},
 	}
@@ -133,5 +144,35 @@ func writeJournal(t *testing.T, dir string, j *journal) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, journalName), raw, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCleanupLeavesALinkThatIsNoBridge runs as root: a journal whose bridge names an
+// interface that is not a bridge (as a machine's eth0 is not) passes the journal's
+// checks, which cannot know the machine's links, but Cleanup leaves that link alone.
+func TestCleanupLeavesALinkThatIsNoBridge(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("this test needs root, and CI=true never skips it")
+		}
+		t.Skip("needs root")
+	}
+	const link, peer = "nphjtst0", "nphjtst1"
+	if out, err := exec.Command("ip", "link", "add", link, "type", "veth", "peer", "name", peer).CombinedOutput(); err != nil {
+		t.Fatalf("ip link add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", link).Run() })
+	dir := t.TempDir()
+	j := validJournal(dir)
+	j.Network.Bridge = link
+	j.Network.Chain, j.Network.VIP = chainName(link), nil
+	j.Hosts = nil
+	writeJournal(t, dir, j)
+	err := Cleanup(t.Context(), dir, logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), link+" is not a bridge") {
+		t.Errorf("Cleanup = %v, want it to say %s is not a bridge", err, link)
+	}
+	if _, err := os.Stat("/sys/class/net/" + link); err != nil {
+		t.Errorf("Cleanup deleted %s, which is not a bridge: %v", link, err)
 	}
 }

@@ -35,6 +35,22 @@ func (m *Machine) deleteLink(ctx context.Context, name string) error {
 	return nil
 }
 
+// deleteBridge removes bridge name like deleteLink, but leaves a link that is not a
+// bridge: the journal's bridge and sink are bridges a local cloud made, and a name that
+// is now a machine's own interface (eth0) must not be deleted for it.
+func (m *Machine) deleteBridge(ctx context.Context, name string) error {
+	if name != "" && linkExists(name) && !isBridge(name) {
+		return fmt.Errorf("%s is not a bridge, as the one a local cloud made is: left alone", name)
+	}
+	return m.deleteLink(ctx, name)
+}
+
+// isBridge reports whether link name is a bridge.
+func isBridge(name string) bool {
+	_, err := os.Stat("/sys/class/net/" + name + "/bridge")
+	return err == nil
+}
+
 // netnsExists reports whether a named network namespace exists.
 func netnsExists(name string) bool {
 	_, err := os.Stat(netnsPath(name))
@@ -363,7 +379,7 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 	}
 	// The bridge next: with it go its forwarding and every route through it, so
 	// nothing is forwarded while the guards come down.
-	if err := m.deleteLink(ctx, n.Bridge); err != nil {
+	if err := m.deleteBridge(ctx, n.Bridge); err != nil {
 		errs = append(errs, fmt.Errorf("removing bridge %s: %w", n.Bridge, err))
 	}
 	if n.Table != 0 {
@@ -377,7 +393,7 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 			errs = append(errs, fmt.Errorf("removing routing table %s: %w", table, err))
 		}
 	}
-	if err := m.deleteLink(ctx, n.Sink); err != nil {
+	if err := m.deleteBridge(ctx, n.Sink); err != nil {
 		errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
 	}
 	for _, r := range n.Routes {

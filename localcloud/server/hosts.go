@@ -74,8 +74,8 @@ type LostStateError struct {
 func (e *LostStateError) Error() string {
 	return fmt.Sprintf("state file %s does not exist, but the host journal in %s records %d hosts of an earlier run (%s): "+
 		"starting would remove them and their directories. Restore the state file (or give --state the one they belong to), "+
-		"or remove the hosts with localcloud --cleanup --state %s",
-		e.StatePath, e.HostDir, len(e.Hosts), strings.Join(e.Hosts, ", "), e.StatePath)
+		"or remove the hosts with localcloud --cleanup --host-dir %s",
+		e.StatePath, e.HostDir, len(e.Hosts), strings.Join(e.Hosts, ", "), e.HostDir)
 }
 
 // checkLostState refuses to start a cloud with hosts whose state file is gone while

@@ -111,7 +111,7 @@ func TestLostStateRefused(t *testing.T) {
 	if !errors.As(err, &lost) || !slices.Equal(lost.Hosts, []string{"i-000000000001"}) {
 		t.Fatalf("Start = %v, want a *LostStateError naming the recorded host", err)
 	}
-	for _, want := range []string{state, "Restore the state file", "localcloud --cleanup --state " + state} {
+	for _, want := range []string{state, "Restore the state file", "localcloud --cleanup --host-dir " + dir} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Start = %v, want it to say %q", err, want)
 		}

@@ -148,7 +148,8 @@ func (s *Server) healthHandler(endpoint string) http.HandlerFunc {
 		}
 		setTextHeaders(w)
 		if len(failed) > 0 {
-			s.logger.Info("Health check failed", "endpoint", endpoint, "failed", failed, "reasons", reasons)
+			// At V(2), as upstream's: probes fail every few seconds while a check does.
+			s.logger.V(2).Info("Health check failed", "endpoint", endpoint, "failed", failed, "reasons", reasons)
 			// Always verbose on failure, as upstream: the caller needs to know which failed.
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, "%s%s check failed\n", out.String(), endpoint)
@@ -176,7 +177,7 @@ func (s *Server) singleCheckHandler(endpoint string) http.HandlerFunc {
 		c := checks[i]
 		setTextHeaders(w)
 		if err := c.Fn(r); err != nil {
-			s.logger.Info("Health check failed", "endpoint", endpoint, "check", name, "err", err)
+			s.logger.V(2).Info("Health check failed", "endpoint", endpoint, "check", name, "err", err)
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprintf(w, "[-]%s failed: reason withheld\n", name)
 			return

@@ -74,6 +74,9 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("invalid value for --%s: %q: %v", flag, ns, msgs))
 		}
 	}
+	if err := ValidateConfigNamespace(o.ConfigNamespace, o.OperandNamespace); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := name.ParseReference(o.Image, name.StrictValidation); err != nil {
 		errs = append(errs, fmt.Errorf("invalid value for --image: %q: %v", o.Image, err))
 	}
@@ -81,6 +84,19 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("invalid value for --replicas: %d: must be at least 1", o.Replicas))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateConfigNamespace refuses a config namespace that holds Secrets other than the
+// CloudControllerManager's sources: an editor of the CloudControllerManager may name any
+// Secret there for the operator to copy next to an image the editor chooses, so it must
+// not be kube-system (bootstrap and service account tokens) or the CCM's namespace.
+func ValidateConfigNamespace(config, operand string) error {
+	for _, ns := range []string{controllerNamespace, operand} {
+		if config == ns {
+			return fmt.Errorf("invalid value for --config-namespace: %q: it holds other Secrets, which an editor of the CloudControllerManager could have the operator copy; give the sources a namespace of their own (default %s)", config, DefaultConfigNamespace)
+		}
+	}
+	return nil
 }
 
 func labels() map[string]string {

@@ -83,3 +83,18 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("%d lines, want 3: %v", n, err)
 	}
 }
+
+// TestConfigNamespaceHoldsOnlySources: the config namespace may not be one that holds
+// other Secrets, which an editor of the CloudControllerManager could name.
+func TestConfigNamespaceHoldsOnlySources(t *testing.T) {
+	for _, ns := range []string{"kube-system", "ccm-system"} {
+		o := DefaultOptions()
+		o.OperandNamespace, o.ConfigNamespace = "ccm-system", ns
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--config-namespace") {
+			t.Errorf("--config-namespace %s: %v, want it refused", ns, err)
+		}
+	}
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
+}
