@@ -1,10 +1,9 @@
 package main
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,14 +48,11 @@ func TestUpRealNodes(t *testing.T) {
 	// the developer's nor the other packages' host tests.
 	// The pod and Service ranges are the test's own too: two runs at once (a developer's
 	// and CI's) would otherwise guard each other's routes.
-	bridge := fmt.Sprintf("nphup%06x", rand.IntN(1<<24))
-	n := rand.IntN(200)
-	instanceRange := fmt.Sprintf("10.86.%d.0/24", n)
-	pods := 160 + 2*rand.IntN(40) // 10.160-10.238, even: the Service range is the odd one after it
-	clusterCIDR, serviceCIDR := fmt.Sprintf("10.%d.0.0/16", pods), fmt.Sprintf("10.%d.0.0/16", pods+1)
-	// The VIP pool of the same number, routed to the nodes by the kernel.
-	vipPool := fmt.Sprintf("10.87.%d.0/24", n)
-	markers := []string{bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), fmt.Sprintf("10.87.%d.", n), dir}
+	// clustertest's slots keep them apart from every other real-cluster test running.
+	r := clustertest.NewRanges(t, "nphup")
+	bridge, instanceRange, vipPool := r.Bridge, r.InstanceCIDR.String(), r.VIPPool.String()
+	clusterCIDR, serviceCIDR := r.ClusterCIDR.String(), r.ServiceCIDR.String()
+	markers := append(slices.Clone(r.Markers), dir)
 	before := hoststest.Snapshot(t, markers...)
 	sysctls := readSysctls(t)
 

@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcluster"
 )
 
@@ -129,14 +131,24 @@ type Ranges struct {
 	Markers []string
 }
 
-// NewRanges picks a bridge and ranges at random: the instance range in 10.86.0.0/16, a
-// pod /16 and the Service /16 after it in 10.160-10.239, and the VIP pool of the same
-// number in 10.87.0.0/16 (routed to the nodes by the kernel, outside the instance range's
-// /16, as upstream's source-IP test wants of a client; a cluster whose instance range is
-// free has a free pool too).
-func NewRanges(prefix string) Ranges {
-	n := rand.IntN(200)
-	pods := 160 + 2*rand.IntN(40)
+// rangeSlots is how many tests may hold ranges at once on one machine.
+const rangeSlots = 40
+
+// slotDir holds a lock file per slot; root's, as the tests that take slots run as root.
+const slotDir = "/run/nephele-test-ranges"
+
+// NewRanges takes one of rangeSlots slots of the machine, held until t ends, and returns
+// its bridge and ranges: slot k has the instance range 10.86.k.0/24, the pod /16
+// 10.(160+2k) and the Service /16 after it, and the VIP pool 10.87.k.0/24 (routed to the
+// nodes by the kernel, outside the instance range's /16, as upstream's source-IP test
+// wants of a client). A slot is a lock file taken with flock, so tests of several
+// packages (several processes: go test runs packages in parallel) never get the same
+// ranges, which the local cloud would refuse (a guard CIDR overlapping another cluster's
+// routes); a test that dies releases its slot with its process.
+func NewRanges(t testing.TB, prefix string) Ranges {
+	t.Helper()
+	k := takeSlot(t)
+	n, pods := k, 160+2*k
 	r := Ranges{
 		Bridge:       fmt.Sprintf("%s%06x", prefix, rand.IntN(1<<24)),
 		InstanceCIDR: netip.MustParsePrefix(fmt.Sprintf("10.86.%d.0/24", n)),
@@ -146,6 +158,34 @@ func NewRanges(prefix string) Ranges {
 	}
 	r.Markers = []string{r.Bridge, fmt.Sprintf("10.86.%d.", n), fmt.Sprintf("10.%d.", pods), fmt.Sprintf("10.%d.", pods+1), fmt.Sprintf("10.87.%d.", n)}
 	return r
+}
+
+// takeSlot locks a free slot, starting at a random one, waiting while all are taken.
+func takeSlot(t testing.TB) int {
+	t.Helper()
+	if err := os.MkdirAll(slotDir, 0o700); err != nil {
+		t.Fatalf("clustertest: %v", err)
+	}
+	var slot int
+	poll.Within(t, 30*time.Minute, "a free range slot (another test holds each of them)", func() error {
+		start := rand.IntN(rangeSlots)
+		for i := range rangeSlots {
+			k := (start + i) % rangeSlots
+			f, err := os.OpenFile(filepath.Join(slotDir, fmt.Sprintf("%d.lock", k)), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+			if err != nil {
+				return err
+			}
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				_ = f.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = f.Close() })
+			slot = k
+			return nil
+		}
+		return fmt.Errorf("all %d slots taken", rangeSlots)
+	})
+	return slot
 }
 
 // Config is a localcluster configuration on these ranges.
@@ -182,7 +222,7 @@ func Dir(t testing.TB, prefix string) string {
 // directory, with the logs.
 func Start(t testing.TB, prefix, bin string, nodes int, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
 	t.Helper()
-	ranges := NewRanges(prefix)
+	ranges := NewRanges(t, prefix)
 	dir := Dir(t, prefix)
 	markers := append(append([]string(nil), ranges.Markers...), dir)
 	before := hoststest.Snapshot(t, markers...)
