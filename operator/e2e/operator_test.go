@@ -170,7 +170,7 @@ func TestOperatorOnRealNodes(t *testing.T) {
 	}
 	hash := d.Spec.Template.Annotations[profiles.AnnotationConfigHash]
 	var secret corev1.Secret
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.CloudConfig.Name}, &secret); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: o.CloudConfig.Name}, &secret); err != nil {
 		t.Fatal(err)
 	}
 	secret.Data[o.CloudConfig.Key] = append(secret.Data[o.CloudConfig.Key], []byte("requestTimeout: 20s\n")...)
