@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 )
 
 // validJournal is what a Machine in dir with one host up and a VIP data plane records.
@@ -151,12 +152,7 @@ func writeJournal(t *testing.T, dir string, j *journal) {
 // interface that is not a bridge (as a machine's eth0 is not) passes the journal's
 // checks, which cannot know the machine's links, but Cleanup leaves that link alone.
 func TestCleanupLeavesALinkThatIsNoBridge(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test needs root, and CI=true never skips it")
-		}
-		t.Skip("needs root")
-	}
+	hoststest.RequireRoot(t)
 	const link, peer = "nphjtst0", "nphjtst1"
 	if out, err := exec.Command("ip", "link", "add", link, "type", "veth", "peer", "name", peer).CombinedOutput(); err != nil {
 		t.Fatalf("ip link add: %v: %s", err, out)

@@ -127,12 +127,7 @@ func TestLostStateRefused(t *testing.T) {
 func TestLostStateKeepsHosts(t *testing.T) {
 	before := hoststest.Snapshot(t, "nphsrv14", "10.250.14.", "10.251.14.", "nv0afa0e")
 	c, markers := hostCloud(t, 14)
-	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
-	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitConsole(t, c.client, n1.ID, "ready node-1")
+	n1 := bootHost(t, c, "node-1")
 	c.stop()
 
 	saved := c.cfg.StatePath + ".saved"
@@ -351,12 +346,7 @@ func hostCloud(t *testing.T, n int, mutate ...func(*server.Config)) (*testCloud,
 func TestBrokenHostIsKept(t *testing.T) {
 	before := hoststest.Snapshot(t, "nphsrv12", "10.250.12.", "10.251.12.", "nv0afa0c")
 	c, markers := hostCloud(t, 12)
-	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
-	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitConsole(t, c.client, n1.ID, "ready node-1")
+	n1 := bootHost(t, c, "node-1")
 	c.stop()
 
 	st, err := store.Open(c.cfg.StatePath)
@@ -398,12 +388,7 @@ func TestHostDirOfAnotherState(t *testing.T) {
 	before := hoststest.Snapshot(t, "nphsrv13", "10.250.13.", "10.251.13.", "nv0afa0d")
 	dir := filepath.Join(t.TempDir(), "hosts")
 	c, markers := hostCloud(t, 13, func(cfg *server.Config) { cfg.Hosts.Dir = dir })
-	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
-	n1, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1", Kind: api.InstanceHost, BootCommand: boot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitConsole(t, c.client, n1.ID, "ready node-1")
+	n1 := bootHost(t, c, "node-1")
 	c.stop()
 
 	other := c.cfg
@@ -432,4 +417,17 @@ func TestHostDirOfAnotherState(t *testing.T) {
 	if got := hoststest.Snapshot(t, markers...); got != before {
 		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, got)
 	}
+}
+
+// bootHost creates a host instance name whose boot command says it is ready and then
+// sleeps, and waits until it has said so.
+func bootHost(t *testing.T, c *testCloud, name string) *api.Instance {
+	t.Helper()
+	boot := []string{"sh", "-c", `echo "ready $NEPHELE_INSTANCE_NAME"; exec sleep 1000`}
+	inst, err := c.client.CreateInstance(ctx(), api.InstanceSpec{Name: name, Kind: api.InstanceHost, BootCommand: boot})
+	if err != nil {
+		t.Fatalf("creating host %s: %v", name, err)
+	}
+	waitConsole(t, c.client, inst.ID, "ready "+name)
+	return inst
 }
