@@ -142,6 +142,20 @@ generate-check: $(CONTROLLER_GEN)
 	  diff -r $$tmp/crd $(CRD_DIR) && diff $$tmp/obj/zz_generated.deepcopy.go operator/api/v1alpha1/zz_generated.deepcopy.go \
 	  || { echo "the operator's generated files are stale: run make generate" >&2; exit 1; }
 
+# The modules inside this tree that import nephele's root module through a replace
+# directive: a package the root starts importing needs a go.sum line in each of them too,
+# and without this check the first to notice is the example provider's build, an hour
+# into make test. go list loads exactly what their builds and tests load, so it downloads
+# nothing the tests would not.
+NESTED_MODULES := bench deploy/deploytest examples/provider
+
+.PHONY: mod-check
+mod-check:
+	@for m in . $(NESTED_MODULES); do \
+	  (cd $$m && $(GO) list -mod=readonly -deps -test ./... >/dev/null) \
+	  || { echo "module $$m: go.mod or go.sum is missing what its packages import: run (cd $$m && GOWORK=off go mod tidy)" >&2; exit 1; }; \
+	done
+
 # Static and with -trimpath, as images.Compile builds the images' commands: the two share
 # every compiled package, so make node-images after make build compiles nothing again.
 .PHONY: build
@@ -228,7 +242,7 @@ lint: fmt-check vet staticcheck ## gofmt check, go vet and staticcheck
 # as root (CI), the Debian packages the real-node tests need too. nephele's commands and
 # the node images are built once here (make node-images builds both), and every test
 # that runs them takes them from bin/ (NEPHELE_BUILT_DIR) instead of building its own.
-TEST_DEPS := tools $(if $(filter 0,$(shell id -u)),node-deps e2e-deps) fmt-check vet staticcheck generate-check node-images e2e-bins
+TEST_DEPS := mod-check tools $(if $(filter 0,$(shell id -u)),node-deps e2e-deps) fmt-check vet staticcheck generate-check node-images e2e-bins
 
 # The Debian programs the e2e test images are made of (images/e2eimages).
 .PHONY: e2e-deps
