@@ -30,7 +30,7 @@ type Cluster struct {
 	Env *controlplane.Env
 	// Cloud is a client of the local cloud's API, at CloudURL with the administrator's
 	// token in CloudTokenFile. CCMTokenFile holds the token every CCM of the cluster
-	// gets, whose role is a CCM's (server.CCMOperations): it cannot make hosts or set
+	// gets, whose role is a CCM's (server.IsCCMOperation): it cannot make hosts or set
 	// faults.
 	Cloud          *client.Client
 	CloudURL       string

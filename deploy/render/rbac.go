@@ -37,6 +37,18 @@ const (
 	authDelegatorClusterRole = "system:auth-delegator"
 )
 
+// InControllerNamespace reports whether a rendering may put an object of kind in
+// ControllerServiceAccountNamespace: the controllers' ServiceAccounts and the Role and
+// RoleBinding that let the manager use them, nothing else. Whoever manages renderings (the
+// operator) needs write access there for these kinds only, and never to its Secrets.
+func InControllerNamespace(kind string) bool {
+	switch kind {
+	case "ServiceAccount", "Role", "RoleBinding":
+		return true
+	}
+	return false
+}
+
 // ControllerClusterRole is the ClusterRole of a controller's service account under
 // --use-service-account-credentials: system:controller:cloud-node-controller for
 // node-controller. The "cloud-" keeps it apart from the bootstrap roles Kubernetes

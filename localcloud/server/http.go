@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +60,7 @@ func invalid(field, format string, args ...any) *apiError {
 func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	ep := func(pattern, op string, h handler) { mux.Handle(pattern, s.endpoint(op, h)) }
-	// Every operation is the administrator's; CCMOperations are the CCM token's too.
+	// Every operation is the administrator's; operations IsCCMOperation names are the CCM token's too.
 
 	ep("POST /v1/instances", api.OpInstancesCreate, s.createInstance)
 	ep("GET /v1/instances", api.OpInstancesList, s.listInstances)
@@ -125,13 +124,18 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-// CCMOperations are what a cloud-controller-manager does, and all the CCM token may do:
-// read instances; ensure, update, read and delete load balancers; list, create and
-// delete routes.
-var CCMOperations = []string{
-	api.OpInstancesList, api.OpInstancesGet,
-	api.OpLBList, api.OpLBGet, api.OpLBEnsure, api.OpLBUpdate, api.OpLBDelete,
-	api.OpRoutesList, api.OpRoutesCreate, api.OpRoutesDelete,
+// IsCCMOperation reports whether op is something a cloud-controller-manager does, and so
+// something the CCM token may do: read instances; ensure, update, read and delete load
+// balancers; list, create and delete routes. A function rather than an exported list, so
+// that no caller can widen the role at run time.
+func IsCCMOperation(op string) bool {
+	switch op {
+	case api.OpInstancesList, api.OpInstancesGet,
+		api.OpLBList, api.OpLBGet, api.OpLBEnsure, api.OpLBUpdate, api.OpLBDelete,
+		api.OpRoutesList, api.OpRoutesCreate, api.OpRoutesDelete:
+		return true
+	}
+	return false
 }
 
 // role is who a request's token says the caller is.
@@ -146,7 +150,7 @@ const (
 // endpoint wraps an operation's handler: authentication, authorization, faults,
 // metrics, answers.
 func (s *Server) endpoint(op string, h handler) http.Handler {
-	ccm := slices.Contains(CCMOperations, op)
+	ccm := IsCCMOperation(op)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}

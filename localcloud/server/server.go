@@ -49,7 +49,7 @@ type Config struct {
 	// it. Required.
 	Token string
 	// CCMToken, when set, is a second bearer token with a cloud-controller-manager's
-	// role (CCMOperations): reading instances, load balancers and routes. Everything
+	// role (IsCCMOperation): reading instances, load balancers and routes. Everything
 	// else, making or stopping instances (whose boot command runs as root on the
 	// machine), consoles, faults and metrics, answers it 403. It must differ from Token.
 	CCMToken string

@@ -138,14 +138,20 @@ func listOwned(ctx context.Context, c client.Reader, component string, namespace
 }
 
 // listLabelled lists every object of the operand kinds labelled as the operator's with
-// component, in namespaces (cluster-scoped kinds: everywhere), whoever made it.
+// component, whoever made it: cluster-scoped kinds everywhere, the kinds a rendering may
+// put in kube-system in all of namespaces, and the others in namespaces[0], the CCM's.
 func listLabelled(ctx context.Context, c client.Reader, component string, namespaces []string) ([]*unstructured.Unstructured, error) {
 	sel := client.MatchingLabels{profiles.LabelManagedBy: profiles.ManagedByValue, LabelComponent: component}
 	var out []*unstructured.Unstructured
 	for _, gvk := range operandKinds {
 		scopes := namespaces
-		if gvk.Kind == "ClusterRole" || gvk.Kind == "ClusterRoleBinding" {
+		switch {
+		case gvk.Kind == "ClusterRole" || gvk.Kind == "ClusterRoleBinding":
 			scopes = []string{""}
+		case !render.InControllerNamespace(gvk.Kind):
+			// The operator may not list these in kube-system (its Secrets among them),
+			// and no rendering puts them there.
+			scopes = namespaces[:1]
 		}
 		for _, ns := range scopes {
 			list := &unstructured.UnstructuredList{}

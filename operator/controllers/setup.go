@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nephele-dev/nephele/deploy/render"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -20,7 +23,8 @@ import (
 )
 
 // CacheOptions limits the manager's cache to what the operator needs: namespaced
-// objects in the CCM's namespace and kube-system (where a rendering puts one Role), and
+// objects in the CCM's namespace, and in kube-system only the kinds a rendering puts
+// there (render.InControllerNamespace: the controllers' accounts and one Role), and
 // of the kinds it writes only those labelled as its own, so it neither lists every
 // Secret of kube-system nor every ClusterRole of the cluster.
 func CacheOptions(namespace string) cache.Options {
@@ -29,12 +33,18 @@ func CacheOptions(namespace string) cache.Options {
 	for _, ns := range (Config{Namespace: namespace}).namespaces() {
 		namespaces[ns] = cache.Config{}
 	}
+	// Kinds no rendering puts in kube-system are watched in the CCM's namespace only: the
+	// operator's Role there grants no list or watch of them (Secrets above all).
+	own := map[string]cache.Config{namespace: {}}
 	byObject := map[client.Object]cache.ByObject{}
-	for _, o := range ownedTypes() {
-		byObject[o] = cache.ByObject{Label: mine}
+	for _, o := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
+		by := cache.ByObject{Label: mine}
+		gvk, err := apiutil.GVKForObject(o, scheme.Scheme)
+		if err == nil && gvk.Kind != "ClusterRole" && gvk.Kind != "ClusterRoleBinding" && !render.InControllerNamespace(gvk.Kind) {
+			by.Namespaces = own
+		}
+		byObject[o] = by
 	}
-	byObject[&corev1.Secret{}] = cache.ByObject{Label: mine}
-	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: mine}
 	return cache.Options{DefaultNamespaces: namespaces, ByObject: byObject}
 }
 

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -29,25 +31,69 @@ import (
 
 // TestRBACAudit installs the operator's RBAC as its manifests have it and runs the
 // controllers as the operator's ServiceAccount (impersonated) through install, a cloud
-// config and trusted CA from another namespace, Removed, and deletion. Any transient error
-// is Degraded at once (DegradedAfter 1ns), so a Forbidden shows as Degraded.
+// config and trusted CA from another namespace, Removed, and deletion, with the CCM in
+// kube-system and in a namespace of its own. Any transient error is Degraded at once
+// (DegradedAfter 1ns), so a Forbidden shows as Degraded.
 func TestRBACAudit(t *testing.T) {
+	for _, ns := range []string{render.DefaultNamespace, "nephele-audit-ccm"} {
+		t.Run("operand in "+ns, func(t *testing.T) { auditOperator(t, ns) })
+	}
+}
+
+func auditOperator(t *testing.T, operandNS string) {
 	admin := newClient(t)
 	env := shared.Env(t)
 	ctx := t.Context()
+	opts := DefaultOptions()
+	opts.OperandNamespace = operandNS
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operandNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	// The operator's Deployment is applied too; with no kubelet it never runs, and the
 	// controllers below play it.
-	if err := Install(ctx, admin, DefaultOptions(), "audit"); err != nil {
+	if err := Install(ctx, admin, opts, "audit"); err != nil {
 		t.Fatal(err)
+	}
+	// The namespaced Roles go with the case: the next one must not inherit them.
+	t.Cleanup(func() {
+		for _, o := range []client.Object{
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: operandNS}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: render.ControllerServiceAccountNamespace}},
+		} {
+			if err := admin.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
+	})
+	operator := fmt.Sprintf("system:serviceaccount:%s:%s", DefaultNamespace, Name)
+	if operandNS != render.ControllerServiceAccountNamespace {
+		// With the CCM elsewhere, kube-system holds only the controllers' accounts and
+		// their Role for the operator: none of its Secrets or ConfigMaps.
+		for _, r := range []authorizationv1.ResourceAttributes{
+			{Namespace: "kube-system", Verb: "list", Resource: "secrets"},
+			{Namespace: "kube-system", Verb: "get", Resource: "secrets", Name: "any"},
+			{Namespace: "kube-system", Verb: "delete", Resource: "secrets", Name: "any"},
+			{Namespace: "kube-system", Verb: "watch", Resource: "configmaps"},
+			{Namespace: "kube-system", Verb: "patch", Resource: "deployments", Group: "apps", Name: "any"},
+		} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: operator,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + DefaultNamespace}, ResourceAttributes: &r}}
+			if err := admin.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed {
+				t.Errorf("the operator may %s %s in kube-system with the CCM in %s", r.Verb, r.Resource, operandNS)
+			}
+		}
 	}
 	as := rest.CopyConfig(env.Config)
 	as.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", DefaultNamespace, Name),
+		UserName: operator,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + DefaultNamespace, "system:authenticated"},
 	}
 	s := scheme.New()
 	mgr, err := ctrl.NewManager(as, ctrl.Options{
-		Scheme: s, Cache: controllers.CacheOptions(render.DefaultNamespace), Logger: testlog.New(t, 0),
+		Scheme: s, Cache: controllers.CacheOptions(operandNS), Logger: testlog.New(t, 0),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		LeaderElection: true, LeaderElectionID: Name, LeaderElectionNamespace: DefaultNamespace, LeaderElectionReleaseOnCancel: true,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -55,7 +101,7 @@ func TestRBACAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, controllers.Config{Namespace: render.DefaultNamespace, ConfigNamespace: DefaultConfigNamespace, Version: "v1",
+	if err := controllers.Setup(mgr, controllers.Config{Namespace: operandNS, ConfigNamespace: DefaultConfigNamespace, Version: "v1",
 		DegradedAfter: time.Nanosecond, SourceResync: time.Second, ProgressingRequeue: time.Second,
 		SystemCABundle: operatortest.CA(t, "test CA")}); err != nil {
 		t.Fatal(err)
@@ -116,10 +162,10 @@ func TestRBACAudit(t *testing.T) {
 	}))
 	poll.Eventually(t, "the CCM Deployment", func() error {
 		var d appsv1.Deployment
-		return admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: render.DeploymentName}, &d)
+		return admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: render.DeploymentName}, &d)
 	})
 	var bundle corev1.ConfigMap
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: profiles.TrustedCAConfigMap}, &bundle); err != nil {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: profiles.TrustedCAConfigMap}, &bundle); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(bundle.Data[profiles.TrustedCAKey]); got < 2*len(operatortest.CA(t, "test CA"))-10 {
@@ -132,7 +178,7 @@ func TestRBACAudit(t *testing.T) {
 	}
 	poll.Eventually(t, "the CCM Deployment deleted", func() error {
 		var d appsv1.Deployment
-		err := admin.Get(ctx, client.ObjectKey{Namespace: render.DefaultNamespace, Name: render.DeploymentName}, &d)
+		err := admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: render.DeploymentName}, &d)
 		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
 			return nil
 		}

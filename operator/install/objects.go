@@ -152,13 +152,9 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	}
 	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames)))...)
 	typed = append(typed, clusterRole(operandRulesRole, operandCluster)...)
-	namespaces := []string{o.OperandNamespace}
+	typed = append(typed, role(Name, o.OperandNamespace, append(policyRules(namespacedRules()), operandNS[o.OperandNamespace]...))...)
 	if o.OperandNamespace != controllerNamespace {
-		namespaces = append(namespaces, controllerNamespace)
-	}
-	for _, n := range namespaces {
-		rules := append(policyRules(namespacedRules()), operandNS[n]...)
-		typed = append(typed, role(Name, n, rules)...)
+		typed = append(typed, role(Name, controllerNamespace, append(policyRules(controllerNamespaceRules()), operandNS[controllerNamespace]...))...)
 	}
 	if o.ConfigNamespace != o.Namespace && o.ConfigNamespace != o.OperandNamespace && o.ConfigNamespace != controllerNamespace {
 		typed = append(typed, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: meta(o.ConfigNamespace, "")})

@@ -51,8 +51,19 @@ func clusterRules(clusterNames []string) []Rule {
 	}
 }
 
-// namespacedRules are the operator's permissions in the CCM's namespace (and
-// kube-system, where a rendering puts the controllers' accounts and Role).
+// controllerNamespaceRules are the operator's permissions in kube-system when the CCM
+// runs elsewhere: the kinds a rendering puts there (render.InControllerNamespace), and
+// no Secret, ConfigMap or workload of kube-system.
+func controllerNamespaceRules() []Rule {
+	return []Rule{
+		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: writeVerbs},
+			"the controllers' ServiceAccounts under --use-service-account-credentials"},
+		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: writeVerbs},
+			"the Role and RoleBinding that let the CCM use its controllers' accounts"},
+	}
+}
+
+// namespacedRules are the operator's permissions in the CCM's namespace.
 func namespacedRules() []Rule {
 	return []Rule{
 		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "services", "secrets", "configmaps"}, Verbs: writeVerbs},
