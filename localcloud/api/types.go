@@ -186,6 +186,20 @@ const (
 	MaxSessionAffinityTimeoutSeconds     = 86400
 )
 
+// Limits of one load balancer, as every cloud has them (a GCE forwarding rule takes 5
+// ports, an AWS NLB 50 listeners, an Azure NSG 1,000 rules). A spec over a limit is
+// refused naming the field, so that no credential can make the cloud hold or program
+// an unbounded load balancer.
+const (
+	// MaxLoadBalancerPorts bounds spec.ports.
+	MaxLoadBalancerPorts = 100
+	// MaxSourceRanges bounds spec.sourceRanges.
+	MaxSourceRanges = 1000
+	// MaxBackends bounds a load balancer's backends: one per node of the largest
+	// cluster nephele is measured at (bench scale xl, 100,000 nodes).
+	MaxBackends = 100_000
+)
+
 // IPMode is how a load balancer's VIP reaches the backends: Kubernetes' ingress ipMode.
 type IPMode string
 

@@ -253,6 +253,12 @@ func (s *LoadBalancerSpec) Validate() error {
 	if len(s.Ports) == 0 {
 		return fieldErr("spec.ports", "at least one port is required")
 	}
+	if len(s.Ports) > MaxLoadBalancerPorts {
+		return fieldErr("spec.ports", "%d ports: a load balancer takes at most %d", len(s.Ports), MaxLoadBalancerPorts)
+	}
+	if len(s.SourceRanges) > MaxSourceRanges {
+		return fieldErr("spec.sourceRanges", "%d ranges: a load balancer takes at most %d; merge adjacent ranges", len(s.SourceRanges), MaxSourceRanges)
+	}
 	type listener struct {
 		proto Protocol
 		port  int32
@@ -326,6 +332,9 @@ func (s *LoadBalancerSpec) AffinityTimeout() time.Duration {
 
 // ValidateBackends checks a backend set named field ("spec.backends" or "backends").
 func ValidateBackends(field string, backends []Backend) error {
+	if len(backends) > MaxBackends {
+		return fieldErr(field, "%d backends: a load balancer takes at most %d", len(backends), MaxBackends)
+	}
 	seen := make(map[string]int, len(backends))
 	for i, b := range backends {
 		f := fmt.Sprintf("%s[%d]", field, i)

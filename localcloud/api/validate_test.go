@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -83,6 +84,14 @@ func TestLoadBalancerSpecValidate(t *testing.T) {
 		}), field: "spec.sessionAffinityTimeoutSeconds"},
 		{name: "affinity timeout without affinity", spec: lbSpec(func(s *LoadBalancerSpec) { s.SessionAffinityTimeoutSeconds = 60 }), field: "spec.sessionAffinityTimeoutSeconds"},
 		{name: "duplicate listener", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports[1].Protocol = ProtocolTCP }), field: "spec.ports[1].port"},
+		{name: "ports at the cap", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports = distinctPorts(MaxLoadBalancerPorts) })},
+		{name: "ports over the cap", spec: lbSpec(func(s *LoadBalancerSpec) { s.Ports = distinctPorts(MaxLoadBalancerPorts + 1) }), field: "spec.ports"},
+		{name: "source ranges over the cap", spec: lbSpec(func(s *LoadBalancerSpec) {
+			s.SourceRanges = slices.Repeat([]string{"10.0.0.0/8"}, MaxSourceRanges+1)
+		}), field: "spec.sourceRanges"},
+		{name: "backends over the cap", spec: lbSpec(func(s *LoadBalancerSpec) {
+			s.Backends = make([]Backend, MaxBackends+1)
+		}), field: "spec.backends"},
 		{name: "bad backend address", spec: lbSpec(func(s *LoadBalancerSpec) { s.Backends[1].Address = "node-2" }), field: "spec.backends[1].address"},
 		{name: "zoned backend address", spec: lbSpec(func(s *LoadBalancerSpec) { s.Backends[1].Address = "fe80::1%eth0" }), field: "spec.backends[1].address"},
 		{name: "backend without name", spec: lbSpec(func(s *LoadBalancerSpec) { s.Backends[0].NodeName = "" }), field: "spec.backends[0].nodeName"},
@@ -229,4 +238,13 @@ func TestRouteName(t *testing.T) {
 			t.Errorf("RouteName(%s) = %q is not a valid name: %v", in, got, err)
 		}
 	}
+}
+
+// distinctPorts returns n TCP listeners on distinct ports.
+func distinctPorts(n int) []Port {
+	ports := make([]Port, n)
+	for i := range ports {
+		ports[i] = Port{Protocol: ProtocolTCP, Port: int32(1000 + i), NodePort: int32(30000 + i)}
+	}
+	return ports
 }

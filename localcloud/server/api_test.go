@@ -151,7 +151,7 @@ func TestBadPayloadsWriteNothing(t *testing.T) {
 	must(c.client.CreateInstance(ctx(), api.InstanceSpec{Name: "node-1"})).of(t)
 	lb := must(c.client.EnsureLoadBalancer(ctx(), "web", api.LoadBalancerSpec{
 		Ports:    []api.Port{{Protocol: api.ProtocolTCP, Port: 9, NodePort: 30009}},
-		Backends: []api.Backend{{NodeName: "node-1", Address: "127.0.0.1"}},
+		Backends: []api.Backend{{NodeName: "node-1", Address: nodeA.String()}},
 	})).of(t)
 
 	okPorts := `"ports":[{"protocol":"TCP","port":80,"nodePort":30080}]`
@@ -172,6 +172,10 @@ func TestBadPayloadsWriteNothing(t *testing.T) {
 		{name: "requested IP outside the pool", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"requestedIP":"10.9.9.9"}`, field: "spec.requestedIP"},
 		{name: "bad LB name", method: "PUT", path: "/v1/loadbalancers/-x", body: `{` + okPorts + `}`, field: "name"},
 		{name: "bad backend on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[{"nodeName":"node-1","address":"nowhere"}]}`, field: "backends[0].address"},
+		{name: "backend on the machine's loopback", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"backends":[{"nodeName":"node-1","address":"127.0.0.1"}]}`, field: "spec.backends[0].address"},
+		{name: "backend off the instance range on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[{"nodeName":"node-1","address":"10.0.0.1"}]}`, field: "backends[0].address"},
+		{name: "too many ports", method: "PUT", path: "/v1/loadbalancers/new", body: `{"ports":[` + manyPorts(api.MaxLoadBalancerPorts+1) + `]}`, field: "spec.ports"},
+		{name: "too many source ranges", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"sourceRanges":[` + strings.Repeat(`"10.0.0.0/8",`, api.MaxSourceRanges) + `"10.0.0.0/8"]}`, field: "spec.sourceRanges"},
 		{name: "unknown field on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[],"drain":true}`, field: "drain"},
 		{name: "route host bits", method: "POST", path: "/v1/clusters/k/routes", body: `{"destinationCIDR":"10.244.1.1/24","targetNode":"node-1"}`, field: "spec.destinationCIDR"},
 		{name: "route without target", method: "POST", path: "/v1/clusters/k/routes", body: `{"destinationCIDR":"10.244.1.0/24"}`, field: "spec.targetNode"},
@@ -203,7 +207,7 @@ func TestBadPayloadsWriteNothing(t *testing.T) {
 	if _, err := c.client.GetLoadBalancer(ctx(), "new"); !cloud.IsNotFound(err) {
 		t.Errorf("load balancer from a bad ensure: %v", err)
 	}
-	if got := must(c.client.GetLoadBalancer(ctx(), "web")).of(t); got.Spec.Backends[0].Address != "127.0.0.1" || !got.UpdatedAt.Equal(lb.UpdatedAt) {
+	if got := must(c.client.GetLoadBalancer(ctx(), "web")).of(t); got.Spec.Backends[0].Address != nodeA.String() || !got.UpdatedAt.Equal(lb.UpdatedAt) {
 		t.Errorf("bad update changed the load balancer: %+v", got.Spec.Backends)
 	}
 	if routes := must(c.client.ListRoutes(ctx(), "k")).of(t); len(routes) != 0 {
@@ -360,4 +364,13 @@ func TestMetricsCountCalls(t *testing.T) {
 			t.Errorf("/metrics lacks %q", s)
 		}
 	}
+}
+
+// manyPorts returns n distinct TCP listeners as JSON array elements.
+func manyPorts(n int) string {
+	ports := make([]string, n)
+	for i := range ports {
+		ports[i] = fmt.Sprintf(`{"protocol":"TCP","port":%d,"nodePort":%d}`, 1000+i, 30000+i)
+	}
+	return strings.Join(ports, ",")
 }

@@ -58,11 +58,14 @@ func startBenchCloud(b *testing.B) *client.Client {
 	return c
 }
 
-// benchBackends returns n backends, as a load balancer of an n-node cluster has.
+// benchBackends returns n backends (n below 65,536), as a load balancer of an n-node
+// cluster has, with addresses in the cloud's default instance range as the cloud
+// requires.
 func benchBackends(n int) []api.Backend {
+	base := server.DefaultInstanceCIDR.Addr().As4()
 	out := make([]api.Backend, n)
 	for i := range out {
-		out[i] = api.Backend{NodeName: fmt.Sprintf("node-%05d", i), Address: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String()}
+		out[i] = api.Backend{NodeName: fmt.Sprintf("node-%05d", i), Address: netip.AddrFrom4([4]byte{base[0], base[1], byte(i >> 8), byte(i)}).String()}
 	}
 	return out
 }

@@ -145,9 +145,13 @@ func (r result[T]) of(t *testing.T) T {
 	return r.v
 }
 
+// Backends serve on addresses of the test cloud's instance range (the default,
+// 127.200.0.0/16: the cloud refuses a backend outside it), above the addresses it gives
+// instances, which count up from the bottom. other is a client's address, not a backend.
 var (
-	nodeA = netip.MustParseAddr("127.0.0.1")
-	nodeB = netip.MustParseAddr("127.0.0.3")
+	nodeA = netip.MustParseAddr("127.200.255.1")
+	nodeB = netip.MustParseAddr("127.200.255.3")
+	dead  = netip.MustParseAddr("127.200.255.4") // nothing listens there
 	other = netip.MustParseAddr("127.0.0.2")
 )
 

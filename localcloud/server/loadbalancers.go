@@ -159,6 +159,9 @@ func (s *Server) ensureLoadBalancer(c *call) (int, any, error) {
 	if err := s.checkPlane(&spec); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkBackends("spec.backends", spec.Backends); err != nil {
+		return 0, nil, err
+	}
 	if spec.Backends == nil {
 		spec.Backends = []api.Backend{}
 	}
@@ -330,6 +333,23 @@ func (s *Server) apply(c *call, lb api.LoadBalancer) error {
 	return nil
 }
 
+// checkBackends refuses a backend outside the instance range: the data planes send a
+// VIP's traffic to its backends (the kernel routes it, the proxy connects), and a
+// backend anywhere else would have the cloud forward to the machine's own loopback
+// services or to networks that are none of the cloud's.
+func (s *Server) checkBackends(field string, backends []api.Backend) error {
+	for i, b := range backends {
+		a, err := netip.ParseAddr(b.Address)
+		if err != nil {
+			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%q is not an IP address", b.Address)
+		}
+		if !s.cfg.InstanceCIDR.Contains(a.Unmap()) {
+			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is outside the instance range %s: a backend is an instance's address", a, s.cfg.InstanceCIDR)
+		}
+	}
+	return nil
+}
+
 func (s *Server) updateBackends(c *call) (int, any, error) {
 	name, err := s.lbName(c)
 	if err != nil {
@@ -340,6 +360,9 @@ func (s *Server) updateBackends(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if err := api.ValidateBackends("backends", upd.Backends); err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkBackends("backends", upd.Backends); err != nil {
 		return 0, nil, err
 	}
 	if upd.Backends == nil {

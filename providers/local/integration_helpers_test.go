@@ -32,11 +32,19 @@ type realCloud struct {
 // with a tokenFile config and the given extra config lines.
 func startRealCloud(t *testing.T, extraConfig ...string) *realCloud {
 	t.Helper()
+	return startRealCloudIn(t, testnet.LoopbackPrefix(108), extraConfig...)
+}
+
+// startRealCloudIn is startRealCloud with the cloud's instance range: load balancer
+// backends must lie in it, so a test that serves backends before the cloud starts
+// picks the range first (backendAddrs).
+func startRealCloudIn(t *testing.T, instanceCIDR netip.Prefix, extraConfig ...string) *realCloud {
+	t.Helper()
 	cfg := server.Config{
 		StatePath:    filepath.Join(t.TempDir(), "state.db"),
 		Token:        "integration-token",
 		VIPPool:      testnet.LoopbackPrefix(107),
-		InstanceCIDR: testnet.LoopbackPrefix(108),
+		InstanceCIDR: instanceCIDR,
 		FaultSeed:    1,
 		Logger:       testlog.New(t, 1),
 	}
@@ -118,3 +126,13 @@ func (c *realCloud) counts(t *testing.T) client.CallCounts {
 
 // firstVIP is the VIP the cloud hands out first.
 func (c *realCloud) firstVIP() netip.Addr { return c.cfg.VIPPool.Addr().Next() }
+
+// backendAddrs returns two addresses at the top of an instance range (a /24), where a
+// test serves node ports: inside the range, as the cloud requires of backends, and above
+// the addresses it gives instances, which count up from the bottom.
+func backendAddrs(r netip.Prefix) (netip.Addr, netip.Addr) {
+	a := r.Addr().As4()
+	a[3] = 250
+	first := netip.AddrFrom4(a)
+	return first, first.Next()
+}

@@ -277,8 +277,7 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 	c := startRealCloud(t)
 	lbs := c.lbs(t)
 	vip := c.firstVIP()
-	backendNet := testnet.LoopbackPrefix(109)
-	addr1, addr2 := backendNet.Addr().Next(), backendNet.Addr().Next().Next()
+	addr1, addr2 := backendAddrs(c.cfg.InstanceCIDR)
 	nodePort := testnet.FreePort(t, "tcp", addr1, addr2)
 	port := testnet.FreePort(t, "tcp", vip)
 	testnet.TCPEcho(t, netip.AddrPortFrom(addr1, nodePort), "node-1")
@@ -395,10 +394,10 @@ func TestIntegrationLoadBalancer(t *testing.T) {
 // node port still accepts them, so its connections drain.
 func TestIntegrationClusterTrafficHealthCheck(t *testing.T) {
 	ctx := context.Background()
-	backendNet := testnet.LoopbackPrefix(109)
-	addr1, addr2 := backendNet.Addr().Next().Next().Next(), backendNet.Addr().Next().Next().Next().Next()
+	instanceCIDR := testnet.LoopbackPrefix(108)
+	addr1, addr2 := backendAddrs(instanceCIDR)
 	healthzPort := testnet.FreePort(t, "tcp", addr1, addr2)
-	c := startRealCloud(t, fmt.Sprintf("proxyHealthzPort: %d", healthzPort))
+	c := startRealCloudIn(t, instanceCIDR, fmt.Sprintf("proxyHealthzPort: %d", healthzPort))
 	lbs := c.lbs(t)
 	vip := c.firstVIP()
 	nodePort := testnet.FreePort(t, "tcp", addr1, addr2)
