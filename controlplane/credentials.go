@@ -20,6 +20,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nephele-dev/nephele/internal/pki"
 )
 
 // Identity of the admin user in the token file. Group system:masters bypasses RBAC, as
@@ -127,7 +129,7 @@ func (c *credentials) writeEtcdCerts() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
-	ca, err := newAuthority("nephele-etcd-ca")
+	ca, err := pki.NewAuthority("nephele-etcd-ca", certValidity)
 	if err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
@@ -136,7 +138,7 @@ func (c *credentials) writeEtcdCerts() error {
 		serverCert: filepath.Join(dir, "etcd.crt"), serverKey: filepath.Join(dir, "etcd.key"),
 		clientCert: filepath.Join(dir, "apiserver-etcd-client.crt"), clientKey: filepath.Join(dir, "apiserver-etcd-client.key"),
 	}
-	if err := os.WriteFile(e.caFile, ca.pem, 0o600); err != nil {
+	if err := os.WriteFile(e.caFile, ca.PEM(), 0o600); err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
 	// One certificate for clients and peers: etcd's peer connections are mutual TLS too.
@@ -146,88 +148,39 @@ func (c *credentials) writeEtcdCerts() error {
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
-	if err := ca.issue(server, e.serverCert, e.serverKey); err != nil {
+	if err := issue(ca, server, e.serverCert, e.serverKey); err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if err := ca.issue(client, e.clientCert, e.clientKey); err != nil {
+	if err := issue(ca, client, e.clientCert, e.clientKey); err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
 	pair, err := tls.LoadX509KeyPair(e.clientCert, e.clientKey)
 	if err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	e.tls = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	e.tls = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
 	c.etcd = e
 	return nil
 }
 
-// authority is a certificate authority made for one control plane.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-// newAuthority makes a self-signed CA named name, valid for certValidity.
-func newAuthority(name string) (*authority, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// issue has ca sign tmpl and writes the certificate and its key, readable by the owner
+// only.
+func issue(ca *pki.Authority, tmpl *x509.Certificate, certFile, keyFile string) error {
+	c, err := ca.Issue(tmpl)
 	if err != nil {
-		return nil, fmt.Errorf("generate %s key: %w", name, err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("create %s certificate: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s certificate: %w", name, err)
-	}
-	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
-}
-
-// issue signs tmpl (its subject, key usages and names; the rest is filled in) with a new
-// key and writes the certificate and the key, readable by the owner only.
-func (a *authority) issue(tmpl *x509.Certificate, certFile, keyFile string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("certificate %s: generate key: %w", tmpl.Subject.CommonName, err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return fmt.Errorf("certificate %s: serial: %w", tmpl.Subject.CommonName, err)
-	}
-	now := time.Now()
-	tmpl.SerialNumber = serial.Add(serial, big.NewInt(2)) // 1 is the CA's
-	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		return fmt.Errorf("certificate %s: %w", tmpl.Subject.CommonName, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("certificate %s: encode key: %w", tmpl.Subject.CommonName, err)
-	}
-	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
 		return err
 	}
-	return writePEM(keyFile, "EC PRIVATE KEY", keyDER)
+	if err := os.WriteFile(certFile, c.CertPEM, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", certFile, err)
+	}
+	if err := os.WriteFile(keyFile, c.KeyPEM, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", keyFile, err)
+	}
+	return nil
 }
 
 func writeServiceAccountKeys(keyFile, pubFile string) error {

@@ -47,7 +47,11 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("write the CCM's cloud token: %w", err)
 	}
 	addrFile := filepath.Join(dir, "address")
+	// The API is HTTPS on a certificate the cloud makes at start: the CCM's token crosses
+	// the bridge, and every client verifies the cloud with this CA certificate.
+	c.CloudCAFile = filepath.Join(dir, "ca.crt")
 	args := []string{
+		"--serving-ca-file", c.CloudCAFile,
 		"--state", filepath.Join(dir, "state.db"),
 		"--token-file", c.CloudTokenFile,
 		"--ccm-token-file", c.CCMTokenFile,
@@ -82,7 +86,7 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 		return "", err
 	}
 	c.cloudProc = p
-	if c.CloudURL, c.Cloud, err = WaitForCloud(ctx, p, addrFile, token, "nephele-localcluster"); err != nil {
+	if c.CloudURL, c.Cloud, err = WaitForCloud(ctx, p, addrFile, c.CloudCAFile, token, "nephele-localcluster"); err != nil {
 		return "", err
 	}
 	if c.cfg.NodeMode == NodesKwok {
@@ -94,7 +98,7 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 // writeCloudConfig writes the local provider's --cloud-config and returns its path.
 func (c *Cluster) writeCloudConfig() (string, error) {
 	path := filepath.Join(c.cfg.cloudDir(), "cloud-config.yaml")
-	cfg, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CCMTokenFile}.Marshal("nephele's localcluster")
+	cfg, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CCMTokenFile, CAFile: c.CloudCAFile}.Marshal("nephele's localcluster")
 	if err != nil {
 		return "", err
 	}

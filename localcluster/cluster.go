@@ -36,6 +36,8 @@ type Cluster struct {
 	CloudURL       string
 	CloudTokenFile string
 	CCMTokenFile   string
+	// CloudCAFile is the certificate the local cloud's HTTPS API is verified with.
+	CloudCAFile string
 	// Gateway is the bridge's address: where hosts and pods reach the machine (real nodes;
 	// with kwok nodes everything is on loopback and Gateway is the zero Addr).
 	Gateway netip.Addr

@@ -59,14 +59,19 @@ func (c *Cluster) CreateCloudConfigSecret(ctx context.Context, o render.Options)
 }
 
 // CloudConfig is the local provider's --cloud-config for a CCM in the cluster: the cloud's
-// URL, on the bridge's address that pods on the nodes reach, and the CCM's token inline
-// (a pod has no token file of the machine's): never the administrator's.
+// URL, on the bridge's address that pods on the nodes reach, the CCM's token and the
+// cloud's CA certificate inline (a pod has no file of the machine's): never the
+// administrator's token.
 func (c *Cluster) CloudConfig() ([]byte, error) {
 	token, err := os.ReadFile(c.CCMTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the CCM's cloud token: %w", err)
 	}
-	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token))}.Marshal("nephele's localcluster")
+	ca, err := os.ReadFile(c.CloudCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the local cloud's CA certificate: %w", err)
+	}
+	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token)), CAData: string(ca)}.Marshal("nephele's localcluster")
 }
 
 // RunKubectl runs the cluster's kubectl as the admin with stdin and returns its output

@@ -16,9 +16,10 @@ import (
 )
 
 // WaitForCloud waits until the local cloud p started writes its address to addrFile
-// and answers /healthz, and returns its URL and a client using token. It fails early,
-// naming p's log, when p exits. nephele up's simulated mode starts its cloud the same way.
-func WaitForCloud(ctx context.Context, p *controlplane.Process, addrFile, token, userAgent string) (string, *client.Client, error) {
+// and answers /healthz, and returns its URL and a client using token. With caFile (the
+// cloud's --serving-ca-file, written before the address) the URL is https and the
+// client verifies the cloud against it. It fails early, naming p's log, when p exits.
+func WaitForCloud(ctx context.Context, p *controlplane.Process, addrFile, caFile, token, userAgent string) (string, *client.Client, error) {
 	var addr string
 	err := p.WaitFor(ctx, "the local cloud's address file", func(context.Context) error {
 		raw, err := os.ReadFile(addrFile)
@@ -31,8 +32,15 @@ func WaitForCloud(ctx context.Context, p *controlplane.Process, addrFile, token,
 	if err != nil {
 		return "", nil, err
 	}
-	url := "http://" + addr
-	c, err := client.New(url, token, client.WithUserAgent(userAgent))
+	url, opts := "http://"+addr, []client.Option{client.WithUserAgent(userAgent)}
+	if caFile != "" {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("the local cloud's CA certificate: %w", err)
+		}
+		url, opts = "https://"+addr, append(opts, client.WithCA(ca))
+	}
+	c, err := client.New(url, token, opts...)
 	if err != nil {
 		return "", nil, err
 	}

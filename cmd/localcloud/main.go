@@ -68,6 +68,8 @@ type options struct {
 	verbosity                     int
 	loggingFormat                 string
 
+	servingCAFile string
+
 	hosts, cleanup  bool
 	bridge, hostDir string
 	guards          []string
@@ -77,6 +79,7 @@ type options struct {
 func (o *options) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8990", "host:port the API listens on; port 0 picks a free port (see --address-file)")
 	fs.StringVar(&o.addressFile, "address-file", "", "write the bound host:port to this file once serving (removed on exit)")
+	fs.StringVar(&o.servingCAFile, "serving-ca-file", "", "serve HTTPS: the cloud makes a certificate authority and a certificate for its address at start (keys in memory only) and writes the authority's certificate to this file, for clients to verify with (the local provider's caFile). Without it the API is plain HTTP")
 	fs.StringVar(&o.state, "state", "", "the bbolt state file, created if missing (required)")
 	fs.StringVar(&o.token, "token", "", "refused: a secret on the command line shows in /proc/*/cmdline; use --token-file")
 	_ = fs.MarkHidden("token")
@@ -185,19 +188,20 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 		return cfg, err
 	}
 	cfg = server.Config{
-		StatePath:    o.state,
-		Listen:       o.listen,
-		Token:        token,
-		CCMToken:     ccmToken,
-		Region:       o.region,
-		Zones:        o.zones,
-		InstanceType: o.instanceType,
-		InstanceCIDR: instanceCIDR,
-		VIPPool:      vipPool,
-		Faults:       rules,
-		FaultSeed:    o.faultSeed,
-		Logger:       log,
-		Hosts:        hostsCfg,
+		StatePath:     o.state,
+		Listen:        o.listen,
+		Token:         token,
+		CCMToken:      ccmToken,
+		ServingCAFile: o.servingCAFile,
+		Region:        o.region,
+		Zones:         o.zones,
+		InstanceType:  o.instanceType,
+		InstanceCIDR:  instanceCIDR,
+		VIPPool:       vipPool,
+		Faults:        rules,
+		FaultSeed:     o.faultSeed,
+		Logger:        log,
+		Hosts:         hostsCfg,
 	}
 	cfg.DataPlane.HealthInterval = o.healthInterval
 	cfg.DataPlane.HealthTimeout = o.healthTimeout

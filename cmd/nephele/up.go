@@ -402,12 +402,12 @@ func printUsage(out io.Writer, c *localcluster.Cluster, dir string) {
 	}
 	fmt.Fprintf(out, `
 The cloud:
-  curl -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/instances
-  curl -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/clusters/%[3]s/routes
+  curl --cacert %[5]s -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/instances
+  curl --cacert %[5]s -H "Authorization: Bearer $(cat %[1]s)" %[2]s/v1/clusters/%[3]s/routes
 
 Logs: %[4]s
 Press Ctrl-C to stop.
-`, c.CloudTokenFile, c.CloudURL, cfg.ClusterName, strings.Join(c.LogDirs(), ", "))
+`, c.CloudTokenFile, c.CloudURL, cfg.ClusterName, strings.Join(c.LogDirs(), ", "), c.CloudCAFile)
 }
 
 // plural says "1 route", "2 routes".

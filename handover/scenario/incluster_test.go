@@ -55,7 +55,11 @@ func TestLeaderKillLoopInCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := witness.Of(t, c.CloudURL, strings.TrimSpace(string(token)))
+	ca, err := os.ReadFile(c.CloudCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := witness.Of(t, c.CloudURL, strings.TrimSpace(string(token)), ca)
 	front := w.Front(t, net.JoinHostPort(c.Gateway.String(), "0"), func(r *http.Request) string {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		return host

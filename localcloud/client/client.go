@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +30,8 @@ type Client struct {
 	userAgent string
 	// minimal asks for minimal answers to load balancer writes (WithMinimalAnswers).
 	minimal bool
+	// optErr is what an option found wrong; New returns it.
+	optErr error
 }
 
 // Option configures a Client.
@@ -52,6 +56,30 @@ func WithTimeout(d time.Duration) Option {
 // return=minimal, RFC 7240): the VIP, ports and any data plane error still come back.
 // For callers that send thousands of backends and need none of them back.
 func WithMinimalAnswers() Option { return func(c *Client) { c.minimal = true } }
+
+// WithCA makes the client verify an https cloud's certificate against caPEM (the
+// authority's certificate the cloud wrote, localcloud --serving-ca-file) instead of the
+// system's roots. It changes the transport of the client's HTTP client as it is when
+// the option applies; New fails on PEM without a certificate.
+func WithCA(caPEM []byte) Option {
+	return func(c *Client) {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			c.optErr = errors.Join(c.optErr, errors.New("local cloud client: the CA holds no PEM certificate"))
+			return
+		}
+		t, ok := c.hc.Transport.(*http.Transport)
+		if !ok {
+			c.optErr = errors.Join(c.optErr, fmt.Errorf("local cloud client: WithCA on a %T transport", c.hc.Transport))
+			return
+		}
+		t = t.Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		hc := *c.hc
+		hc.Transport = t
+		c.hc = &hc
+	}
+}
 
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
@@ -83,6 +111,9 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.optErr != nil {
+		return nil, c.optErr
 	}
 	return c, nil
 }

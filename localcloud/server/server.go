@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +66,13 @@ type Config struct {
 	// root; outside it the kernel's route to the hosts (dataplane.Kernel, ipMode VIP),
 	// which needs Hosts. Default DefaultVIPPool, or hosts.DefaultVIPPool with Hosts.
 	VIPPool netip.Prefix
+	// ServingCAFile, when set, makes the API HTTPS: at start the server makes a
+	// certificate authority of its own and a serving certificate for its address
+	// (127.0.0.1 and localhost too), keeps their keys in memory only, and writes the
+	// authority's certificate to ServingCAFile, the one clients trust (client.WithCA, the
+	// local provider's caFile or caData). Empty serves plain HTTP, for tests and tools on
+	// loopback.
+	ServingCAFile string
 	// Faults are the fault rules at start; /admin/faults changes them later.
 	Faults []api.Fault
 	// FaultSeed seeds the random draws of latency distributions and error rates.
@@ -227,6 +235,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.plane.Close()
 		return fail(fmt.Errorf("listening on %s: %w", cfg.Listen, err))
 	}
+	if cfg.ServingCAFile != "" {
+		tlsCfg, err := servingTLS(s.ln.Addr(), cfg.ServingCAFile)
+		if err != nil {
+			_ = s.ln.Close()
+			s.plane.Close()
+			return fail(err)
+		}
+		s.ln = tls.NewListener(s.ln, tlsCfg)
+	}
 	s.stopping = make(chan struct{})
 	s.http = &http.Server{
 		Handler:           s.handler(reg),
@@ -305,8 +322,14 @@ func (s *Server) restore(ctx context.Context) error {
 // Addr returns the API's bound host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL returns the API's base URL, "http://host:port".
-func (s *Server) URL() string { return "http://" + s.Addr() }
+// URL returns the API's base URL: "https://host:port" with ServingCAFile, else
+// "http://host:port".
+func (s *Server) URL() string {
+	if s.cfg.ServingCAFile != "" {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
+}
 
 // Faults returns the fault injector, for in-process control; /admin/faults does the
 // same over HTTP.

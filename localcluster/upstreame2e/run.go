@@ -75,7 +75,7 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 	if err := os.WriteFile(e.RepoList, list, 0o644); err != nil {
 		return nil, fmt.Errorf("upstream e2e: %w", err)
 	}
-	cloudConfig, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CloudTokenFile}.Marshal("nephele up --e2e, for the e2e suite's nephele provider")
+	cloudConfig, err := local.File{Endpoint: c.CloudURL, TokenFile: c.CloudTokenFile, CAFile: c.CloudCAFile}.Marshal("nephele up --e2e, for the e2e suite's nephele provider")
 	if err != nil {
 		return nil, err
 	}

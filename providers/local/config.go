@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ const (
 //
 //	endpoint: http://127.0.0.1:8990   # required: the local cloud's base URL
 //	tokenFile: /etc/localcloud/token  # or token: <the token>; exactly one
+//	caFile: /etc/localcloud/ca.crt    # with an https endpoint: or caData: <PEM>; at most one
 //	requestTimeout: 30s               # optional: bound on one HTTP request
 //	listPageSize: 100                 # optional: instances per listing page, 1-1000
 //	proxyHealthzPort: 10256           # optional: kube-proxy's healthz port, -1 for none
@@ -45,6 +47,10 @@ type Config struct {
 	Endpoint string
 	// Token is the API bearer token, given inline or read from a file.
 	Token string
+	// CA is the PEM certificate authority an https endpoint's certificate is verified
+	// against (localcloud --serving-ca-file), given inline or read from a file; nil
+	// verifies against the system's roots.
+	CA []byte
 	// RequestTimeout bounds each HTTP request (a listing of many pages gets it per page).
 	RequestTimeout time.Duration
 	// ListPageSize is the page size of instance listings.
@@ -66,6 +72,8 @@ type File struct {
 	Endpoint       string `json:"endpoint"`
 	Token          string `json:"token,omitempty"`
 	TokenFile      string `json:"tokenFile,omitempty"`
+	CAFile         string `json:"caFile,omitempty"`
+	CAData         string `json:"caData,omitempty"`
 	RequestTimeout string `json:"requestTimeout,omitempty"`
 	ListPageSize   *int   `json:"listPageSize,omitempty"`
 	// ProxyHealthzPort is an int64 so that a value out of range is reported as such,
@@ -159,6 +167,25 @@ func (fc *File) validate() (*Config, error) {
 			add("tokenFile: %v", err)
 		}
 		cfg.Token = tok
+	}
+
+	https := strings.HasPrefix(cfg.Endpoint, "https://")
+	switch {
+	case fc.CAFile != "" && fc.CAData != "":
+		add("caFile and caData: give at most one, not both")
+	case (fc.CAFile != "" || fc.CAData != "") && !https:
+		add("caFile, caData: only for an https endpoint; the endpoint is %q", cfg.Endpoint)
+	case fc.CAFile != "":
+		ca, err := os.ReadFile(fc.CAFile)
+		if err != nil {
+			add("caFile: %v", err)
+		} else if cfg.CA = ca; !x509.NewCertPool().AppendCertsFromPEM(ca) {
+			add("caFile: %s holds no PEM certificate", fc.CAFile)
+		}
+	case fc.CAData != "":
+		if cfg.CA = []byte(fc.CAData); !x509.NewCertPool().AppendCertsFromPEM(cfg.CA) {
+			add("caData: no PEM certificate")
+		}
 	}
 
 	if fc.RequestTimeout != "" {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/pki"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -25,6 +27,14 @@ func TestLoadConfig(t *testing.T) {
 	tokenFile := writeFile(t, "token", "  s3cret\n")
 	emptyToken := writeFile(t, "empty", " \n")
 	missing := filepath.Join(t.TempDir(), "missing")
+
+	ca := testCA(t)
+	caFile := writeFile(t, "ca.crt", string(ca))
+	notPEM := writeFile(t, "not-pem", "a certificate\n")
+	caData := "caData: |\n  " + strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n  ") + "\n"
+	withDefaults := func(endpoint string, ca []byte) Config {
+		return Config{Endpoint: endpoint, Token: "x", CA: ca, RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort}
+	}
 
 	tests := []struct {
 		name string
@@ -48,6 +58,13 @@ func TestLoadConfig(t *testing.T) {
 			yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: -1\n",
 			want: Config{Endpoint: "http://a:1", Token: "x", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: ProxyHealthzOff},
 		},
+		{name: "https with caFile", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n", want: withDefaults("https://a:1", ca)},
+		{name: "https with caData", yaml: "endpoint: https://a:1\ntoken: x\n" + caData, want: withDefaults("https://a:1", []byte(strings.TrimSpace(string(ca))+"\n"))},
+		{name: "caFile and caData", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n" + caData, wantErr: []string{"caFile and caData: give at most one"}},
+		{name: "CA for an http endpoint", yaml: "endpoint: http://a:1\ntoken: x\ncaFile: " + caFile + "\n", wantErr: []string{"only for an https endpoint"}},
+		{name: "caFile missing", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + missing + "\n", wantErr: []string{"caFile:", "no such file"}},
+		{name: "caFile not PEM", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + notPEM + "\n", wantErr: []string{"caFile:", "holds no PEM certificate"}},
+		{name: "caData not PEM", yaml: "endpoint: https://a:1\ntoken: x\ncaData: hello\n", wantErr: []string{"caData: no PEM certificate"}},
 		{name: "healthz port zero", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 0\n", wantErr: []string{"proxyHealthzPort: 0: want 1-65535, or -1"}},
 		{name: "healthz port too big", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 70000\n", wantErr: []string{"proxyHealthzPort: 70000"}},
 		{name: "unknown field", yaml: "endpoint: http://a:1\ntoken: x\ntokenfile: y\n", wantErr: []string{`unknown field "tokenfile"`}},
@@ -92,7 +109,7 @@ func TestLoadConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LoadConfig: %v", err)
 			}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("LoadConfig = %+v, want %+v", *got, tt.want)
 			}
 		})
@@ -199,4 +216,14 @@ func TestFileMarshalRoundTrips(t *testing.T) {
 			t.Errorf("round trip of %+v: %+v", f, cfg)
 		}
 	}
+}
+
+// testCA returns a CA certificate, PEM-encoded.
+func testCA(t *testing.T) []byte {
+	t.Helper()
+	ca, err := pki.NewAuthority("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca.PEM()
 }

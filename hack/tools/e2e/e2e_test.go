@@ -52,7 +52,7 @@ import (
 func TestMain(m *testing.M) {
 	var cloudConfigPath string
 	flag.StringVar(&cloudConfigPath, "nephele-cloud-config", "",
-		"the local cloud's cloud config (endpoint, token or tokenFile), for --provider="+ProviderName+
+		"the local cloud's cloud config (endpoint, token or tokenFile, caFile or caData), for --provider="+ProviderName+
 			"; with --provider=aws or gce, nephele's provider replaces upstream's null provider of that name")
 	var versionFlag bool
 	flag.BoolVar(&versionFlag, "version", false, "Displays version information.")
@@ -64,7 +64,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return NewProvider(cfg), nil
+		return NewProvider(cfg)
 	})
 
 	config.CopyFlags(config.Flags, flag.CommandLine)
@@ -95,7 +95,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		framework.TestContext.CloudConfig.Provider = NewProvider(cfg)
+		p, err := NewProvider(cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		framework.TestContext.CloudConfig.Provider = p
 	}
 	if framework.TestContext.RepoRoot != "" {
 		testfiles.AddFileSource(testfiles.RootFileSource{Root: framework.TestContext.RepoRoot})

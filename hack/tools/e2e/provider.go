@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -29,11 +31,14 @@ const callTimeout = 30 * time.Second
 
 // CloudConfig is the part of the local provider's cloud config (providers/local.File,
 // the file `nephele up` writes for its cloud-controller-manager) that the e2e provider
-// reads: where the local cloud's API is and its bearer token.
+// reads: where the local cloud's API is, its bearer token, and the CA certificate its
+// HTTPS is verified with.
 type CloudConfig struct {
 	Endpoint  string `json:"endpoint"`
 	Token     string `json:"token,omitempty"`
 	TokenFile string `json:"tokenFile,omitempty"`
+	CAFile    string `json:"caFile,omitempty"`
+	CAData    string `json:"caData,omitempty"`
 }
 
 // LoadCloudConfig reads a cloud config file and resolves its token.
@@ -61,6 +66,13 @@ func LoadCloudConfig(path string) (CloudConfig, error) {
 	if c.Token == "" {
 		return CloudConfig{}, fmt.Errorf("nephele cloud config %s: token or tokenFile is required", path)
 	}
+	if c.CAFile != "" {
+		ca, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return CloudConfig{}, fmt.Errorf("nephele cloud config %s: %w", path, err)
+		}
+		c.CAData = string(ca)
+	}
 	return c, nil
 }
 
@@ -73,9 +85,18 @@ type Provider struct {
 	http  *http.Client
 }
 
-// NewProvider returns the provider for the local cloud cfg describes.
-func NewProvider(cfg CloudConfig) *Provider {
-	return &Provider{cloud: cfg, http: &http.Client{Timeout: callTimeout}}
+// NewProvider returns the provider for the local cloud cfg describes; with a CA, an
+// https cloud is verified against it alone.
+func NewProvider(cfg CloudConfig) (*Provider, error) {
+	hc := &http.Client{Timeout: callTimeout}
+	if cfg.CAData != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(cfg.CAData)) {
+			return nil, errors.New("nephele cloud config: caFile or caData holds no PEM certificate")
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	return &Provider{cloud: cfg, http: hc}, nil
 }
 
 // DeleteNode terminates node's instance through the local cloud's API, as a person

@@ -5,6 +5,7 @@ package servertest
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,8 +23,8 @@ const stopTimeout = 20 * time.Second
 
 // Start starts a local cloud with cfg, whose StatePath defaults to a file in the test's
 // temporary directory and whose Token defaults to Token, and returns it with a client
-// holding its token. The cloud is shut down when the test ends; a shutdown that fails
-// fails the test.
+// holding its token (and, with ServingCAFile, verifying the cloud with its CA). The
+// cloud is shut down when the test ends; a shutdown that fails fails the test.
 func Start(t testing.TB, cfg server.Config) (*server.Server, *client.Client) {
 	t.Helper()
 	if cfg.StatePath == "" {
@@ -43,7 +44,15 @@ func Start(t testing.TB, cfg server.Config) (*server.Server, *client.Client) {
 			t.Errorf("stopping the local cloud: %v", err)
 		}
 	})
-	c, err := client.New(srv.URL(), cfg.Token)
+	var opts []client.Option
+	if cfg.ServingCAFile != "" {
+		ca, err := os.ReadFile(cfg.ServingCAFile)
+		if err != nil {
+			t.Fatalf("the local cloud's CA certificate: %v", err)
+		}
+		opts = append(opts, client.WithCA(ca))
+	}
+	c, err := client.New(srv.URL(), cfg.Token, opts...)
 	if err != nil {
 		t.Fatalf("a client for the local cloud at %s: %v", srv.URL(), err)
 	}

@@ -1,6 +1,8 @@
 package witness
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"net"
@@ -64,6 +66,7 @@ type Action struct {
 // what and when.
 type Witness struct {
 	cloudURL *url.URL
+	caPEM    []byte // verifies an https cloud; nil for http
 	// Client talks to the cloud directly, past every proxy.
 	Client *client.Client
 	token  string
@@ -90,18 +93,22 @@ func New(t testing.TB) *Witness {
 }
 
 // Of returns a witness of a cloud running elsewhere (a cluster's), at cloudURL
-// with token.
-func Of(t testing.TB, cloudURL, token string) *Witness {
+// with token, verified against caPEM when the cloud is https (nil for http).
+func Of(t testing.TB, cloudURL, token string, caPEM []byte) *Witness {
 	t.Helper()
 	u, err := url.Parse(cloudURL)
 	if err != nil {
 		t.Fatalf("the cloud's URL %q: %v", cloudURL, err)
 	}
-	c, err := client.New(cloudURL, token)
+	var opts []client.Option
+	if caPEM != nil {
+		opts = append(opts, client.WithCA(caPEM))
+	}
+	c, err := client.New(cloudURL, token, opts...)
 	if err != nil {
 		t.Fatalf("a client for the cloud at %s: %v", cloudURL, err)
 	}
-	return &Witness{cloudURL: u, Client: c, token: token}
+	return &Witness{cloudURL: u, Client: c, token: token, caPEM: caPEM}
 }
 
 // SetIntercept sets (nil: clears) the Interceptor of every replica's requests.
@@ -132,6 +139,13 @@ func (w *Witness) CloudConfig(t testing.TB, replica string) string {
 func (w *Witness) Front(t testing.TB, listen string, caller func(*http.Request) string) string {
 	t.Helper()
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
+	if w.caPEM != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(w.caPEM) {
+			t.Fatal("the witness's CA holds no PEM certificate")
+		}
+		proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
 	// A caller killed mid-call is what the scenarios do; the proxy need not say so.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	ln, err := net.Listen("tcp", listen)

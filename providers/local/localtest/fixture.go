@@ -20,7 +20,11 @@ import (
 // knobs, putting the rules back afterwards. The failing cloud is a provider built
 // against a closed port, which disturbs nothing.
 func Fixture(cfg local.Config) (conformance.Fixture, error) {
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"))
+	opts := []client.Option{client.WithUserAgent("nephele-conformance")}
+	if cfg.CA != nil {
+		opts = append(opts, client.WithCA(cfg.CA))
+	}
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, opts...)
 	if err != nil {
 		return conformance.Fixture{}, err
 	}
