@@ -18,9 +18,11 @@
 //     getent, iproute2's ip and ss, and the coreutils, grep and sed the scripts use. They
 //     are Debian's programs from this machine with their shared-library closure
 //     (images.HostPrograms), not busybox: busybox's nc lacks the OpenBSD flags the tests
-//     pass and its static wget crashed here. Upstream's image also has iperf, a CoreDNS
-//     binary at /coredns, porter's TLS key pair and a fake registry tree, which only
-//     tests outside the chosen set use; they are left out.
+//     pass and its static wget crashed here. porter's TLS key pair (/localhost.crt,
+//     /localhost.key) is made at build for 127.0.0.1, ::1 and localhost, as upstream's
+//     is: the Conformance proxy test reaches porter's TLS ports through the apiserver.
+//     Upstream's image also has iperf, a CoreDNS binary at /coredns and a fake registry
+//     tree, which only tests outside the chosen set use; they are left out.
 //   - glibc-dns-testing:2.0.0 — upstream's is Debian with dnsutils: a shell, dig and
 //     glibc's getent, for the DNS tests' second prober. The same programs from this
 //     Debian machine.

@@ -2,16 +2,21 @@ package e2eimages
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/pki"
 )
 
 // Family is an image family of the suite: a key of KUBE_TEST_REPO_LIST
@@ -263,7 +268,12 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
+	porter, err := porterCertificate()
+	if err != nil {
+		return images.Spec{}, err
+	}
 	files = append(files, dedupe(tools, agnhost)...)
+	files = append(files, porter...)
 	files = append(files,
 		images.File{Path: "/agnhost-2", Link: "agnhost"},
 		images.File{Path: "/uploads", Dir: true, Mode: 0o777},
@@ -276,6 +286,35 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 		ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
 	}, nil
 }
+
+// porterCertificate returns /localhost.crt and /localhost.key, which agnhost porter
+// serves its SERVE_TLS_PORT_* ports with (upstream's image adds its porter/ pair there):
+// without them those ports never listen, and the apiserver's proxy to them answers 503
+// ("Proxy version v1 should proxy through a service and a pod"). Nothing verifies the
+// certificate (the apiserver's proxy to pods does not), so a pair made here serves as
+// upstream's does: for 127.0.0.1, ::1 and localhost.
+func porterCertificate() ([]images.File, error) {
+	ca, err := pki.NewAuthority("agnhost porter CA", porterValidity)
+	if err != nil {
+		return nil, fmt.Errorf("agnhost porter's certificate: %w", err)
+	}
+	c, err := ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agnhost porter's certificate: %w", err)
+	}
+	return []images.File{
+		{Path: "/localhost.crt", Data: c.CertPEM, Mode: 0o644},
+		{Path: "/localhost.key", Data: c.KeyPEM, Mode: 0o644},
+	}, nil
+}
+
+// porterValidity outlasts any e2e run by far; a run builds its images anew.
+const porterValidity = 10 * 365 * 24 * time.Hour
 
 func glibcDNSTestingSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	files, err := basics()
