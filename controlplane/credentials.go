@@ -1,8 +1,6 @@
 package controlplane
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -11,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -54,8 +51,7 @@ type credentials struct {
 	saPub      string // its public key: apiserver verification
 	caFile     string // CA that signed the serving certificate and the client certificates
 	caPEM      []byte
-	caCert     *x509.Certificate
-	caKey      *ecdsa.PrivateKey
+	ca         *pki.Authority
 	certFile   string // apiserver serving certificate and key
 	keyFile    string
 	kubeconfig string
@@ -202,107 +198,44 @@ func writeServiceAccountKeys(keyFile, pubFile string) error {
 // the apiserver instead of skipping TLS verification. The CA also signs client
 // certificates (issueClientCert), which the apiserver accepts (--client-ca-file).
 func (c *credentials) writeServingCert(svcIP, servingIP netip.Addr) error {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewAuthority("nephele-ca", certValidity)
 	if err != nil {
-		return fmt.Errorf("generate CA key: %w", err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "nephele-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("create CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return fmt.Errorf("parse CA certificate: %w", err)
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generate serving key: %w", err)
+		return err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IP(svcIP.AsSlice())},
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IP(svcIP.AsSlice())},
 	}
 	if servingIP.IsValid() && !servingIP.IsLoopback() {
 		tmpl.IPAddresses = append(tmpl.IPAddresses, net.IP(servingIP.AsSlice()))
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("create serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("encode serving key: %w", err)
-	}
-	c.caCert, c.caKey = caCert, caKey
-	c.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	c.ca, c.caPEM = ca, ca.PEM()
 	if err := os.WriteFile(c.caFile, c.caPEM, 0o644); err != nil {
 		return fmt.Errorf("write CA certificate: %w", err)
 	}
-	if err := writePEM(c.certFile, "CERTIFICATE", der); err != nil {
-		return err
-	}
-	return writePEM(c.keyFile, "EC PRIVATE KEY", keyDER)
+	return issue(ca, tmpl, c.certFile, c.keyFile)
 }
 
 // issueClientCert writes a client certificate for user in groups (CN and O), signed by
 // the CA, and its key to name.crt and name.key in the pki subdirectory, and returns
 // their paths.
 func (c *credentials) issueClientCert(name, user string, groups ...string) (certFile, keyFile string, err error) {
-	if c.caKey == nil {
+	if c.ca == nil {
 		return "", "", errNotStarted
 	}
 	dir := filepath.Join(c.dir, "pki")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", fmt.Errorf("client certificate %s: generate key: %w", name, err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return "", "", fmt.Errorf("client certificate %s: serial: %w", name, err)
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial.Add(serial, big.NewInt(3)), // 1 and 2 are the CA's and the serving certificate's
-		Subject:      pkix.Name{CommonName: user, Organization: groups},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.caCert, &key.PublicKey, c.caKey)
-	if err != nil {
-		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", "", fmt.Errorf("client certificate %s: encode key: %w", name, err)
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
-		return "", "", err
-	}
-	if err := writePEM(keyFile, "EC PRIVATE KEY", keyDER); err != nil {
-		return "", "", err
+	if err := issue(c.ca, tmpl, certFile, keyFile); err != nil {
+		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
 	}
 	return certFile, keyFile, nil
 }
