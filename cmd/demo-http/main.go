@@ -7,13 +7,21 @@
 //
 // `demo-http get URL` is its client, the one other program in the image: it GETs URL
 // (within 3 seconds), prints the body and exits 0 on a 200 answer, else prints why and
-// exits 1. Run with `kubectl exec`, it is how a test reaches one pod from another. Any
-// other argument is a usage error (exit 2) naming it: the server takes none, so a
+// exits 1. Run with `kubectl exec`, it is how a test reaches one pod from another.
+//
+// `demo-http status METHOD URL` is its probe: it sends METHOD to URL with no body and no
+// credentials (within 3 seconds, an https server's certificate unverified: the probe
+// asks what a pod gets, not whom it talks to), prints the answer's status code and exits
+// 0 on any answer, or prints why none came and exits 1. Run from a pod, it shows what
+// the machine's listeners answer a pod (nephele up --smoke's refusal checks).
+//
+// Any other argument is a usage error (exit 2) naming it: the server takes none, so a
 // container's args meant for something else do not turn it into a client.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,7 +49,7 @@ type Answer struct {
 const getTimeout = 3 * time.Second
 
 // usage is the command line.
-const usage = "usage: demo-http (serve on :$PORT) | demo-http get URL"
+const usage = "usage: demo-http (serve on :$PORT) | demo-http get URL | demo-http status METHOD URL"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -61,6 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = get(ctx, stdout, args[1])
 	case args[0] == "get":
 		fmt.Fprintf(stderr, "demo-http: get takes one URL, got %q\n%s\n", args[1:], usage)
+		return 2
+	case args[0] == "status" && len(args) == 3:
+		err = status(ctx, stdout, args[1], args[2])
+	case args[0] == "status":
+		fmt.Fprintf(stderr, "demo-http: status takes a method and a URL, got %q\n%s\n", args[1:], usage)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "demo-http: unknown argument %q\n%s\n", args[0], usage)
@@ -154,5 +167,28 @@ func get(ctx context.Context, w io.Writer, url string) error {
 		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	_, err = w.Write(body)
+	return err
+}
+
+// status runs `demo-http status METHOD URL`: it writes the answer's status code to w.
+func status(ctx context.Context, w io.Writer, method, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, getTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		// A probe of what answers a pod, which holds no CA of the machine's listeners:
+		// it sends no credential, so an impostor would learn nothing from it.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
+	}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_, err = fmt.Fprintln(w, resp.StatusCode)
 	return err
 }

@@ -97,7 +97,10 @@ func TestUpRealNodes(t *testing.T) {
 			"PASS the lifecycle controller deletes the terminated instance's Node",
 			"PASS the pod comes back on another node",
 			"PASS nephele migrate check passes",
-			"smoke: PASSED (24 checks)",
+			"PASS an unprivileged user reads no credential and plants nothing in the state directory",
+			"PASS etcd answers no client without its certificate, and no pod reaches it",
+			"PASS the registry takes no push or delete but nephele up's, from the machine or a pod",
+			"PASS the CCM's cloud credential makes no instance and sets no fault; a pod without one gets 401",
 			"remove the hosts, keeping the nodes' logs",
 		) {
 			if !strings.Contains(out, want) {
@@ -109,18 +112,19 @@ func TestUpRealNodes(t *testing.T) {
 		}
 	}
 	t.Run("smoke passes after cleaning up the killed run", func(t *testing.T) {
-		smoke(t, nil, "removed what a killed run left on the machine: 2 hosts", "start cloud-controller-manager")
+		smoke(t, nil, "removed what a killed run left on the machine: 2 hosts", "start cloud-controller-manager", "smoke: PASSED (28 checks)")
 	})
 	// The CCM as users install it: `nephele manifests` applied with kubectl, two
 	// replicas pulling their image from the cluster's registry. Terminating a node may
 	// take the leader with it; the other replica takes over.
 	t.Run("smoke passes with the CCM in the cluster", func(t *testing.T) {
-		smoke(t, []string{"--ccm=in-cluster"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available")
+		smoke(t, []string{"--ccm=in-cluster"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available", "smoke: PASSED (28 checks)")
 	})
 	// The CCM as nephele-operator manages it: the operator installed from its manifests,
 	// a CloudControllerManager of the local platform, the operator's rendering running.
 	t.Run("smoke passes with the CCM managed by the operator", func(t *testing.T) {
-		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available")
+		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
+			"PASS the operator copies no Secret from outside its config namespace", "smoke: PASSED (29 checks)")
 	})
 
 	assertNothingRuns(t, dir)

@@ -51,6 +51,10 @@ func (s *smoke) realChecks() (before, after []check) {
 		check{"nephele migrate check passes", s.migrateCheck},
 		check{"kubectl logs shows a pod's log", s.kubectlLogs},
 		check{"kubectl exec runs a command in a pod", s.kubectlExec},
+		check{"an unprivileged user reads no credential and plants nothing in the state directory", s.nobodyReadsNothing},
+		check{"etcd answers no client without its certificate, and no pod reaches it", s.storeRefusesStrangers},
+		check{"the registry takes no push or delete but nephele up's, from the machine or a pod", s.registryRefusesPushes},
+		check{"the CCM's cloud credential makes no instance and sets no fault; a pod without one gets 401", s.cloudRefusesTheCCMsCredential},
 		check{"a pod resolves the Service's name through cluster DNS and reaches it", s.dnsResolvesService},
 		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
 		check{"terminating that node's instance: its Node goes NotReady", s.terminate},
@@ -60,6 +64,9 @@ func (s *smoke) realChecks() (before, after []check) {
 		// Nothing listens on a VIP of real nodes: the cloud refuses what no load balancer takes.
 		check{"connecting to the VIP is refused", s.listenerClosed(demoPort)},
 	)
+	if s.cfg.CCM == localcluster.CCMOperator {
+		after = append(after, check{"the operator copies no Secret from outside its config namespace", s.operatorCopiesNoForeignSecret})
+	}
 	return before, after
 }
 
