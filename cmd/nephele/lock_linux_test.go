@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,15 +57,29 @@ func TestLockDirFollowsNoLink(t *testing.T) {
 	}
 }
 
-// TestUpRefusesAnUntrustedDir runs up on a directory others can write: it stops before
-// opening anything in it.
+// TestUpRefusesAnUntrustedDir runs up on a directory others can write, in which another
+// user planted a link where the lock goes and a journal that records a victim directory
+// as a host's: up stops before opening anything in it, and both targets are untouched.
 func TestUpRefusesAnUntrustedDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shared")
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "hosts"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil {
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, lockFile)); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"version":2,"hosts":[{"id":"i-000000000001","dir":"` + filepath.Dir(victim) + `"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "hosts", "journal.json"), []byte(journal), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "hosts")} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
 	}
 	root := newRootCommand()
 	root.SetArgs([]string{"up", "--kwok", "--dir", dir, "--bin-dir", t.TempDir(), "--build=false"})
@@ -75,7 +88,10 @@ func TestUpRefusesAnUntrustedDir(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot be trusted") || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Errorf("up on a world-writable --dir: %v, want it refused naming why", err)
 	}
-	if _, err := os.Lstat(filepath.Join(dir, lockFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("up created its lock in the untrusted directory (lstat: %v)", err)
+	if raw, err := os.ReadFile(victim); err != nil || string(raw) != "keep me\n" {
+		t.Errorf("the planted link's target, also the forged journal's host directory, holds %q (%v), want it untouched", raw, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, lockFile)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the planted link was replaced (lstat: %v, %v)", fi, err)
 	}
 }
