@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,14 @@ func TestUpRealNodes(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
 	dir := filepath.Join(t.TempDir(), "up")
+	// The smoke run's refusal checks act as user nobody on the state directory: let nobody
+	// reach it, as anyone reaches the default /var/lib/nephele/up, so that they try the
+	// modes of its own files and directories rather than stop at the test's 0700 one.
+	for _, d := range []string{filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Ranges and a bridge of the test's own, so that it meets neither a `nephele up` of
 	// the developer's nor the other packages' host tests.
