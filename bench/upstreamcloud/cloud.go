@@ -49,7 +49,11 @@ func NewFromConfig(cfg local.Config) (*Cloud, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = local.DefaultRequestTimeout
 	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent("bench-upstream-provider"))
+	opts := []client.Option{client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent("bench-upstream-provider")}
+	if cfg.CA != nil {
+		opts = append(opts, client.WithCA(cfg.CA))
+	}
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("upstream local cloud provider: %w", err)
 	}

@@ -182,7 +182,10 @@ func status(ctx context.Context, w io.Writer, method, url string) error {
 		// A probe of what answers a pod, which holds no CA of the machine's listeners:
 		// it sends no credential, so an impostor would learn nothing from it.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
-	}}
+	},
+		// The status of URL itself, not of where it redirects.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

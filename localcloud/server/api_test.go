@@ -174,6 +174,8 @@ func TestBadPayloadsWriteNothing(t *testing.T) {
 		{name: "bad backend on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[{"nodeName":"node-1","address":"nowhere"}]}`, field: "backends[0].address"},
 		{name: "backend on the machine's loopback", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"backends":[{"nodeName":"node-1","address":"127.0.0.1"}]}`, field: "spec.backends[0].address"},
 		{name: "backend off the instance range on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[{"nodeName":"node-1","address":"10.0.0.1"}]}`, field: "backends[0].address"},
+		{name: "backend on the range's network address", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"backends":[{"nodeName":"node-1","address":"127.200.0.0"}]}`, field: "spec.backends[0].address"},
+		{name: "backend on the range's broadcast address", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[{"nodeName":"node-1","address":"127.200.255.255"}]}`, field: "backends[0].address"},
 		{name: "too many ports", method: "PUT", path: "/v1/loadbalancers/new", body: `{"ports":[` + manyPorts(api.MaxLoadBalancerPorts+1) + `]}`, field: "spec.ports"},
 		{name: "too many source ranges", method: "PUT", path: "/v1/loadbalancers/new", body: `{` + okPorts + `,"sourceRanges":[` + strings.Repeat(`"10.0.0.0/8",`, api.MaxSourceRanges) + `"10.0.0.0/8"]}`, field: "spec.sourceRanges"},
 		{name: "unknown field on update", method: "PUT", path: "/v1/loadbalancers/web/backends", body: `{"backends":[],"drain":true}`, field: "drain"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
 
 // toDataPlane converts a stored load balancer, whose spec passed validation.
@@ -343,11 +344,32 @@ func (s *Server) checkBackends(field string, backends []api.Backend) error {
 		if err != nil {
 			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%q is not an IP address", b.Address)
 		}
-		if !s.cfg.InstanceCIDR.Contains(a.Unmap()) {
+		a = a.Unmap()
+		if !s.cfg.InstanceCIDR.Contains(a) {
 			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is outside the instance range %s: a backend is an instance's address", a, s.cfg.InstanceCIDR)
+		}
+		if s.notInstanceAddr(a) {
+			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is the instance range's network, broadcast or bridge address, never an instance's", a)
 		}
 	}
 	return nil
+}
+
+// notInstanceAddr reports whether a, inside the instance range, is one no instance ever
+// gets: the range's first and last, and with hosts the bridge's, which is the machine.
+func (s *Server) notInstanceAddr(a netip.Addr) bool {
+	r := s.cfg.InstanceCIDR
+	return a == r.Addr() || a == lastAddr(r) || (s.machine != nil && a == hosts.Gateway(r))
+}
+
+// lastAddr returns the last address of p, its broadcast address in IPv4.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 func (s *Server) updateBackends(c *call) (int, any, error) {

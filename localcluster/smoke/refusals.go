@@ -68,6 +68,11 @@ func (s *smoke) nobodyReadsNothing(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A refusal counts only if nobody can run anything at all: otherwise every attempt
+	// below would fail for that reason alone.
+	if ok, out := asNobody(ctx, cred, "true"); !ok {
+		return "", fmt.Errorf("cannot run a program as user nobody (uid %d): %s", cred.Uid, out)
+	}
 	cloudDir := filepath.Dir(s.c.CloudTokenFile)
 	reads := []string{s.c.Env.Kubeconfig, s.c.CloudTokenFile, s.c.CCMTokenFile, filepath.Join(cloudDir, "state.db")}
 	var allowed []string
@@ -185,11 +190,18 @@ func (s *smoke) cloudRefusesTheCCMsCredential(ctx context.Context) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("the CCM's token lists no instances: %w", err)
 	}
-	_, err = ccm.CreateInstance(ctx, api.InstanceSpec{Name: "nephele-smoke-attacker", Kind: api.InstanceHost, BootCommand: []string{"/bin/true"}})
+	inst, err := ccm.CreateInstance(ctx, api.InstanceSpec{Name: "nephele-smoke-attacker", Kind: api.InstanceHost, BootCommand: []string{"/bin/true"}})
 	if !forbidden(err) {
+		// The cluster must not keep what the attack made.
+		if err == nil {
+			_ = s.c.Cloud.DeleteInstance(context.WithoutCancel(ctx), inst.ID)
+		}
 		return "", fmt.Errorf("creating a host with the CCM's token: %v, want 403", err)
 	}
 	if err := ccm.PutFault(ctx, api.Fault{Operation: "*", Outage: true}); !forbidden(err) {
+		if err == nil {
+			_ = s.c.Cloud.SetFaults(context.WithoutCancel(ctx), nil)
+		}
 		return "", fmt.Errorf("setting a fault with the CCM's token: %v, want 403", err)
 	}
 	pod, err := s.attackerPod(ctx)
@@ -257,8 +269,11 @@ func (s *smoke) podRefused(ctx context.Context, pod, method, target string, want
 func (s *smoke) podStatus(ctx context.Context, pod, method, target string) (int, bool, error) {
 	out, err := s.kubectl(ctx, "exec", pod, "--", "/demo-http", "status", method, target)
 	if err != nil {
-		// The probe's exit 1: no answer came (refused, unreachable, no TLS).
-		if strings.Contains(err.Error(), "exit status 1") && strings.Contains(err.Error(), "demo-http: ") {
+		// The probe's exit 1: no answer came (refused, unreachable, or a TLS handshake
+		// the listener refused).
+		// kubectl exits with the command's code.
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 1 && strings.Contains(err.Error(), "demo-http: ") {
 			return 0, false, nil
 		}
 		return 0, false, err
@@ -318,26 +333,48 @@ func (s *smoke) operatorCopiesNoForeignSecret(ctx context.Context) (string, erro
 		return "", err
 	}
 	refused := synced(metav1.ConditionFalse, "SourceNotAllowed")
+	// Copies are looked for before the real source is named again, which would overwrite one.
+	copied := s.copiesOf(ctx, cl, victim, victimData)
 	// Whatever happened, the cluster gets its cloud config back.
 	if err := setSource(legit); err != nil {
-		return "", errors.Join(refused, err)
+		return "", errors.Join(refused, copied, err)
 	}
-	if refused != nil {
-		return "", fmt.Errorf("naming Secret %s/%s: %w", victim.Namespace, victim.Name, refused)
-	}
-	var secrets corev1.SecretList
-	if err := cl.List(ctx, &secrets); err != nil {
-		return "", err
-	}
-	for _, sec := range secrets.Items {
-		for k, v := range sec.Data {
-			if strings.Contains(string(v), victimData) && sec.Name != victim.Name {
-				return "", fmt.Errorf("the victim's Secret was copied to %s/%s (key %s)", sec.Namespace, sec.Name, k)
-			}
-		}
+	if refused != nil || copied != nil {
+		return "", fmt.Errorf("naming Secret %s/%s: %w", victim.Namespace, victim.Name, errors.Join(refused, copied))
 	}
 	if err := synced(metav1.ConditionTrue, ""); err != nil {
 		return "", fmt.Errorf("after naming %s/%s again: %w", legit.Namespace, legit.Name, err)
 	}
 	return fmt.Sprintf("Secret %s/%s named in the CloudControllerManager: SourceNotAllowed, copied nowhere; %s/%s synced again", victim.Namespace, victim.Name, legit.Namespace, legit.Name), nil
+}
+
+// copiesOf returns an error naming every Secret or ConfigMap but victim that holds data.
+func (s *smoke) copiesOf(ctx context.Context, cl crclient.Client, victim *corev1.Secret, data string) error {
+	var secrets corev1.SecretList
+	var maps corev1.ConfigMapList
+	if err := cl.List(ctx, &secrets); err != nil {
+		return err
+	}
+	if err := cl.List(ctx, &maps); err != nil {
+		return err
+	}
+	var found []string
+	for _, sec := range secrets.Items {
+		for k, v := range sec.Data {
+			if strings.Contains(string(v), data) && (sec.Namespace != victim.Namespace || sec.Name != victim.Name) {
+				found = append(found, fmt.Sprintf("Secret %s/%s (key %s)", sec.Namespace, sec.Name, k))
+			}
+		}
+	}
+	for _, cm := range maps.Items {
+		for k, v := range cm.Data {
+			if strings.Contains(v, data) {
+				found = append(found, fmt.Sprintf("ConfigMap %s/%s (key %s)", cm.Namespace, cm.Name, k))
+			}
+		}
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("the victim's data was copied to %s", strings.Join(found, ", "))
+	}
+	return nil
 }

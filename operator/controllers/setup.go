@@ -40,7 +40,8 @@ func CacheOptions(namespace string) cache.Options {
 	for _, o := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
 		by := cache.ByObject{Label: mine}
 		gvk, err := apiutil.GVKForObject(o, scheme.Scheme)
-		if err == nil && gvk.Kind != "ClusterRole" && gvk.Kind != "ClusterRoleBinding" && !render.InControllerNamespace(gvk.Kind) {
+		// Fail closed: a kind the scheme cannot name is watched in the CCM's namespace only.
+		if err != nil || gvk.Kind != "ClusterRole" && gvk.Kind != "ClusterRoleBinding" && !render.InControllerNamespace(gvk.Kind) {
 			by.Namespaces = own
 		}
 		byObject[o] = by

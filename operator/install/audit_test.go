@@ -77,7 +77,7 @@ func auditOperator(t *testing.T, operandNS string) {
 			{Namespace: "kube-system", Verb: "patch", Resource: "deployments", Group: "apps", Name: "any"},
 		} {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: operator,
-				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + DefaultNamespace}, ResourceAttributes: &r}}
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + DefaultNamespace, "system:authenticated"}, ResourceAttributes: &r}}
 			if err := admin.Create(ctx, sar); err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ const (
 //	listPageSize: 100                 # optional: instances per listing page, 1-1000
 //	proxyHealthzPort: 10256           # optional: kube-proxy's healthz port, -1 for none
 type Config struct {
-	// Endpoint is the local cloud's base URL, "http://host:port".
+	// Endpoint is the local cloud's base URL, "http://host:port" or "https://host:port".
 	Endpoint string
 	// Token is the API bearer token, given inline or read from a file.
 	Token string
