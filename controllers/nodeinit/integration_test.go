@@ -203,11 +203,17 @@ func TestIntegrationInitialization(t *testing.T) {
 func TestIntegrationBurstOf50Nodes(t *testing.T) {
 	h := startHarness(t, harnessOptions{inventory: true, workers: 4})
 	const n = 50
+	start := time.Now()
 	for i := range n {
 		short := fmt.Sprintf("n%02d", i)
 		h.addInstance(short, internal(fmt.Sprintf("10.2.0.%d", i+1)))
 		h.register(short)
 	}
+	// Listings are shared: at most one per listing gap (1s) while nodes keep joining, so
+	// their number follows how long the burst took to register (about 2s idle, longer on
+	// a loaded machine), never the number of nodes.
+	spread := time.Since(start)
+	maxLists := 3 + int(spread/DefaultListingGap)
 	poll.Eventually(h.t, "every node initialized", func() error {
 		list, err := h.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: h.Scope.Selector()})
 		if err != nil {
@@ -226,8 +232,8 @@ func TestIntegrationBurstOf50Nodes(t *testing.T) {
 	})
 	lists, gets := h.Cloud.Calls(cloud.OpListInstances), h.Cloud.Calls(cloud.OpInstanceMetadata)
 	t.Logf("a burst of %d nodes cost %d ListInstances and %d InstanceMetadata calls", n, lists, gets)
-	if lists > 5 || gets != 0 {
-		t.Errorf("ListInstances = %d, InstanceMetadata = %d; want <= 5 and 0", lists, gets)
+	if lists > maxLists || gets != 0 {
+		t.Errorf("ListInstances = %d, InstanceMetadata = %d; want <= %d (the burst took %s to register) and 0", lists, gets, maxLists, spread.Round(time.Millisecond))
 	}
 	h.WaitMetric("nephele_node_initialization_duration_seconds", n)
 }
