@@ -144,17 +144,18 @@ func (c *credentials) writeEtcdCerts() error {
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
-	if err := issue(ca, server, e.serverCert, e.serverKey); err != nil {
+	if _, err := issue(ca, server, e.serverCert, e.serverKey); err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if err := issue(ca, client, e.clientCert, e.clientKey); err != nil {
+	issued, err := issue(ca, client, e.clientCert, e.clientKey)
+	if err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
-	pair, err := tls.LoadX509KeyPair(e.clientCert, e.clientKey)
+	pair, err := issued.TLS()
 	if err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
@@ -163,20 +164,20 @@ func (c *credentials) writeEtcdCerts() error {
 	return nil
 }
 
-// issue has ca sign tmpl and writes the certificate and its key, readable by the owner
-// only.
-func issue(ca *pki.Authority, tmpl *x509.Certificate, certFile, keyFile string) error {
+// issue has ca sign tmpl, writes the certificate and its key, readable by the owner
+// only, and returns them.
+func issue(ca *pki.Authority, tmpl *x509.Certificate, certFile, keyFile string) (pki.Issued, error) {
 	c, err := ca.Issue(tmpl)
 	if err != nil {
-		return err
+		return pki.Issued{}, err
 	}
 	if err := os.WriteFile(certFile, c.CertPEM, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", certFile, err)
+		return pki.Issued{}, fmt.Errorf("write %s: %w", certFile, err)
 	}
 	if err := os.WriteFile(keyFile, c.KeyPEM, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", keyFile, err)
+		return pki.Issued{}, fmt.Errorf("write %s: %w", keyFile, err)
 	}
-	return nil
+	return c, nil
 }
 
 func writeServiceAccountKeys(keyFile, pubFile string) error {
@@ -215,7 +216,8 @@ func (c *credentials) writeServingCert(svcIP, servingIP netip.Addr) error {
 	if err := os.WriteFile(c.caFile, c.caPEM, 0o644); err != nil {
 		return fmt.Errorf("write CA certificate: %w", err)
 	}
-	return issue(ca, tmpl, c.certFile, c.keyFile)
+	_, err = issue(ca, tmpl, c.certFile, c.keyFile)
+	return err
 }
 
 // issueClientCert writes a client certificate for user in groups (CN and O), signed by
@@ -234,7 +236,7 @@ func (c *credentials) issueClientCert(name, user string, groups ...string) (cert
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := issue(c.ca, tmpl, certFile, keyFile); err != nil {
+	if _, err := issue(c.ca, tmpl, certFile, keyFile); err != nil {
 		return "", "", fmt.Errorf("client certificate %s: %w", name, err)
 	}
 	return certFile, keyFile, nil

@@ -32,15 +32,14 @@ func WaitForCloud(ctx context.Context, p *controlplane.Process, addrFile, caFile
 	if err != nil {
 		return "", nil, err
 	}
-	url, opts := "http://"+addr, []client.Option{client.WithUserAgent(userAgent)}
+	url, ca := "http://"+addr, []byte(nil)
 	if caFile != "" {
-		ca, err := os.ReadFile(caFile)
-		if err != nil {
+		if ca, err = os.ReadFile(caFile); err != nil {
 			return "", nil, fmt.Errorf("the local cloud's CA certificate: %w", err)
 		}
-		url, opts = "https://"+addr, append(opts, client.WithCA(ca))
+		url = "https://" + addr
 	}
-	c, err := client.New(url, token, opts...)
+	c, err := client.New(url, token, client.WithUserAgent(userAgent), client.WithCA(ca))
 	if err != nil {
 		return "", nil, err
 	}

@@ -49,11 +49,8 @@ func NewFromConfig(cfg local.Config) (*Cloud, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = local.DefaultRequestTimeout
 	}
-	opts := []client.Option{client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent("bench-upstream-provider")}
-	if cfg.CA != nil {
-		opts = append(opts, client.WithCA(cfg.CA))
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, opts...)
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithTimeout(cfg.RequestTimeout),
+		client.WithUserAgent("bench-upstream-provider"), client.WithCA(cfg.CA))
 	if err != nil {
 		return nil, fmt.Errorf("upstream local cloud provider: %w", err)
 	}

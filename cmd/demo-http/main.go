@@ -152,9 +152,7 @@ func get(ctx context.Context, w io.Writer, url string) error {
 	if err != nil {
 		return err
 	}
-	// Pods have no proxy and no DNS beyond the cluster's: never ask the environment.
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := hc.Do(req)
+	resp, err := podClient(false).Do(req)
 	if err != nil {
 		return err
 	}
@@ -178,15 +176,7 @@ func status(ctx context.Context, w io.Writer, method, url string) error {
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
-		// A probe of what answers a pod, which holds no CA of the machine's listeners:
-		// it sends no credential, so an impostor would learn nothing from it.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
-	},
-		// The status of URL itself, not of where it redirects.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	resp, err := hc.Do(req)
+	resp, err := podClient(true).Do(req)
 	if err != nil {
 		return err
 	}
@@ -194,4 +184,19 @@ func status(ctx context.Context, w io.Writer, method, url string) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_, err = fmt.Fprintln(w, resp.StatusCode)
 	return err
+}
+
+// podClient is the HTTP client of get and, with probe, of status. Pods have no proxy and
+// no DNS beyond the cluster's: it never asks the environment. A probe asks what answers
+// a pod, which holds no CA of the machine's listeners, and sends no credential, so it
+// verifies no certificate (an impostor would learn nothing) and reports the status of
+// the URL itself, not of where it redirects.
+func podClient(probe bool) *http.Client {
+	t := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	hc := &http.Client{Transport: t}
+	if probe {
+		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return hc
 }

@@ -59,13 +59,16 @@ func WithMinimalAnswers() Option { return func(c *Client) { c.minimal = true } }
 
 // WithCA makes the client verify an https cloud's certificate against caPEM (the
 // authority's certificate the cloud wrote, localcloud --serving-ca-file) instead of the
-// system's roots. It changes the transport of the client's HTTP client as it is when
-// the option applies; New fails on PEM without a certificate.
+// system's roots; nil changes nothing. It changes the transport of the client's HTTP
+// client as it is when the option applies; New fails on PEM without a certificate.
 func WithCA(caPEM []byte) Option {
 	return func(c *Client) {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caPEM) {
-			c.optErr = errors.Join(c.optErr, errors.New("local cloud client: the CA holds no PEM certificate"))
+		if caPEM == nil {
+			return
+		}
+		cfg, err := TLSConfig(caPEM)
+		if err != nil {
+			c.optErr = errors.Join(c.optErr, err)
 			return
 		}
 		t, ok := c.hc.Transport.(*http.Transport)
@@ -74,11 +77,21 @@ func WithCA(caPEM []byte) Option {
 			return
 		}
 		t = t.Clone()
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		t.TLSClientConfig = cfg
 		hc := *c.hc
 		hc.Transport = t
 		c.hc = &hc
 	}
+}
+
+// TLSConfig returns the TLS configuration that verifies an https cloud against caPEM
+// alone, for callers that make their own transport (a proxy in front of the cloud).
+func TLSConfig(caPEM []byte) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("local cloud client: the CA holds no PEM certificate")
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // WithUserAgent sets the User-Agent header of every request.

@@ -293,6 +293,25 @@ func TestNewChecksArguments(t *testing.T) {
 	}
 }
 
+func TestWithCA(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		ca     []byte
+		wantOK bool
+	}{
+		{"nil changes nothing", nil, true},
+		{"not PEM", []byte("a certificate"), false},
+		{"empty", []byte{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New("https://127.0.0.1:1", "t", WithCA(tt.ca))
+			if (err == nil) != tt.wantOK {
+				t.Errorf("New with WithCA(%q): %v, want ok %t", tt.ca, err, tt.wantOK)
+			}
+		})
+	}
+}
+
 func TestCallCounts(t *testing.T) {
 	body := `# HELP localcloud_requests_total x
 # TYPE localcloud_requests_total counter

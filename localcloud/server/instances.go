@@ -150,10 +150,16 @@ func nthAddr(p netip.Prefix, n uint64) (netip.Addr, bool) {
 	if !p.Contains(a) {
 		return netip.Addr{}, false
 	}
-	if a.BitLen()-p.Bits() >= 2 && (n == 0 || a.Is4() && !p.Contains(a.Next())) {
+	if reservedInRange(p, a) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// reservedInRange reports whether a, an address of the masked prefix p, is p's network
+// or IPv4 broadcast address in a range bigger than two addresses: never an instance's.
+func reservedInRange(p netip.Prefix, a netip.Addr) bool {
+	return a.BitLen()-p.Bits() >= 2 && (a == p.Addr() || a.Is4() && !p.Contains(a.Next()))
 }
 
 // visible reports whether an instance may be shown under the call's eventual

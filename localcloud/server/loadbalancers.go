@@ -13,7 +13,6 @@ import (
 
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/dataplane"
-	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
 
 // toDataPlane converts a stored load balancer, whose spec passed validation.
@@ -334,42 +333,28 @@ func (s *Server) apply(c *call, lb api.LoadBalancer) error {
 	return nil
 }
 
-// checkBackends refuses a backend outside the instance range: the data planes send a
+// checkBackends refuses a backend that is no instance's address: the data planes send a
 // VIP's traffic to its backends (the kernel routes it, the proxy connects), and a
-// backend anywhere else would have the cloud forward to the machine's own loopback
-// services or to networks that are none of the cloud's.
+// backend anywhere else would have the cloud forward to the machine's own services or to
+// networks that are none of the cloud's. The addresses are valid IPs
+// (api.ValidateBackends ran first); one that is not is refused all the same.
 func (s *Server) checkBackends(field string, backends []api.Backend) error {
 	for i, b := range backends {
-		a, err := netip.ParseAddr(b.Address)
-		if err != nil {
-			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%q is not an IP address", b.Address)
-		}
-		a = a.Unmap()
-		if !s.cfg.InstanceCIDR.Contains(a) {
-			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is outside the instance range %s: a backend is an instance's address", a, s.cfg.InstanceCIDR)
-		}
-		if s.notInstanceAddr(a) {
-			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is the instance range's network, broadcast or bridge address, never an instance's", a)
+		a, _ := netip.ParseAddr(b.Address)
+		if !s.instanceAddr(a.Unmap()) {
+			return invalid(fmt.Sprintf("%s[%d].address", field, i), "%s is no instance's address: want one of the instance range %s but its network, broadcast and bridge addresses", b.Address, s.cfg.InstanceCIDR)
 		}
 	}
 	return nil
 }
 
-// notInstanceAddr reports whether a, inside the instance range, is one no instance ever
-// gets: the range's first and last, and with hosts the bridge's, which is the machine.
-func (s *Server) notInstanceAddr(a netip.Addr) bool {
-	r := s.cfg.InstanceCIDR
-	return a == r.Addr() || a == lastAddr(r) || (s.machine != nil && a == hosts.Gateway(r))
-}
-
-// lastAddr returns the last address of p, its broadcast address in IPv4.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 1 << (7 - i%8)
+// instanceAddr reports whether a can be an instance's address. With hosts it is one the
+// machine routes to a host (hosts.Machine.Routable); without, one nthAddr can hand out.
+func (s *Server) instanceAddr(a netip.Addr) bool {
+	if s.machine != nil {
+		return s.machine.Routable(a)
 	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
+	return s.cfg.InstanceCIDR.Contains(a) && !reservedInRange(s.cfg.InstanceCIDR, a)
 }
 
 func (s *Server) updateBackends(c *call) (int, any, error) {

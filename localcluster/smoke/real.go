@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -637,18 +636,7 @@ func (s *smoke) scaledToOne(ctx context.Context) (string, error) {
 // healthz asks kube-proxy's health check server on a node's address about the smoke
 // Service, as the cloud's health checks do, and returns the status code.
 func (s *smoke) healthz(ctx context.Context, addr string) (int, error) {
-	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(s.hcPort))) + "/healthz"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	return resp.StatusCode, nil
+	return s.status(ctx, s.http, http.MethodGet, "http://"+net.JoinHostPort(addr, strconv.Itoa(int(s.hcPort)))+"/healthz")
 }
 
 // nodeInstance returns the cluster's node named name.

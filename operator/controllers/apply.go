@@ -137,23 +137,27 @@ func listOwned(ctx context.Context, c client.Reader, component string, namespace
 	return slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return !metav1.IsControlledBy(u, owner) }), err
 }
 
+// kindNamespaces returns where the operator reads and lists objects of kind, given its
+// namespaces (the CCM's first, then kube-system): "" alone for cluster-scoped kinds; all
+// of them for the kinds a rendering may put in kube-system; the CCM's alone for the
+// others, which the operator may not list in kube-system (its Secrets among them).
+func kindNamespaces(kind string, namespaces []string) []string {
+	switch {
+	case kind == "ClusterRole" || kind == "ClusterRoleBinding":
+		return []string{""}
+	case render.InControllerNamespace(kind):
+		return namespaces
+	}
+	return namespaces[:1]
+}
+
 // listLabelled lists every object of the operand kinds labelled as the operator's with
-// component, whoever made it: cluster-scoped kinds everywhere, the kinds a rendering may
-// put in kube-system in all of namespaces, and the others in namespaces[0], the CCM's.
+// component, whoever made it, where kindNamespaces says.
 func listLabelled(ctx context.Context, c client.Reader, component string, namespaces []string) ([]*unstructured.Unstructured, error) {
 	sel := client.MatchingLabels{profiles.LabelManagedBy: profiles.ManagedByValue, LabelComponent: component}
 	var out []*unstructured.Unstructured
 	for _, gvk := range operandKinds {
-		scopes := namespaces
-		switch {
-		case gvk.Kind == "ClusterRole" || gvk.Kind == "ClusterRoleBinding":
-			scopes = []string{""}
-		case !render.InControllerNamespace(gvk.Kind):
-			// The operator may not list these in kube-system (its Secrets among them),
-			// and no rendering puts them there.
-			scopes = namespaces[:1]
-		}
-		for _, ns := range scopes {
+		for _, ns := range kindNamespaces(gvk.Kind, namespaces) {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 			opts := []client.ListOption{sel}

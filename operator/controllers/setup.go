@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nephele-dev/nephele/deploy/render"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,24 +28,29 @@ import (
 // Secret of kube-system nor every ClusterRole of the cluster.
 func CacheOptions(namespace string) cache.Options {
 	mine := labels.SelectorFromSet(labels.Set{profiles.LabelManagedBy: profiles.ManagedByValue})
-	namespaces := map[string]cache.Config{}
-	for _, ns := range (Config{Namespace: namespace}).namespaces() {
-		namespaces[ns] = cache.Config{}
+	all := (Config{Namespace: namespace}).namespaces()
+	set := func(nss []string) map[string]cache.Config {
+		m := map[string]cache.Config{}
+		for _, ns := range nss {
+			m[ns] = cache.Config{}
+		}
+		return m
 	}
-	// Kinds no rendering puts in kube-system are watched in the CCM's namespace only: the
-	// operator's Role there grants no list or watch of them (Secrets above all).
-	own := map[string]cache.Config{namespace: {}}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, o := range append(ownedTypes(), &corev1.Secret{}, &corev1.ConfigMap{}) {
 		by := cache.ByObject{Label: mine}
-		gvk, err := apiutil.GVKForObject(o, scheme.Scheme)
-		// Fail closed: a kind the scheme cannot name is watched in the CCM's namespace only.
-		if err != nil || gvk.Kind != "ClusterRole" && gvk.Kind != "ClusterRoleBinding" && !render.InControllerNamespace(gvk.Kind) {
-			by.Namespaces = own
+		// Each kind where listLabelled lists it (kindNamespaces); a kind the scheme
+		// cannot name fails closed, to the CCM's namespace alone.
+		nss := all[:1]
+		if gvk, err := apiutil.GVKForObject(o, scheme.Scheme); err == nil {
+			nss = kindNamespaces(gvk.Kind, all)
+		}
+		if nss[0] != "" {
+			by.Namespaces = set(nss)
 		}
 		byObject[o] = by
 	}
-	return cache.Options{DefaultNamespaces: namespaces, ByObject: byObject}
+	return cache.Options{DefaultNamespaces: set(all), ByObject: byObject}
 }
 
 // ownedTypes are the typed objects of operandKinds, for watches.

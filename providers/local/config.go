@@ -176,7 +176,7 @@ func (fc *File) validate() (*Config, error) {
 	case (fc.CAFile != "" || fc.CAData != "") && !https:
 		add("caFile, caData: only for an https endpoint; the endpoint is %q", cfg.Endpoint)
 	case fc.CAFile != "":
-		ca, err := os.ReadFile(fc.CAFile)
+		ca, err := readSmall(fc.CAFile)
 		if err != nil {
 			add("caFile: %v", err)
 		} else if cfg.CA = ca; !x509.NewCertPool().AppendCertsFromPEM(ca) {
@@ -243,7 +243,7 @@ func checkEndpoint(s string) error {
 // readToken reads a token file; surrounding white space is ignored, as the local
 // cloud's --token-file does.
 func readToken(path string) (string, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := readSmall(path)
 	if err != nil {
 		return "", err
 	}
@@ -265,4 +265,22 @@ func decodeProblem(err error) string {
 	}
 	msg = strings.ReplaceAll(msg, "Go struct field File.", "field ")
 	return "not valid YAML for the local provider: " + strings.Join(strings.Fields(msg), " ")
+}
+
+// readSmall reads a file the config names, refusing one over maxConfigSize: a path to a
+// device or a huge file must not stall or exhaust the manager at start.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxConfigSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigSize)
+	}
+	return raw, nil
 }

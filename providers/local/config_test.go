@@ -63,6 +63,8 @@ func TestLoadConfig(t *testing.T) {
 		{name: "caFile and caData", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n" + caData, wantErr: []string{"caFile and caData: give at most one"}},
 		{name: "CA for an http endpoint", yaml: "endpoint: http://a:1\ntoken: x\ncaFile: " + caFile + "\n", wantErr: []string{"only for an https endpoint"}},
 		{name: "caFile missing", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + missing + "\n", wantErr: []string{"caFile:", "no such file"}},
+		{name: "caFile too big", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: /dev/zero\n", wantErr: []string{"caFile:", "larger than"}},
+		{name: "tokenFile too big", yaml: "endpoint: http://a:1\ntokenFile: /dev/zero\n", wantErr: []string{"tokenFile:", "larger than"}},
 		{name: "caFile not PEM", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + notPEM + "\n", wantErr: []string{"caFile:", "holds no PEM certificate"}},
 		{name: "caData not PEM", yaml: "endpoint: https://a:1\ntoken: x\ncaData: hello\n", wantErr: []string{"caData: no PEM certificate"}},
 		{name: "healthz port zero", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 0\n", wantErr: []string{"proxyHealthzPort: 0: want 1-65535, or -1"}},

@@ -72,14 +72,10 @@ func NewFromConfig(cfg Config) (*Provider, error) {
 	}
 	// The timeout bounds one request, body included; a timed-out request is a temporary
 	// error, never a sign that anything is gone.
-	opts := []client.Option{client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent(userAgent),
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithTimeout(cfg.RequestTimeout), client.WithUserAgent(userAgent),
 		// The provider reads the VIP and the data plane's error from a write's answer,
 		// never the thousands of backends it just sent.
-		client.WithMinimalAnswers()}
-	if cfg.CA != nil {
-		opts = append(opts, client.WithCA(cfg.CA))
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, opts...)
+		client.WithMinimalAnswers(), client.WithCA(cfg.CA))
 	if err != nil {
 		return nil, fmt.Errorf("local cloud provider: %w", err)
 	}

@@ -44,15 +44,14 @@ func Start(t testing.TB, cfg server.Config) (*server.Server, *client.Client) {
 			t.Errorf("stopping the local cloud: %v", err)
 		}
 	})
-	var opts []client.Option
+	var ca []byte
 	if cfg.ServingCAFile != "" {
-		ca, err := os.ReadFile(cfg.ServingCAFile)
-		if err != nil {
+		var err error
+		if ca, err = os.ReadFile(cfg.ServingCAFile); err != nil {
 			t.Fatalf("the local cloud's CA certificate: %v", err)
 		}
-		opts = append(opts, client.WithCA(ca))
 	}
-	c, err := client.New(srv.URL(), cfg.Token, opts...)
+	c, err := client.New(srv.URL(), cfg.Token, client.WithCA(ca))
 	if err != nil {
 		t.Fatalf("a client for the local cloud at %s: %v", srv.URL(), err)
 	}

@@ -1,8 +1,6 @@
 package witness
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"log"
 	"net"
@@ -100,11 +98,7 @@ func Of(t testing.TB, cloudURL, token string, caPEM []byte) *Witness {
 	if err != nil {
 		t.Fatalf("the cloud's URL %q: %v", cloudURL, err)
 	}
-	var opts []client.Option
-	if caPEM != nil {
-		opts = append(opts, client.WithCA(caPEM))
-	}
-	c, err := client.New(cloudURL, token, opts...)
+	c, err := client.New(cloudURL, token, client.WithCA(caPEM))
 	if err != nil {
 		t.Fatalf("a client for the cloud at %s: %v", cloudURL, err)
 	}
@@ -140,11 +134,13 @@ func (w *Witness) Front(t testing.TB, listen string, caller func(*http.Request) 
 	t.Helper()
 	proxy := httputil.NewSingleHostReverseProxy(w.cloudURL)
 	if w.caPEM != nil {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(w.caPEM) {
-			t.Fatal("the witness's CA holds no PEM certificate")
+		cfg, err := client.TLSConfig(w.caPEM)
+		if err != nil {
+			t.Fatal(err)
 		}
-		proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		tr := &http.Transport{TLSClientConfig: cfg}
+		t.Cleanup(tr.CloseIdleConnections)
+		proxy.Transport = tr
 	}
 	// A caller killed mid-call is what the scenarios do; the proxy need not say so.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)

@@ -20,11 +20,7 @@ import (
 // knobs, putting the rules back afterwards. The failing cloud is a provider built
 // against a closed port, which disturbs nothing.
 func Fixture(cfg local.Config) (conformance.Fixture, error) {
-	opts := []client.Option{client.WithUserAgent("nephele-conformance")}
-	if cfg.CA != nil {
-		opts = append(opts, client.WithCA(cfg.CA))
-	}
-	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, opts...)
+	c, err := client.New(strings.TrimSpace(cfg.Endpoint), cfg.Token, client.WithUserAgent("nephele-conformance"), client.WithCA(cfg.CA))
 	if err != nil {
 		return conformance.Fixture{}, err
 	}
