@@ -58,14 +58,15 @@ func startBenchCloud(b *testing.B) *client.Client {
 	return c
 }
 
-// benchBackends returns n backends (n below 65,536), as a load balancer of an n-node
-// cluster has, with addresses in the cloud's default instance range as the cloud
-// requires.
+// benchBackends returns n backends (n below 65,534), as a load balancer of an n-node
+// cluster has, with addresses the cloud accepts as an instance's: inside its default
+// instance range, past the network address and the bridge's (.0 and .1).
 func benchBackends(n int) []api.Backend {
 	base := server.DefaultInstanceCIDR.Addr().As4()
 	out := make([]api.Backend, n)
 	for i := range out {
-		out[i] = api.Backend{NodeName: fmt.Sprintf("node-%05d", i), Address: netip.AddrFrom4([4]byte{base[0], base[1], byte(i >> 8), byte(i)}).String()}
+		a := i + 2
+		out[i] = api.Backend{NodeName: fmt.Sprintf("node-%05d", i), Address: netip.AddrFrom4([4]byte{base[0], base[1], byte(a >> 8), byte(a)}).String()}
 	}
 	return out
 }
