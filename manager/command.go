@@ -290,17 +290,12 @@ func newServer(o *Options, restConfig *rest.Config, reg *prometheus.Registry, lo
 	if err != nil {
 		return nil, fmt.Errorf("building the delegated authentication client: %w", err)
 	}
-	s, err := serving.New(serving.Config{
-		BindAddress:      o.BindAddress,
-		Port:             o.SecurePort,
-		CertFile:         o.TLSCertFile,
-		KeyFile:          o.TLSPrivateKeyFile,
-		Authn:            authn,
-		AlwaysAllowPaths: o.AuthorizationAlwaysAllowPaths,
-		Gatherer:         reg,
-		EnableProfiling:  o.Profiling,
-		Logger:           log.WithName("serving"),
-	})
+	cfg, err := o.servingConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Authn, cfg.Gatherer, cfg.Logger = authn, reg, log.WithName("serving")
+	s, err := serving.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid value for --secure-port or the TLS flags: %w", err)
 	}

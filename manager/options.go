@@ -458,6 +458,7 @@ func (o *Options) controllerConfig() ControllerConfig {
 		NodeMonitorPeriod:             o.NodeMonitorPeriod,
 		NodeStatusUpdateFrequency:     o.NodeStatusUpdateFrequency,
 		ConcurrentNodeSyncs:           o.ConcurrentNodeSyncs,
+		ConcurrentNodeStatusUpdates:   o.ConcurrentNodeStatusUpdates,
 		ConcurrentServiceSyncs:        o.ConcurrentServiceSyncs,
 		ConcurrentRouteSyncs:          o.ConcurrentRouteSyncs,
 		RouteReconciliationPeriod:     o.RouteReconciliationPeriod,

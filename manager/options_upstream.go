@@ -14,6 +14,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/nephele-dev/nephele/manager/features"
+	"github.com/nephele-dev/nephele/manager/serving"
 )
 
 // RequestHeaderOptions are upstream's --requestheader-* flags: a front proxy that
@@ -174,6 +175,49 @@ func (o *Options) addUpstreamFlags(fs *pflag.FlagSet) {
 	fs.Lookup("version").NoOptDefVal = "true"
 }
 
+// servingConfig is the secure server's configuration from the serving, TLS and
+// authentication flags (Complete has checked them); the caller adds the clients.
+func (o *Options) servingConfig() (serving.Config, error) {
+	cfg := serving.Config{
+		BindAddress:                  o.BindAddress,
+		Port:                         o.SecurePort,
+		CertFile:                     o.TLSCertFile,
+		KeyFile:                      o.TLSPrivateKeyFile,
+		CertDir:                      o.CertDir,
+		PairName:                     Component,
+		CurvePreferences:             make([]tls.CurveID, 0, len(o.TLSCurvePreferences)),
+		DisableHTTP2:                 o.DisableHTTP2Serving,
+		HTTP2MaxStreamsPerConnection: o.HTTP2MaxStreamsPerConnection,
+		PermitPortSharing:            o.PermitPortSharing,
+		ClientCAFile:                 o.ClientCAFile,
+		RequestHeader:                serving.RequestHeaderConfig(o.RequestHeader),
+		AlwaysAllowPaths:             o.AuthorizationAlwaysAllowPaths,
+		EnableProfiling:              o.Profiling,
+		TokenCacheTTL:                o.AuthenticationTokenCacheTTL,
+		AllowedCacheTTL:              o.AuthorizationAllowCacheTTL,
+		DeniedCacheTTL:               o.AuthorizationDenyCacheTTL,
+	}
+	if o.TLSMinVersion != "" {
+		v, err := cliflag.TLSVersion(o.TLSMinVersion)
+		if err != nil {
+			return serving.Config{}, fmt.Errorf("invalid value for --tls-min-version: %w", err)
+		}
+		cfg.MinTLSVersion = v
+	}
+	suites, err := cliflag.TLSCipherSuites(o.TLSCipherSuites)
+	if err != nil {
+		return serving.Config{}, fmt.Errorf("invalid value for --tls-cipher-suites: %w", err)
+	}
+	cfg.CipherSuites = suites
+	for _, c := range o.TLSCurvePreferences {
+		cfg.CurvePreferences = append(cfg.CurvePreferences, tls.CurveID(c))
+	}
+	for _, nkc := range o.SNICertKeys {
+		cfg.SNICertKeys = append(cfg.SNICertKeys, serving.SNICertKey{CertFile: nkc.CertFile, KeyFile: nkc.KeyFile, Names: nkc.Names})
+	}
+	return cfg, nil
+}
+
 // validateUpstream checks the flags addUpstreamFlags registers, one line per bad flag.
 func (o *Options) validateUpstream(v *validator) {
 	if o.ConcurrentNodeStatusUpdates < 0 {
@@ -252,7 +296,9 @@ func (o *Options) validateUpstream(v *validator) {
 
 // featureGateFlag is --feature-gates: the gate's own parsing, with an error for an unknown
 // gate that names the known ones.
-type featureGateFlag struct{ gate featuregate.MutableVersionedFeatureGate }
+type featureGateFlag struct {
+	gate featuregate.MutableVersionedFeatureGate
+}
 
 func (f *featureGateFlag) String() string {
 	if s, ok := f.gate.(fmt.Stringer); ok {
@@ -260,7 +306,7 @@ func (f *featureGateFlag) String() string {
 	}
 	return ""
 }
-func (f *featureGateFlag) Type() string   { return "mapStringBool" }
+func (f *featureGateFlag) Type() string { return "mapStringBool" }
 
 func (f *featureGateFlag) Set(value string) error {
 	for _, kv := range strings.Split(value, ",") {

@@ -1,13 +1,3 @@
-// Package features holds the feature gates of a nephele cloud-controller-manager
-// (--feature-gates): every gate upstream's cloud-controller-manager v1.36 accepts, with
-// upstream's names, stages and defaults, and nephele's own. An upstream manifest's
-// --feature-gates therefore keeps working; what each gate does in nephele is in
-// docs/manager.md ("Feature gates"), and Meaning says it in one line.
-//
-// New returns a gate of its own to every caller, so that two managers in one process
-// (tests) never share one: nephele keeps no process-wide gate. Upstream's gates are
-// copied from where upstream defines them (k8s.io/apiserver, k8s.io/controller-manager,
-// component-base's logging), never typed again here.
 package features
 
 import (
@@ -17,37 +7,23 @@ import (
 
 	// Upstream's generic server gates register themselves on apiserver's default gate
 	// when this package is linked; New copies them from there and changes nothing.
+	"k8s.io/apimachinery/pkg/util/version"
 	_ "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	cmfeatures "k8s.io/controller-manager/pkg/features"
-)
-
-// nephele's own gates.
-const (
-	// CloudCallFencing fences every cloud call on the leader lease that guards its
-	// controller (docs/manager.md, "Fencing cloud calls"). Beta, on by default: turning
-	// it off lets a leader that was paused past its lease call the cloud beside its
-	// successor until it notices, as upstream's managers do.
-	CloudCallFencing featuregate.Feature = "CloudCallFencing"
-	// AdaptiveCloudBudget lets the client-side cloud budget adapt between
-	// --cloud-qps-min and --cloud-qps-max (docs/manager.md, "The cloud budget"). Beta, on
-	// by default: off, the budget is a fixed rate of --cloud-qps.
-	AdaptiveCloudBudget featuregate.Feature = "AdaptiveCloudBudget"
 )
 
 // Version is the Kubernetes version whose gates nephele's CCM emulates: the version of
 // the k8s.io modules it is built with.
 var Version = version.MajorMinor(1, 36)
 
-// nepheleGates are nephele's own gates.
+// nepheleGates are nephele's own gates, beside upstream's. There are none today:
+// nephele's own behaviour is chosen by flags (docs/manager.md), and a gate is added here
+// only when it switches code that exists.
 func nepheleGates() map[featuregate.Feature]featuregate.VersionedSpecs {
-	return map[featuregate.Feature]featuregate.VersionedSpecs{
-		CloudCallFencing:    {{Version: version.MajorMinor(1, 36), Default: true, PreRelease: featuregate.Beta}},
-		AdaptiveCloudBudget: {{Version: version.MajorMinor(1, 36), Default: true, PreRelease: featuregate.Beta}},
-	}
+	return map[featuregate.Feature]featuregate.VersionedSpecs{}
 }
 
 // New returns a fresh gate holding upstream's cloud-controller-manager gates and
@@ -84,12 +60,6 @@ func Known(g featuregate.FeatureGate) []string {
 	return names
 }
 
-// Nephele reports whether name is one of nephele's own gates.
-func Nephele(name featuregate.Feature) bool {
-	_, ok := nepheleGates()[name]
-	return ok
-}
-
 // Meaning says in one line what the gate called name does in nephele.
 func Meaning(name featuregate.Feature) string {
 	if m, ok := meanings[name]; ok {
@@ -100,15 +70,13 @@ func Meaning(name featuregate.Feature) string {
 
 // meanings are the gates whose meaning for a CCM is more than "no effect".
 var meanings = map[featuregate.Feature]string{
-	CloudCallFencing:    "nephele: fence every cloud call on the leader lease guarding its controller",
-	AdaptiveCloudBudget: "nephele: the cloud budget adapts between --cloud-qps-min and --cloud-qps-max; off, a fixed --cloud-qps",
 	cmfeatures.CloudControllerManagerWatchBasedRoutesReconciliation: "routes are reconciled on Node events: nephele's route controller always works so (its period is a safety net), with the gate on or off",
 	cmfeatures.CloudControllerManagerWebhook:                        "upstream's cloud provider webhooks (KEP-2699): nephele has none, so there is nothing to serve with the gate on or off (see --webhooks)",
 	cmfeatures.ControllerManagerReleaseLeaderElectionLockOnExit:     "release the leader lease on exit: nephele always does, after its controllers stop, with the gate on or off",
 	logsapi.LoggingAlphaOptions:                                     "allows the alpha logging flags, as upstream: --log-text-split-stream, --log-json-split-stream, --log-*-info-buffer-size",
 	logsapi.LoggingBetaOptions:                                      "allows the beta logging options, as upstream; nephele has none beyond those it always has",
 	logsapi.ContextualLogging:                                       "nephele's controllers always log through the logger of their context, with the gate on or off",
-	"AllowParsingUserUIDFromCertAuth":                               "a client certificate's UID (its 1.3.6.1.4.1.57683.2 attribute) becomes the user's UID, as upstream's client-certificate authentication",
+	"AllowParsingUserUIDFromCertAuth":                               "upstream reads a user's UID from a client certificate: nephele's client-certificate authentication takes the name and groups only; accepted, no effect",
 	"RemoteRequestHeaderUID":                                        "--requestheader-uid-headers are read, as upstream's request-header authentication",
 	"ComponentFlagz":                                                "upstream's /flagz page: nephele serves none; accepted, no effect",
 	"ComponentStatusz":                                              "upstream's /statusz page: nephele serves none; accepted, no effect",
