@@ -148,9 +148,9 @@ type Options struct {
 	AuthorizationKubeconfig string
 	// AuthorizationAlwaysAllowPaths is --authorization-always-allow-paths.
 	AuthorizationAlwaysAllowPaths []string
-	// AuthenticationSkipLookup is --authentication-skip-lookup: do not read the client CA
-	// and request-header settings missing from the flags from the cluster's
-	// extension-apiserver-authentication ConfigMap.
+	// AuthenticationSkipLookup is --authentication-skip-lookup, accepted: nephele never
+	// reads the client CA and request-header settings from the cluster's
+	// extension-apiserver-authentication ConfigMap, only from the flags.
 	AuthenticationSkipLookup bool
 	// Profiling is --profiling: serve pprof.
 	Profiling bool
@@ -266,12 +266,11 @@ func NewOptions() *Options {
 		Profiling:                     true,
 		LoggingFormat:                 "text",
 
-		FeatureGates:                        mustFeatureGates(),
-		AuthenticationTokenCacheTTL:         10 * time.Second,
-		AuthenticationTolerateLookupFailure: true,
-		AuthorizationAllowCacheTTL:          10 * time.Second,
-		AuthorizationDenyCacheTTL:           time.Second,
-		LogFlushFrequency:                   5 * time.Second,
+		FeatureGates:                mustFeatureGates(),
+		AuthenticationTokenCacheTTL: 10 * time.Second,
+		AuthorizationAllowCacheTTL:  10 * time.Second,
+		AuthorizationDenyCacheTTL:   time.Second,
+		LogFlushFrequency:           5 * time.Second,
 		RequestHeader: RequestHeaderOptions{
 			UsernameHeaders:     []string{"x-remote-user"},
 			GroupHeaders:        []string{"x-remote-group"},
@@ -424,8 +423,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"A list of HTTP paths to skip during authorization, i.e. these are authorized without contacting the "+
 			"'core' kubernetes server. Each starts with '/'; a trailing '*' matches a prefix.")
 	fs.BoolVar(&o.AuthenticationSkipLookup, "authentication-skip-lookup", o.AuthenticationSkipLookup,
-		"If false, the authentication-kubeconfig will be used to lookup missing authentication configuration from the cluster "+
-			"(the kube-system/extension-apiserver-authentication ConfigMap: the client CA and the request-header settings).")
+		"If false, the authentication-kubeconfig will be used to lookup missing authentication configuration from the cluster. "+
+			"(nephele: accepted, and no lookup is made either way: the client CA and the request-header settings come from --client-ca-file "+
+			"and --requestheader-* only, so a deployment needs no read access to kube-system/extension-apiserver-authentication.)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Enable profiling via web interface host:port/debug/pprof/")
 
 	// Logging.

@@ -102,7 +102,8 @@ func (o *Options) addUpstreamFlags(fs *pflag.FlagSet) {
 		"If true, SO_REUSEPORT will be used when binding the port, which allows more than one instance to bind on the same address and port. [default=false]")
 	fs.BoolVar(&o.PermitAddressSharing, "permit-address-sharing", o.PermitAddressSharing,
 		"If true, SO_REUSEADDR will be used when binding the port. This allows binding to wildcard IPs like 0.0.0.0 and specific IPs in parallel, "+
-			"and it avoids waiting for the kernel to release sockets in TIME_WAIT state. [default=false]")
+			"and it avoids waiting for the kernel to release sockets in TIME_WAIT state. [default=false] "+
+			"(nephele: Go binds every listener with SO_REUSEADDR, so this is always in effect.)")
 
 	// Delegated authentication and authorization, beside the kubeconfigs and paths.
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile,
@@ -126,9 +127,8 @@ func (o *Options) addUpstreamFlags(fs *pflag.FlagSet) {
 		"The duration to cache responses from the webhook token authenticator. (nephele: a rejected token is kept at most 1s, "+
 			"so that a fresh token works almost at once.)")
 	fs.BoolVar(&o.AuthenticationTolerateLookupFailure, "authentication-tolerate-lookup-failure", o.AuthenticationTolerateLookupFailure,
-		"If true, failures to look up missing authentication configuration from the cluster are not considered fatal. Note that this can result in "+
-			"authentication that treats all requests as anonymous. (nephele: default true, upstream false, so that a deployment without the "+
-			"extension-apiserver-authentication-reader binding still starts; bearer tokens are checked either way.)")
+		"If true, failures to look up missing authentication configuration from the cluster are not considered fatal. "+
+			"(nephele: accepted; nephele does not look up that configuration (see --authentication-skip-lookup), so there is no failure to tolerate.)")
 	fs.DurationVar(&o.AuthorizationAllowCacheTTL, "authorization-webhook-cache-authorized-ttl", o.AuthorizationAllowCacheTTL,
 		"The duration to cache 'authorized' responses from the webhook authorizer.")
 	fs.DurationVar(&o.AuthorizationDenyCacheTTL, "authorization-webhook-cache-unauthorized-ttl", o.AuthorizationDenyCacheTTL,
