@@ -379,6 +379,9 @@ func TestInvalidFlagsExitOneLine(t *testing.T) {
 		{[]string{"--enable-leader-migration", "--leader-migration-config=" + badMigration}, `invalid value for --leader-migration-config`},
 		{[]string{"--secure-port=70000"}, `invalid value for --secure-port`},
 		{[]string{"--concurrent-service-syncs=0"}, `invalid value for --concurrent-service-syncs`},
+		{[]string{"--no-such-flag"}, "unknown flag --no-such-flag: neither upstream's cloud-controller-manager"},
+		{[]string{"--feature-gates=NoSuchGate=true"}, `invalid value for --feature-gates: "NoSuchGate=true": unknown feature gate "NoSuchGate"`},
+		{[]string{"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, `invalid value for --tls-cipher-suites`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -225,13 +225,17 @@ type Options struct {
 	// Version is --version: "false", "true" or "raw" (print and exit), or a version
 	// reported instead of the binary's.
 	Version string
+
+	// featureGatesErr is why FeatureGates could not be built, for Complete to report.
+	featureGatesErr error
 }
 
 // NewOptions returns Options holding the defaults. The controllers' defaults come
 // from DefaultControllerConfig, the one place they are defined.
 func NewOptions() *Options {
 	d := DefaultControllerConfig()
-	return &Options{
+	gates, gatesErr := newFeatureGates()
+	o := &Options{
 		KubeAPIQPS:                    -1,
 		KubeAPIBurst:                  30,
 		KubeAPIContentType:            contentTypeProtobuf,
@@ -266,7 +270,6 @@ func NewOptions() *Options {
 		Profiling:                     true,
 		LoggingFormat:                 "text",
 
-		FeatureGates:                mustFeatureGates(),
 		AuthenticationTokenCacheTTL: 10 * time.Second,
 		AuthorizationAllowCacheTTL:  10 * time.Second,
 		AuthorizationDenyCacheTTL:   time.Second,
@@ -279,6 +282,8 @@ func NewOptions() *Options {
 		Webhooks: WebhookOptions{BindAddress: "0.0.0.0", SecurePort: 10260},
 		Version:  "false",
 	}
+	o.FeatureGates, o.featureGatesErr = gates, gatesErr
+	return o
 }
 
 // AddFlags registers every option on fs, with the current values as defaults.

@@ -48,15 +48,16 @@ type WebhookOptions struct {
 	SNICertKeys                                         []cliflag.NamedCertKey
 }
 
-// mustFeatureGates returns a fresh feature gate for NewOptions. Building it from
-// upstream's and nephele's definitions cannot fail unless two definitions clash, which
-// TestFeatureGates catches; a clash would leave the manager without gates, so it panics.
-func mustFeatureGates() featuregate.MutableVersionedFeatureGate {
+// newFeatureGates returns a fresh feature gate for NewOptions. Building it from
+// upstream's and nephele's definitions fails only if two definitions compiled into the
+// binary clash (features' tests catch that); then the gate is empty and the error is
+// kept for Complete to report, so that nothing panics.
+func newFeatureGates() (featuregate.MutableVersionedFeatureGate, error) {
 	g, err := features.New()
 	if err != nil {
-		panic(err) // a programming error: the definitions compiled into the binary clash
+		return featuregate.NewVersionedFeatureGate(features.Version), err
 	}
-	return g
+	return g, nil
 }
 
 // addUpstreamFlags registers the flags of upstream's set that the rest of AddFlags does
@@ -220,6 +221,9 @@ func (o *Options) servingConfig() (serving.Config, error) {
 
 // validateUpstream checks the flags addUpstreamFlags registers, one line per bad flag.
 func (o *Options) validateUpstream(v *validator) {
+	if o.featureGatesErr != nil {
+		v.add("feature-gates", "the gates compiled into this binary clash: %s", o.featureGatesErr)
+	}
 	if o.ConcurrentNodeStatusUpdates < 0 {
 		v.add("concurrent-node-status-updates", "%d: must be 0 (--concurrent-node-syncs) or more", o.ConcurrentNodeStatusUpdates)
 	}
