@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/atomicfile"
+
 	"github.com/go-logr/logr"
 )
 
@@ -181,34 +183,13 @@ func selfSignedInDir(dir, name string, bindIP net.IP, now time.Time) (certFile, 
 		return "", "", fmt.Errorf("--cert-dir: %w", err)
 	}
 	// The key first, so that a certificate never exists without its key.
-	if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, keyPEM, 0o600); err != nil {
 		return "", "", fmt.Errorf("--cert-dir: %w", err)
 	}
-	if err := writeFileAtomic(certFile, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, 0o644); err != nil {
 		return "", "", fmt.Errorf("--cert-dir: %w", err)
 	}
 	return certFile, keyFile, nil
-}
-
-// writeFileAtomic writes data to a new file beside name and renames it over name.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename there is nothing left to remove
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
 }
 
 // selfSignedPEM makes an ECDSA P-256 certificate, signed by its own key, for localhost,

@@ -3,10 +3,10 @@ package serving
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"sync"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/smallfile"
 
 	"github.com/go-logr/logr"
 )
@@ -55,7 +55,7 @@ func newReloading[T any](what string, files []string, parse func([][]byte) (T, e
 func (r *reloading[T]) read() ([][]byte, error) {
 	out := make([][]byte, len(r.files))
 	for i, name := range r.files {
-		b, err := readBounded(name)
+		b, err := smallfile.Read(name, maxReloadFileSize)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.what, err)
 		}
@@ -104,21 +104,4 @@ func sameContents(a, b [][]byte) bool {
 		}
 	}
 	return true
-}
-
-// readBounded reads name, refusing a file larger than maxReloadFileSize.
-func readBounded(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxReloadFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(b) > maxReloadFileSize {
-		return nil, fmt.Errorf("reading %s: larger than %d bytes; not a certificate, key or CA bundle", name, maxReloadFileSize)
-	}
-	return b, nil
 }
