@@ -11,8 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -22,9 +24,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager/features"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
 
@@ -50,13 +54,26 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printed := printVersion(cmd.OutOrStdout(), o.Version); printed {
+				return nil
+			}
 			cfg, err := o.Complete(specs)
 			if err != nil {
 				return err
 			}
-			log, err := NewLogger(cmd.ErrOrStderr(), o.LoggingFormat, o.Verbosity)
+			lo := LoggerOptions{Out: cmd.ErrOrStderr(), Format: o.LoggingFormat, Verbosity: o.Verbosity, VModule: o.VModule}
+			if o.LogTextSplitStream && o.LoggingFormat != LogFormatJSON || o.LogJSONSplitStream && o.LoggingFormat == LogFormatJSON {
+				lo.Out, lo.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			}
+			log, err := NewLoggerWithOptions(lo)
 			if err != nil {
 				return err
+			}
+			if o.Profiling && o.ContentionProfiling {
+				// As upstream: the whole process records blocking and lock contention
+				// for /debug/pprof/block and /debug/pprof/mutex.
+				goruntime.SetBlockProfileRate(1)
+				goruntime.SetMutexProfileFraction(1)
 			}
 			// client-go logs through klog; send it to the same structured sink at the
 			// same verbosity.
@@ -71,7 +88,65 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
 	return cmd
+}
+
+// flagError rewrites pflag's parse errors in the manager's form, one line naming the
+// flag: an unknown flag says that neither upstream nor nephele has it (every flag of
+// upstream's cloud-controller-manager is accepted or refused by name, with a reason),
+// and a value that does not parse says "invalid value for --flag".
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: "); ok {
+		return fmt.Errorf("unknown flag %s: neither upstream's cloud-controller-manager (%s) nor nephele has it; "+
+			"--help lists the flags, docs/manager.md where nephele differs", name, features.Version)
+	}
+	if rest, ok := strings.CutPrefix(msg, "unknown shorthand flag: "); ok {
+		return fmt.Errorf("unknown shorthand flag %s: neither upstream's cloud-controller-manager nor nephele has it; --help lists the flags", rest)
+	}
+	// pflag: invalid argument "VALUE" for "--flag" flag: REASON
+	if rest, ok := strings.CutPrefix(msg, "invalid argument "); ok {
+		if value, after, ok := cutQuoted(rest); ok {
+			if flagPart, reason, ok := strings.Cut(after, " flag: "); ok {
+				name := strings.Trim(strings.TrimSpace(strings.TrimPrefix(flagPart, "for")), `"`)
+				if i := strings.LastIndex(name, "--"); i >= 0 {
+					name = name[i:]
+				}
+				return fmt.Errorf("invalid value for %s: %q: %s", name, value, reason)
+			}
+		}
+	}
+	return err
+}
+
+// cutQuoted splits s, which starts with a Go-quoted string, into that string unquoted
+// and what follows it.
+func cutQuoted(s string) (value, rest string, ok bool) {
+	q, err := strconv.QuotedPrefix(s)
+	if err != nil {
+		return "", "", false
+	}
+	v, err := strconv.Unquote(q)
+	if err != nil {
+		return "", "", false
+	}
+	return v, s[len(q):], true
+}
+
+// printVersion prints the version as upstream's --version does ("true": the version,
+// "raw": every field) and reports whether it did, in which case the command stops.
+func printVersion(w io.Writer, flag string) bool {
+	info := version.Get()
+	switch flag {
+	case "true":
+		fmt.Fprintf(w, "Kubernetes %s\n", info.GitVersion)
+	case "raw":
+		fmt.Fprintf(w, "%#v\n", info)
+	default:
+		return false
+	}
+	return true
 }
 
 // Execute runs cmd and returns the process exit code, printing errors one per line
@@ -215,17 +290,12 @@ func newServer(o *Options, restConfig *rest.Config, reg *prometheus.Registry, lo
 	if err != nil {
 		return nil, fmt.Errorf("building the delegated authentication client: %w", err)
 	}
-	s, err := serving.New(serving.Config{
-		BindAddress:      o.BindAddress,
-		Port:             o.SecurePort,
-		CertFile:         o.TLSCertFile,
-		KeyFile:          o.TLSPrivateKeyFile,
-		Authn:            authn,
-		AlwaysAllowPaths: o.AuthorizationAlwaysAllowPaths,
-		Gatherer:         reg,
-		EnableProfiling:  o.Profiling,
-		Logger:           log.WithName("serving"),
-	})
+	cfg, err := o.servingConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Authn, cfg.Gatherer, cfg.Logger = authn, reg, log.WithName("serving")
+	s, err := serving.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("invalid value for --secure-port or the TLS flags: %w", err)
 	}

@@ -186,6 +186,9 @@ type ControllerConfig struct {
 	NodeStatusUpdateFrequency time.Duration
 	// ConcurrentNodeSyncs is --concurrent-node-syncs.
 	ConcurrentNodeSyncs int
+	// ConcurrentNodeStatusUpdates is --concurrent-node-status-updates: nodes whose
+	// addresses are looked up at once in a refresh; 0 means ConcurrentNodeSyncs.
+	ConcurrentNodeStatusUpdates int
 	// ConcurrentServiceSyncs is --concurrent-service-syncs.
 	ConcurrentServiceSyncs int
 	// ConcurrentRouteSyncs is --concurrent-route-syncs.

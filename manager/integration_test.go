@@ -56,6 +56,14 @@ func runCCM() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The names of upstream providers whose manifests TestUpstreamManifestsStart runs, as
+	// a provider team's binary built on nephele registers its own name.
+	for _, name := range upstreamProviderNames {
+		if err := reg.Register(name, func(io.Reader) (cloud.Provider, error) { return fakecloud.New(fakecloud.Options{}) }); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	cmd := manager.NewCommand("test-ccm", reg, heartbeatSpecs())
 	return manager.Execute(cmd)
 }
@@ -371,6 +379,9 @@ func TestInvalidFlagsExitOneLine(t *testing.T) {
 		{[]string{"--enable-leader-migration", "--leader-migration-config=" + badMigration}, `invalid value for --leader-migration-config`},
 		{[]string{"--secure-port=70000"}, `invalid value for --secure-port`},
 		{[]string{"--concurrent-service-syncs=0"}, `invalid value for --concurrent-service-syncs`},
+		{[]string{"--no-such-flag"}, "unknown flag --no-such-flag: neither upstream's cloud-controller-manager"},
+		{[]string{"--feature-gates=NoSuchGate=true"}, `invalid value for --feature-gates: "NoSuchGate=true": unknown feature gate "NoSuchGate"`},
+		{[]string{"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, `invalid value for --tls-cipher-suites`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -598,26 +609,7 @@ func TestServiceAccountCredentials(t *testing.T) {
 	e := env(t)
 	clearHeartbeats(t, e.Client)
 	ctx := context.Background()
-	// The controllers' service accounts may write heartbeats; nothing else is granted.
-	_, err := e.Client.RbacV1().Roles(heartbeatNamespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var subjects []rbacv1.Subject
-	for _, sa := range []string{"node-controller", "service-controller", "route-controller"} {
-		subjects = append(subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kube-system", Name: sa})
-	}
-	_, err = e.Client.RbacV1().RoleBindings(heartbeatNamespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "heartbeats"},
-		Subjects:   subjects,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	grantHeartbeats(t, e.Client)
 
 	c := startCCM(t, e, "--use-service-account-credentials", "--leader-elect-resource-name=sa-ccm")
 	poll.Within(t, 60*time.Second, "every controller to run with its own credentials", func() error {
@@ -639,4 +631,31 @@ func TestServiceAccountCredentials(t *testing.T) {
 		}
 	}
 	c.Stop(t, stopTimeout)
+}
+
+// grantHeartbeats lets the controllers' service accounts (--use-service-account-credentials)
+// write heartbeats; nothing else is granted. Tests sharing the control plane may each
+// call it.
+func grantHeartbeats(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := client.RbacV1().Roles(heartbeatNamespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var subjects []rbacv1.Subject
+	for _, sa := range []string{"node-controller", "service-controller", "route-controller"} {
+		subjects = append(subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: "kube-system", Name: sa})
+	}
+	_, err = client.RbacV1().RoleBindings(heartbeatNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "heartbeats"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "heartbeats"},
+		Subjects:   subjects,
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 }

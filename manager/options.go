@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
 
 	"github.com/nephele-dev/nephele/manager/migration"
 )
@@ -145,8 +148,9 @@ type Options struct {
 	AuthorizationKubeconfig string
 	// AuthorizationAlwaysAllowPaths is --authorization-always-allow-paths.
 	AuthorizationAlwaysAllowPaths []string
-	// AuthenticationSkipLookup is --authentication-skip-lookup, accepted for
-	// compatibility.
+	// AuthenticationSkipLookup is --authentication-skip-lookup, accepted: nephele never
+	// reads the client CA and request-header settings from the cluster's
+	// extension-apiserver-authentication ConfigMap, only from the flags.
 	AuthenticationSkipLookup bool
 	// Profiling is --profiling: serve pprof.
 	Profiling bool
@@ -155,13 +159,83 @@ type Options struct {
 	LoggingFormat string
 	// Verbosity is -v/--v.
 	Verbosity int
+
+	// The flags below complete upstream's set (options_upstream.go): each is accepted
+	// with upstream's meaning, or refused at start saying why nephele has no such thing.
+
+	// FeatureGates is --feature-gates: upstream's cloud-controller-manager gates and
+	// nephele's own (package features). NewOptions makes one per Options.
+	FeatureGates featuregate.MutableVersionedFeatureGate
+	// ConcurrentNodeStatusUpdates is --concurrent-node-status-updates: the nodes whose
+	// addresses the cloud-node-controller refreshes at once; 0 means ConcurrentNodeSyncs.
+	ConcurrentNodeStatusUpdates int
+	// ContentionProfiling is --contention-profiling: with --profiling, record blocking
+	// events for /debug/pprof/block and mutex contention for /debug/pprof/mutex.
+	ContentionProfiling bool
+	// ExternalCloudVolumePlugin is --external-cloud-volume-plugin, accepted as upstream's
+	// CCM accepts it: only kube-controller-manager's volume plugins read it.
+	ExternalCloudVolumePlugin string
+
+	// TLSMinVersion is --tls-min-version (VersionTLS12, VersionTLS13, ...); empty is Go's.
+	TLSMinVersion string
+	// TLSCipherSuites is --tls-cipher-suites, by IANA name; empty is Go's defaults.
+	TLSCipherSuites []string
+	// TLSCurvePreferences is --tls-curve-preferences: crypto/tls CurveIDs.
+	TLSCurvePreferences []int32
+	// SNICertKeys is --tls-sni-cert-key: certificates served by SNI name.
+	SNICertKeys []cliflag.NamedCertKey
+	// CertDir is --cert-dir: where the self-signed certificate is kept when no
+	// --tls-cert-file is given; empty keeps it in memory.
+	CertDir string
+	// HTTP2MaxStreamsPerConnection is --http2-max-streams-per-connection; 0 is Go's.
+	HTTP2MaxStreamsPerConnection int
+	// DisableHTTP2Serving is --disable-http2-serving.
+	DisableHTTP2Serving bool
+	// PermitPortSharing and PermitAddressSharing are --permit-port-sharing
+	// (SO_REUSEPORT) and --permit-address-sharing (SO_REUSEADDR).
+	PermitPortSharing, PermitAddressSharing bool
+
+	// ClientCAFile is --client-ca-file: client certificates signed by it authenticate
+	// as their common name (user) and organizations (groups).
+	ClientCAFile string
+	// RequestHeader holds the --requestheader-* flags.
+	RequestHeader RequestHeaderOptions
+	// AuthenticationTokenCacheTTL is --authentication-token-webhook-cache-ttl.
+	AuthenticationTokenCacheTTL time.Duration
+	// AuthenticationTolerateLookupFailure is --authentication-tolerate-lookup-failure.
+	AuthenticationTolerateLookupFailure bool
+	// AuthorizationAllowCacheTTL and AuthorizationDenyCacheTTL are
+	// --authorization-webhook-cache-authorized-ttl and -unauthorized-ttl.
+	AuthorizationAllowCacheTTL, AuthorizationDenyCacheTTL time.Duration
+
+	// VModule is --vmodule: pattern=N settings of per-file verbosity.
+	VModule string
+	// LogFlushFrequency is --log-flush-frequency.
+	LogFlushFrequency time.Duration
+	// LogTextSplitStream and LogJSONSplitStream are --log-text-split-stream and
+	// --log-json-split-stream: errors to stderr, the rest to stdout.
+	LogTextSplitStream, LogJSONSplitStream bool
+	// LogTextInfoBufferSize and LogJSONInfoBufferSize are the --log-*-info-buffer-size
+	// flags; nephele accepts only 0.
+	LogTextInfoBufferSize, LogJSONInfoBufferSize resource.QuantityValue
+
+	// Webhooks holds upstream's cloud provider webhook flags (KEP-2699).
+	Webhooks WebhookOptions
+
+	// Version is --version: "false", "true" or "raw" (print and exit), or a version
+	// reported instead of the binary's.
+	Version string
+
+	// featureGatesErr is why FeatureGates could not be built, for Complete to report.
+	featureGatesErr error
 }
 
 // NewOptions returns Options holding the defaults. The controllers' defaults come
 // from DefaultControllerConfig, the one place they are defined.
 func NewOptions() *Options {
 	d := DefaultControllerConfig()
-	return &Options{
+	gates, gatesErr := newFeatureGates()
+	o := &Options{
 		KubeAPIQPS:                    -1,
 		KubeAPIBurst:                  30,
 		KubeAPIContentType:            contentTypeProtobuf,
@@ -195,7 +269,21 @@ func NewOptions() *Options {
 		AuthorizationAlwaysAllowPaths: []string{"/healthz", "/readyz", "/livez"},
 		Profiling:                     true,
 		LoggingFormat:                 "text",
+
+		AuthenticationTokenCacheTTL: 10 * time.Second,
+		AuthorizationAllowCacheTTL:  10 * time.Second,
+		AuthorizationDenyCacheTTL:   time.Second,
+		LogFlushFrequency:           5 * time.Second,
+		RequestHeader: RequestHeaderOptions{
+			UsernameHeaders:     []string{"x-remote-user"},
+			GroupHeaders:        []string{"x-remote-group"},
+			ExtraHeaderPrefixes: []string{"x-remote-extra-"},
+		},
+		Webhooks: WebhookOptions{BindAddress: "0.0.0.0", SecurePort: 10260},
+		Version:  "false",
 	}
+	o.FeatureGates, o.featureGatesErr = gates, gatesErr
+	return o
 }
 
 // AddFlags registers every option on fs, with the current values as defaults.
@@ -340,13 +428,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"A list of HTTP paths to skip during authorization, i.e. these are authorized without contacting the "+
 			"'core' kubernetes server. Each starts with '/'; a trailing '*' matches a prefix.")
 	fs.BoolVar(&o.AuthenticationSkipLookup, "authentication-skip-lookup", o.AuthenticationSkipLookup,
-		"Accepted for compatibility. (nephele: client certificates are not used for authentication, "+
-			"so there is no extension-apiserver-authentication ConfigMap to look up.)")
+		"If false, the authentication-kubeconfig will be used to lookup missing authentication configuration from the cluster. "+
+			"(nephele: accepted, and no lookup is made either way: the client CA and the request-header settings come from --client-ca-file "+
+			"and --requestheader-* only, so a deployment needs no read access to kube-system/extension-apiserver-authentication.)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Enable profiling via web interface host:port/debug/pprof/")
 
 	// Logging.
 	fs.StringVar(&o.LoggingFormat, "logging-format", o.LoggingFormat, `Sets the log format: "text" or "json".`)
 	fs.IntVarP(&o.Verbosity, "v", "v", o.Verbosity, "number for the log level verbosity")
+
+	o.addUpstreamFlags(fs)
 
 	// Flags upstream has deprecated but existing manifests still pass: accepted and
 	// ignored, with pflag's deprecation warning, so such a manifest keeps starting.
@@ -372,6 +463,7 @@ func (o *Options) controllerConfig() ControllerConfig {
 		NodeMonitorPeriod:             o.NodeMonitorPeriod,
 		NodeStatusUpdateFrequency:     o.NodeStatusUpdateFrequency,
 		ConcurrentNodeSyncs:           o.ConcurrentNodeSyncs,
+		ConcurrentNodeStatusUpdates:   o.ConcurrentNodeStatusUpdates,
 		ConcurrentServiceSyncs:        o.ConcurrentServiceSyncs,
 		ConcurrentRouteSyncs:          o.ConcurrentRouteSyncs,
 		RouteReconciliationPeriod:     o.RouteReconciliationPeriod,
@@ -512,6 +604,8 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 			v.add("authorization-always-allow-paths", "%q: only a trailing * is allowed", p)
 		}
 	}
+
+	o.validateUpstream(v)
 
 	// Logging.
 	if o.LoggingFormat != "text" && o.LoggingFormat != "json" {

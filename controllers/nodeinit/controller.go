@@ -44,6 +44,9 @@ type Config struct {
 	// Workers is the number of nodes initialized (or, without an inventory, refreshed)
 	// at once (--concurrent-node-syncs).
 	Workers int
+	// StatusWorkers is the number of nodes whose addresses a refresh without an
+	// inventory looks up at once (--concurrent-node-status-updates); 0 means Workers.
+	StatusWorkers int
 	// ListingGap is the least time between two inventory listings that node
 	// initialization asks for, so that a burst of joining nodes shares listings.
 	// Default 1s.
@@ -55,19 +58,21 @@ type Config struct {
 
 // Controller is the cloud-node-controller.
 type Controller struct {
-	client       kubernetes.Interface
-	nodes        corelisters.NodeLister
-	instances    cloud.Instances
-	inventory    manager.Inventory
-	recorder     record.EventRecorder
-	log          logr.Logger
-	metrics      *metrics
-	health       *manager.Progress
-	worker       *worker.Worker
-	refreshEvery time.Duration
-	workers      int
-	pacer        *pacer
-	now          func() time.Time
+	client    kubernetes.Interface
+	nodes     corelisters.NodeLister
+	instances cloud.Instances
+	inventory manager.Inventory
+	recorder  record.EventRecorder
+	log       logr.Logger
+	metrics   *metrics
+	health    *manager.Progress
+	worker    *worker.Worker
+	// statusWorkers bound a per-node refresh (--concurrent-node-status-updates).
+	statusWorkers int
+	refreshEvery  time.Duration
+	workers       int
+	pacer         *pacer
+	now           func() time.Time
 
 	mu      sync.Mutex
 	pending map[string]struct{} // names of the nodes carrying the uninitialized taint
@@ -81,7 +86,7 @@ func New(cfg Config) (*Controller, error) {
 	switch {
 	case cfg.Instances == nil:
 		return nil, errors.New("cloud-node-controller: the provider's Instances capability is required")
-	case cfg.StatusUpdateFrequency < 0, cfg.Workers < 0, cfg.ListingGap < 0:
+	case cfg.StatusUpdateFrequency < 0, cfg.Workers < 0, cfg.StatusWorkers < 0, cfg.ListingGap < 0:
 		return nil, errors.New("cloud-node-controller: durations and worker counts must not be negative")
 	}
 	defaults := manager.DefaultControllerConfig()
@@ -91,19 +96,20 @@ func New(cfg Config) (*Controller, error) {
 	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c := &Controller{
-		client:       cfg.Client,
-		nodes:        nodeInformer.Lister(),
-		instances:    cfg.Instances,
-		inventory:    cfg.Inventory,
-		recorder:     cfg.Recorder,
-		log:          cfg.Logger,
-		metrics:      m,
-		health:       cfg.Health,
-		refreshEvery: manager.OrDefault(cfg.StatusUpdateFrequency, defaults.NodeStatusUpdateFrequency),
-		workers:      manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs),
-		pacer:        &pacer{gap: manager.OrDefault(cfg.ListingGap, DefaultListingGap)},
-		now:          time.Now,
-		pending:      map[string]struct{}{},
+		client:        cfg.Client,
+		nodes:         nodeInformer.Lister(),
+		instances:     cfg.Instances,
+		inventory:     cfg.Inventory,
+		recorder:      cfg.Recorder,
+		log:           cfg.Logger,
+		metrics:       m,
+		health:        cfg.Health,
+		refreshEvery:  manager.OrDefault(cfg.StatusUpdateFrequency, defaults.NodeStatusUpdateFrequency),
+		workers:       manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs),
+		statusWorkers: manager.OrDefault(cfg.StatusWorkers, manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs)),
+		pacer:         &pacer{gap: manager.OrDefault(cfg.ListingGap, DefaultListingGap)},
+		now:           time.Now,
+		pending:       map[string]struct{}{},
 	}
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.CloudNodeController,

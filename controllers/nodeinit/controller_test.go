@@ -17,6 +17,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/internal/testkit/controllertest"
+	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -434,5 +435,33 @@ func TestSpec(t *testing.T) {
 	c := got.(*Controller)
 	if c.refreshEvery != 3*time.Minute || c.workers != 3 || c.inventory != nil {
 		t.Errorf("controller settings: refresh %v, workers %d, inventory %v", c.refreshEvery, c.workers, c.inventory)
+	}
+}
+
+// TestStatusWorkers checks what bounds a per-node refresh: --concurrent-node-status-updates
+// when set, else --concurrent-node-syncs, as upstream.
+func TestStatusWorkers(t *testing.T) {
+	for _, tt := range []struct{ workers, status, want int }{
+		{workers: 7, status: 3, want: 3},
+		{workers: 7, status: 0, want: 7},
+		{workers: 0, status: 0, want: manager.DefaultControllerConfig().ConcurrentNodeSyncs},
+	} {
+		f := nodetest.NewFake(t, nil)
+		c, err := New(Config{
+			ControllerDeps: manager.ControllerDeps{Client: f.Client, Informers: f.Informers, Recorder: f.Events, Metrics: f.Metrics},
+			Instances:      f.Cloud,
+			Workers:        tt.workers,
+			StatusWorkers:  tt.status,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.statusWorkers != tt.want {
+			t.Errorf("Workers %d, StatusWorkers %d: a refresh looks up %d nodes at once, want %d", tt.workers, tt.status, c.statusWorkers, tt.want)
+		}
+	}
+	f := nodetest.NewFake(t, nil)
+	if _, err := New(Config{ControllerDeps: manager.ControllerDeps{Client: f.Client, Informers: f.Informers, Recorder: f.Events, Metrics: f.Metrics}, Instances: f.Cloud, StatusWorkers: -1}); err == nil {
+		t.Error("a negative StatusWorkers was accepted")
 	}
 }

@@ -33,6 +33,7 @@ func Spec() manager.ControllerSpec {
 				Inventory:             cc.Inventory,
 				StatusUpdateFrequency: cc.Config.NodeStatusUpdateFrequency,
 				Workers:               cc.Config.ConcurrentNodeSyncs,
+				StatusWorkers:         cc.Config.ConcurrentNodeStatusUpdates,
 			})
 		},
 	}

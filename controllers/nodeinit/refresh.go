@@ -80,12 +80,13 @@ func (c *Controller) addressChanges(nodes []*corev1.Node) []addressChange {
 	return changes
 }
 
-// refreshPerNode refreshes nodes with one InstanceMetadata call each, Workers at a time.
+// refreshPerNode refreshes nodes with one InstanceMetadata call each, StatusWorkers at a
+// time.
 func (c *Controller) refreshPerNode(ctx context.Context, nodes []*corev1.Node) int {
 	var written atomic.Int64
 	// A refresh of initialized nodes refines; it waits behind initialization in the budget.
 	lookupCtx := cloud.WithClass(ctx, cloud.ClassRefine)
-	workqueue.ParallelizeUntil(ctx, c.workers, len(nodes), func(i int) {
+	workqueue.ParallelizeUntil(ctx, c.statusWorkers, len(nodes), func(i int) {
 		n := nodes[i]
 		inst, err := c.instances.InstanceMetadata(lookupCtx, n)
 		switch {

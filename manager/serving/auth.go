@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -22,11 +23,12 @@ import (
 // whatever the flag says; the default is kept so that the flag reads as upstream's.
 func DefaultAlwaysAllowPaths() []string { return []string{"/healthz", "/readyz", "/livez"} }
 
-// How long review results are trusted, and how many are kept. Upstream's delegated
-// authentication and authorization keep every answer for 10s; a denial or a rejected
-// token is kept for only 1s here so that a newly granted permission or a fresh token
-// works almost at once, while a scraper hammering with a bad token still costs at most
-// one review per second.
+// How long review results are trusted by default, and how many are kept. Upstream's
+// delegated authentication and authorization keep every answer for 10s; a denial or a
+// rejected token is kept for only 1s here so that a newly granted permission or a fresh
+// token works almost at once, while a scraper hammering with a bad token still costs at
+// most one review per second. Config's cache TTLs (upstream's flags) change them; a
+// rejected token is never kept longer than tokenInvalidTTL.
 const (
 	tokenValidTTL   = 10 * time.Second
 	tokenInvalidTTL = time.Second
@@ -55,20 +57,31 @@ type decision struct {
 // verb (SubjectAccessReview), as upstream components' delegated auth does.
 type delegatedAuth struct {
 	client      kubernetes.Interface
+	certs       *certAuth // nil: bearer tokens only
 	alwaysAllow []string
 	now         func() time.Time
 	logger      logr.Logger
+
+	tokenTTL, allowedTTL, deniedTTL time.Duration
 
 	tokens    *ttlCache[tokenResult]
 	decisions *ttlCache[decision]
 }
 
-func newDelegatedAuth(client kubernetes.Interface, alwaysAllow []string, now func() time.Time, logger logr.Logger) *delegatedAuth {
+// cacheTTLs are how long the answers of the reviews are kept: a token's user, an allowed
+// request, a denied one. A zero field takes the default.
+type cacheTTLs struct{ token, allowed, denied time.Duration }
+
+func newDelegatedAuth(client kubernetes.Interface, certs *certAuth, alwaysAllow []string, ttls cacheTTLs, now func() time.Time, logger logr.Logger) *delegatedAuth {
 	return &delegatedAuth{
 		client:      client,
+		certs:       certs,
 		alwaysAllow: alwaysAllow,
 		now:         now,
 		logger:      logger,
+		tokenTTL:    cmp.Or(ttls.token, tokenValidTTL),
+		allowedTTL:  cmp.Or(ttls.allowed, allowedTTL),
+		deniedTTL:   cmp.Or(ttls.denied, deniedTTL),
 		tokens:      newTTLCache[tokenResult](authCacheSize),
 		decisions:   newTTLCache[decision](authCacheSize),
 	}
@@ -119,14 +132,9 @@ func (a *delegatedAuth) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := bearerToken(r)
-		if !ok {
-			unauthorized(w)
-			return
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), reviewTimeout)
 		defer cancel()
-		user, ok, err := a.authenticate(ctx, token)
+		user, ok, err := a.authenticateRequest(ctx, r)
 		if err != nil {
 			// As upstream: a failed review is a failed authentication. The log says why.
 			a.logger.Error(err, "Unable to authenticate the request", "path", r.URL.Path)
@@ -158,6 +166,29 @@ func (a *delegatedAuth) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// authenticateRequest asks upstream's authenticators in upstream's order: a front
+// proxy's or a client's certificate, then the bearer token. The first that knows the
+// user wins; errors count only when none does.
+func (a *delegatedAuth) authenticateRequest(ctx context.Context, r *http.Request) (authenticationv1.UserInfo, bool, error) {
+	var certErr error
+	if a.certs != nil {
+		user, ok, err := a.certs.authenticate(r)
+		if ok {
+			return user, true, nil
+		}
+		certErr = err
+	}
+	token, ok := bearerToken(r)
+	if !ok {
+		return authenticationv1.UserInfo{}, false, certErr
+	}
+	user, ok, err := a.authenticate(ctx, token)
+	if ok {
+		return user, true, nil
+	}
+	return authenticationv1.UserInfo{}, false, errors.Join(certErr, err)
+}
+
 // bearerToken returns the token of an "Authorization: Bearer <token>" header.
 func bearerToken(r *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
@@ -186,9 +217,9 @@ func (a *delegatedAuth) authenticate(ctx context.Context, token string) (authent
 		return authenticationv1.UserInfo{}, false, fmt.Errorf("creating TokenReview: %w", err)
 	}
 	res := tokenResult{user: got.Status.User, authenticated: got.Status.Authenticated}
-	ttl := tokenValidTTL
+	ttl := a.tokenTTL
 	if !res.authenticated {
-		ttl = tokenInvalidTTL
+		ttl = min(a.tokenTTL, tokenInvalidTTL)
 		if got.Status.Error != "" {
 			a.logger.V(2).Info("Token rejected", "reason", got.Status.Error)
 		}
@@ -229,9 +260,9 @@ func (a *delegatedAuth) authorize(ctx context.Context, user authenticationv1.Use
 	if got.Status.EvaluationError != "" {
 		a.logger.V(2).Info("SubjectAccessReview evaluation error", "user", user.Username, "path", path, "verb", verb, "error", got.Status.EvaluationError)
 	}
-	ttl := allowedTTL
+	ttl := a.allowedTTL
 	if !d.allowed {
-		ttl = deniedTTL
+		ttl = a.deniedTTL
 	}
 	a.decisions.add(key, d, ttl, a.now())
 	return d, nil

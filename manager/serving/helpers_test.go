@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -80,6 +81,13 @@ func (a *fakeAPI) addUser(token string, user authenticationv1.UserInfo, verb str
 	for _, p := range paths {
 		a.allowed[user.Username+" "+verb+" "+p] = true
 	}
+}
+
+// allow lets user use verb on path.
+func (a *fakeAPI) allow(user, verb, path string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.allowed[user+" "+verb+" "+path] = true
 }
 
 func (a *fakeAPI) setErrors(tokenErr, sarErr error) {
@@ -163,13 +171,8 @@ func start(t *testing.T, s *Server) *running {
 // serverRoots is a pool holding the certificate s serves.
 func serverRoots(t *testing.T, s *Server) *x509.CertPool {
 	t.Helper()
-	cert := s.http.TLSConfig.Certificates[0]
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		t.Fatalf("parsing served certificate: %v", err)
-	}
 	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
+	pool.AddCert(s.certs.def().Leaf)
 	return pool
 }
 
@@ -206,4 +209,18 @@ func failCheck(name, reason string) Check {
 
 func lines(body string) []string {
 	return strings.Split(strings.TrimRight(body, "\n"), "\n")
+}
+
+// selfSigned is a self-signed serving certificate as New makes one.
+func selfSigned(t *testing.T, bindIP net.IP) *tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM, err := selfSignedPEM(bindIP, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := parseKeyPair([][]byte{certPEM, keyPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -8,14 +9,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -34,9 +38,42 @@ type Config struct {
 	// reports; tests use it.
 	Port int
 	// CertFile and KeyFile are --tls-cert-file and --tls-private-key-file: a PEM
-	// certificate (chain) and its private key, read once by New. When both are empty,
-	// New generates a self-signed certificate in memory.
+	// certificate (chain) and its private key, read by New and again whenever they
+	// change. When both are empty the server uses a self-signed certificate: kept in
+	// CertDir when that is set, else made in memory.
 	CertFile, KeyFile string
+	// CertDir is --cert-dir: where the self-signed certificate is written
+	// (PairName.crt and .key) and found again at the next start.
+	CertDir string
+	// PairName names the files in CertDir; empty is "serving".
+	PairName string
+	// SNICertKeys are --tls-sni-cert-key: certificates chosen by the name the client
+	// asks for, read again when they change.
+	SNICertKeys []SNICertKey
+	// MinTLSVersion is --tls-min-version (a crypto/tls version); zero is TLS 1.2.
+	MinTLSVersion uint16
+	// CipherSuites is --tls-cipher-suites (crypto/tls IDs); empty is Go's defaults.
+	CipherSuites []uint16
+	// CurvePreferences is --tls-curve-preferences; empty is Go's defaults.
+	CurvePreferences []tls.CurveID
+	// DisableHTTP2 is --disable-http2-serving: HTTP/1.1 only.
+	DisableHTTP2 bool
+	// HTTP2MaxStreamsPerConnection is --http2-max-streams-per-connection; zero is Go's
+	// default.
+	HTTP2MaxStreamsPerConnection int
+	// PermitPortSharing is --permit-port-sharing: bind with SO_REUSEPORT, so that
+	// another process can listen on the same port.
+	PermitPortSharing bool
+	// ClientCAFile is --client-ca-file: client certificates it signed authenticate as
+	// their common name, with their organizations as groups.
+	ClientCAFile string
+	// RequestHeader is --requestheader-*: front-proxy authentication.
+	RequestHeader RequestHeaderConfig
+	// TokenCacheTTL, AllowedCacheTTL and DeniedCacheTTL are
+	// --authentication-token-webhook-cache-ttl and
+	// --authorization-webhook-cache-authorized-ttl / -unauthorized-ttl; zero is the
+	// default (10s, 10s and 1s; a rejected token is kept at most 1s).
+	TokenCacheTTL, AllowedCacheTTL, DeniedCacheTTL time.Duration
 	// Authn is the client that asks the kube-apiserver to review bearer tokens
 	// (TokenReview) and to authorize requests (SubjectAccessReview): upstream's
 	// --authentication-kubeconfig and --authorization-kubeconfig. Required.
@@ -57,10 +94,34 @@ type Config struct {
 	Logger logr.Logger
 }
 
+func (c Config) pairName() string { return cmp.Or(c.PairName, "serving") }
+
+// listen listens on addr, with SO_REUSEPORT when sharePort is set (Go sets SO_REUSEADDR
+// on every listener already, which is what upstream's --permit-address-sharing asks).
+func listen(ctx context.Context, addr string, sharePort bool) (net.Listener, error) {
+	lc := net.ListenConfig{}
+	if sharePort {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var sockErr error
+			if err := c.Control(func(fd uintptr) {
+				sockErr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			if sockErr != nil {
+				return fmt.Errorf("setting SO_REUSEPORT (--permit-port-sharing): %w", sockErr)
+			}
+			return nil
+		}
+	}
+	return lc.Listen(ctx, "tcp", addr)
+}
+
 // Server is the manager's secure HTTPS server. Build it with New and run it with Serve.
 type Server struct {
 	listener        net.Listener
 	http            *http.Server
+	certs           *servingCerts
 	auth            *delegatedAuth
 	health          healthChecks
 	shutdownTimeout time.Duration
@@ -104,19 +165,31 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 
-	var cert tls.Certificate
-	var err error
-	if cfg.CertFile != "" || cfg.KeyFile != "" {
-		cert, err = loadCertificate(cfg.CertFile, cfg.KeyFile)
-	} else {
-		cert, err = selfSignedCertificate(bindIP, time.Now())
+	if cfg.HTTP2MaxStreamsPerConnection < 0 {
+		return nil, fmt.Errorf("--http2-max-streams-per-connection %d: must be 0 (Go's default) or more", cfg.HTTP2MaxStreamsPerConnection)
 	}
+
+	if !cfg.DisableHTTP2 && len(cfg.CipherSuites) > 0 &&
+		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) &&
+		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) {
+		// Go's HTTP/2 server refuses to start without one (RFC 7540, 9.2.2): say so
+		// here, naming the flags, instead of failing later in Serve.
+		return nil, errors.New("--tls-cipher-suites: HTTP/2 requires TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 among them: add one, or set --disable-http2-serving")
+	}
+
+	certs, err := newServingCerts(cfg, bindIP, time.Now)
 	if err != nil {
 		return nil, err
 	}
+	certAuth, err := newCertAuth(cfg.ClientCAFile, cfg.RequestHeader, time.Now, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ttls := cacheTTLs{token: cfg.TokenCacheTTL, allowed: cfg.AllowedCacheTTL, denied: cfg.DeniedCacheTTL}
 
 	s := &Server{
-		auth:            newDelegatedAuth(cfg.Authn, cfg.AlwaysAllowPaths, time.Now, cfg.Logger),
+		certs:           certs,
+		auth:            newDelegatedAuth(cfg.Authn, certAuth, cfg.AlwaysAllowPaths, ttls, time.Now, cfg.Logger),
 		shutdownTimeout: cfg.ShutdownTimeout,
 		logger:          cfg.Logger,
 	}
@@ -140,22 +213,38 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	addr := net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(context.Background(), addr, cfg.PermitPortSharing)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s (--bind-address, --secure-port): %w", addr, err)
 	}
 	s.listener = ln
+	tlsConfig := &tls.Config{
+		GetCertificate:   certs.getCertificate,
+		MinVersion:       cmp.Or(cfg.MinTLSVersion, tls.VersionTLS12),
+		CipherSuites:     cfg.CipherSuites,
+		CurvePreferences: cfg.CurvePreferences,
+		NextProtos:       []string{"h2", "http/1.1"},
+	}
+	if certAuth != nil {
+		// Ask for a certificate but let the handshake through without one or with one
+		// no CA here signed: the authenticators verify it against the CA of each (both
+		// re-read when they change), and a bearer token can still authenticate.
+		tlsConfig.ClientAuth = tls.RequestClientCert
+	}
 	s.http = &http.Server{
-		Handler: s.auth.wrap(mux),
-		TLSConfig: &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"h2", "http/1.1"},
-		},
+		Handler:           s.auth.wrap(mux),
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		// No WriteTimeout: a CPU profile streams for as long as it was asked to run.
 		ErrorLog: newServerErrorLog(cfg.Logger),
+	}
+	if cfg.DisableHTTP2 {
+		tlsConfig.NextProtos = []string{"http/1.1"}
+		s.http.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	if cfg.HTTP2MaxStreamsPerConnection > 0 {
+		s.http.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: cfg.HTTP2MaxStreamsPerConnection}
 	}
 	return s, nil
 }

@@ -64,10 +64,7 @@ func TestSelfSignedCertificateNamesBindAddress(t *testing.T) {
 		{bind: "0.0.0.0", wantIPs: []string{"127.0.0.1", "::1"}},
 		{bind: "10.1.2.3", wantIPs: []string{"127.0.0.1", "::1", "10.1.2.3"}},
 	} {
-		cert, err := selfSignedCertificate(net.ParseIP(tt.bind), now)
-		if err != nil {
-			t.Fatalf("selfSignedCertificate(%q): %v", tt.bind, err)
-		}
+		cert := selfSigned(t, net.ParseIP(tt.bind))
 		var got []string
 		for _, ip := range cert.Leaf.IPAddresses {
 			got = append(got, ip.String())
@@ -88,10 +85,7 @@ func TestSelfSignedCertificateNamesBindAddress(t *testing.T) {
 // and the certificate's DER bytes.
 func writeKeyPair(t *testing.T, dir, name string) (certFile, keyFile string, der []byte) {
 	t.Helper()
-	cert, err := selfSignedCertificate(nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := selfSigned(t, nil)
 	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +133,8 @@ func TestCertificateFileErrors(t *testing.T) {
 		cert, key string
 		wantErr   []string
 	}{
-		{name: "cert unreadable", cert: missing, key: keyFile, wantErr: []string{"reading --tls-cert-file", "missing.pem", "no such file"}},
-		{name: "key unreadable", cert: certFile, key: missing, wantErr: []string{"reading --tls-private-key-file", "missing.pem"}},
+		{name: "cert unreadable", cert: missing, key: keyFile, wantErr: []string{"--tls-cert-file", "missing.pem", "no such file"}},
+		{name: "key unreadable", cert: certFile, key: missing, wantErr: []string{"--tls-private-key-file", "missing.pem"}},
 		{name: "only cert", cert: certFile, wantErr: []string{"--tls-cert-file is set but --tls-private-key-file is not"}},
 		{name: "only key", key: keyFile, wantErr: []string{"--tls-private-key-file is set but --tls-cert-file is not"}},
 		{name: "mismatched", cert: certFile, key: otherKey, wantErr: []string{"--tls-cert-file", "--tls-private-key-file", "private key does not match public key"}},

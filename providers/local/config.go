@@ -8,9 +8,10 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/nephele-dev/nephele/internal/smallfile"
 
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -269,18 +270,4 @@ func decodeProblem(err error) string {
 
 // readSmall reads a file the config names, refusing one over maxConfigSize: a path to a
 // device or a huge file must not stall or exhaust the manager at start.
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxConfigSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConfigSize)
-	}
-	return raw, nil
-}
+func readSmall(path string) ([]byte, error) { return smallfile.Read(path, maxConfigSize) }

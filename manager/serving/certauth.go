@@ -1,0 +1,176 @@
+package serving
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+)
+
+// RequestHeaderConfig is upstream's front-proxy authentication (--requestheader-*): a
+// client that presents a certificate signed by ClientCAFile, with one of AllowedNames as
+// its common name when AllowedNames is set, says who the user is in request headers.
+type RequestHeaderConfig struct {
+	// ClientCAFile is --requestheader-client-ca-file; empty turns request-header
+	// authentication off.
+	ClientCAFile string
+	// AllowedNames is --requestheader-allowed-names.
+	AllowedNames []string
+	// UsernameHeaders, UIDHeaders and GroupHeaders are --requestheader-username-headers,
+	// --requestheader-uid-headers and --requestheader-group-headers: the first header
+	// of UsernameHeaders (and of UIDHeaders) that has a value gives the user's name (and
+	// UID); every value of every GroupHeaders header is a group.
+	UsernameHeaders, UIDHeaders, GroupHeaders []string
+	// ExtraHeaderPrefixes is --requestheader-extra-headers-prefix: a header named
+	// prefix+key gives the user's extra value key (lower case, URL-unescaped).
+	ExtraHeaderPrefixes []string
+}
+
+// certAuth authenticates by client certificate, as upstream's delegated authentication
+// does before it looks at a bearer token: first a front proxy's certificate with the user
+// in headers (request-header authentication), then a client certificate whose common name
+// is the user and organizations the groups (--client-ca-file). The CA files are read
+// again when they change.
+type certAuth struct {
+	clientCAs *reloading[*x509.CertPool] // nil without --client-ca-file
+	proxyCAs  *reloading[*x509.CertPool] // nil without --requestheader-client-ca-file
+	header    RequestHeaderConfig
+}
+
+// newCertAuth returns nil when neither CA file is set: bearer tokens only.
+func newCertAuth(clientCAFile string, rh RequestHeaderConfig, now func() time.Time, logger logr.Logger) (*certAuth, error) {
+	if clientCAFile == "" && rh.ClientCAFile == "" {
+		return nil, nil
+	}
+	a := &certAuth{header: rh}
+	var err error
+	if clientCAFile != "" {
+		if a.clientCAs, err = newReloading("--client-ca-file", []string{clientCAFile}, parseCAs, now, logger.WithValues("what", "--client-ca-file")); err != nil {
+			return nil, err
+		}
+	}
+	if rh.ClientCAFile != "" {
+		if len(rh.UsernameHeaders) == 0 {
+			return nil, errors.New("--requestheader-username-headers: empty with --requestheader-client-ca-file set: name the header the front proxy puts the user in (X-Remote-User)")
+		}
+		if a.proxyCAs, err = newReloading("--requestheader-client-ca-file", []string{rh.ClientCAFile}, parseCAs, now, logger.WithValues("what", "--requestheader-client-ca-file")); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// parseCAs parses a PEM bundle of CA certificates; a bundle without one is an error.
+func parseCAs(contents [][]byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(contents[0]) {
+		return nil, errors.New("no PEM certificate in the file")
+	}
+	return pool, nil
+}
+
+// errNoIdentity says a verified certificate did not say who the user is.
+var errNoIdentity = errors.New("no user")
+
+// authenticate returns the user r's client certificate (and, for a front proxy, its
+// headers) authenticate, and false when r has no certificate either CA signed; an error
+// says why a certificate one of them signed did not make a user.
+func (a *certAuth) authenticate(r *http.Request) (authenticationv1.UserInfo, bool, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return authenticationv1.UserInfo{}, false, nil
+	}
+	chain := r.TLS.PeerCertificates
+	if a.proxyCAs != nil && verifyClient(a.proxyCAs.get(), chain) == nil {
+		user, err := a.fromHeaders(r, chain[0])
+		if err == nil {
+			return user, true, nil
+		}
+		if !errors.Is(err, errNoIdentity) {
+			return authenticationv1.UserInfo{}, false, err
+		}
+		// As upstream: a proxy certificate without a user in the headers falls through
+		// to the other authenticators.
+	}
+	if a.clientCAs != nil && verifyClient(a.clientCAs.get(), chain) == nil {
+		leaf := chain[0]
+		if leaf.Subject.CommonName == "" {
+			return authenticationv1.UserInfo{}, false, errors.New("client certificate verified by --client-ca-file has no common name, which is the user's name")
+		}
+		return withAuthenticatedGroup(authenticationv1.UserInfo{
+			Username: leaf.Subject.CommonName,
+			Groups:   slices.Clone(leaf.Subject.Organization),
+		}), true, nil
+	}
+	return authenticationv1.UserInfo{}, false, nil
+}
+
+// fromHeaders reads the user a front proxy whose certificate is leaf names.
+func (a *certAuth) fromHeaders(r *http.Request, leaf *x509.Certificate) (authenticationv1.UserInfo, error) {
+	if len(a.header.AllowedNames) > 0 && !slices.Contains(a.header.AllowedNames, leaf.Subject.CommonName) {
+		return authenticationv1.UserInfo{}, fmt.Errorf("front proxy certificate %q is not one of --requestheader-allowed-names", leaf.Subject.CommonName)
+	}
+	name := firstHeader(r.Header, a.header.UsernameHeaders)
+	if name == "" {
+		return authenticationv1.UserInfo{}, errNoIdentity
+	}
+	user := authenticationv1.UserInfo{Username: name, UID: firstHeader(r.Header, a.header.UIDHeaders)}
+	for _, h := range a.header.GroupHeaders {
+		user.Groups = append(user.Groups, r.Header.Values(h)...)
+	}
+	for key, values := range r.Header {
+		for _, prefix := range a.header.ExtraHeaderPrefixes {
+			if len(key) <= len(prefix) || !strings.EqualFold(key[:len(prefix)], prefix) {
+				continue
+			}
+			extra := strings.ToLower(key[len(prefix):])
+			if unescaped, err := url.PathUnescape(extra); err == nil {
+				extra = unescaped
+			}
+			if user.Extra == nil {
+				user.Extra = map[string]authenticationv1.ExtraValue{}
+			}
+			user.Extra[extra] = append(user.Extra[extra], values...)
+		}
+	}
+	return withAuthenticatedGroup(user), nil
+}
+
+func firstHeader(h http.Header, names []string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(h.Get(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// withAuthenticatedGroup adds system:authenticated, as upstream's authenticator chain
+// does for every authenticated user, so that RBAC rules granted to it apply.
+func withAuthenticatedGroup(u authenticationv1.UserInfo) authenticationv1.UserInfo {
+	if !slices.Contains(u.Groups, "system:authenticated") {
+		u.Groups = append(u.Groups, "system:authenticated")
+	}
+	return u
+}
+
+// verifyClient verifies chain (leaf first, as TLS sent it) as a client certificate
+// signed by roots.
+func verifyClient(roots *x509.CertPool, chain []*x509.Certificate) error {
+	intermediates := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		intermediates.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: intermediates,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return err
+}
