@@ -28,6 +28,7 @@ import (
 	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
+	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 	"github.com/nephele-dev/nephele/manager"
 	"github.com/nephele-dev/nephele/providers/upstream"
 )
@@ -51,15 +52,7 @@ var nodes = []node{
 func TestGCEProviderOnNephele(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	env, err := controlplane.Start(ctx, controlplane.Options{})
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := testenv.New(t, controlplane.Options{})
 
 	// GCE's provider builds its TPU client from Application Default Credentials whatever
 	// token source it is given (newTPUService in v0.28.2): give it some that work
