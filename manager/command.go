@@ -200,7 +200,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 		return fmt.Errorf("invalid value for %s: %w", flag, err)
 	}
 
-	server, err := newServer(o, restConfig, reg, log)
+	server, err := newServer(ctx, o, restConfig, reg, log)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 }
 
 // newServer builds the secure serving endpoints, or returns nil when --secure-port is 0.
-func newServer(o *Options, restConfig *rest.Config, reg *prometheus.Registry, log logr.Logger) (*serving.Server, error) {
+func newServer(ctx context.Context, o *Options, restConfig *rest.Config, reg *prometheus.Registry, log logr.Logger) (*serving.Server, error) {
 	if o.SecurePort == 0 {
 		return nil, nil
 	}
@@ -293,6 +293,11 @@ func newServer(o *Options, restConfig *rest.Config, reg *prometheus.Registry, lo
 	cfg, err := o.servingConfig()
 	if err != nil {
 		return nil, err
+	}
+	if !o.AuthenticationSkipLookup {
+		if err := lookupAuthentication(ctx, authn, &cfg, o.AuthenticationTolerateLookupFailure, log.WithName("serving")); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Authn, cfg.Gatherer, cfg.Logger = authn, reg, log.WithName("serving")
 	s, err := serving.New(cfg)

@@ -148,9 +148,9 @@ type Options struct {
 	AuthorizationKubeconfig string
 	// AuthorizationAlwaysAllowPaths is --authorization-always-allow-paths.
 	AuthorizationAlwaysAllowPaths []string
-	// AuthenticationSkipLookup is --authentication-skip-lookup, accepted: nephele never
-	// reads the client CA and request-header settings from the cluster's
-	// extension-apiserver-authentication ConfigMap, only from the flags.
+	// AuthenticationSkipLookup is --authentication-skip-lookup: do not complete the
+	// client CA and request-header settings from the cluster's
+	// extension-apiserver-authentication ConfigMap.
 	AuthenticationSkipLookup bool
 	// Profiling is --profiling: serve pprof.
 	Profiling bool
@@ -202,7 +202,8 @@ type Options struct {
 	RequestHeader RequestHeaderOptions
 	// AuthenticationTokenCacheTTL is --authentication-token-webhook-cache-ttl.
 	AuthenticationTokenCacheTTL time.Duration
-	// AuthenticationTolerateLookupFailure is --authentication-tolerate-lookup-failure.
+	// AuthenticationTolerateLookupFailure is --authentication-tolerate-lookup-failure:
+	// a lookup that fails is logged and the flags alone are used.
 	AuthenticationTolerateLookupFailure bool
 	// AuthorizationAllowCacheTTL and AuthorizationDenyCacheTTL are
 	// --authorization-webhook-cache-authorized-ttl and -unauthorized-ttl.
@@ -270,10 +271,11 @@ func NewOptions() *Options {
 		Profiling:                     true,
 		LoggingFormat:                 "text",
 
-		AuthenticationTokenCacheTTL: 10 * time.Second,
-		AuthorizationAllowCacheTTL:  10 * time.Second,
-		AuthorizationDenyCacheTTL:   time.Second,
-		LogFlushFrequency:           5 * time.Second,
+		AuthenticationTokenCacheTTL:         10 * time.Second,
+		AuthenticationTolerateLookupFailure: true,
+		AuthorizationAllowCacheTTL:          10 * time.Second,
+		AuthorizationDenyCacheTTL:           time.Second,
+		LogFlushFrequency:                   5 * time.Second,
 		RequestHeader: RequestHeaderOptions{
 			UsernameHeaders:     []string{"x-remote-user"},
 			GroupHeaders:        []string{"x-remote-group"},
@@ -428,9 +430,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"A list of HTTP paths to skip during authorization, i.e. these are authorized without contacting the "+
 			"'core' kubernetes server. Each starts with '/'; a trailing '*' matches a prefix.")
 	fs.BoolVar(&o.AuthenticationSkipLookup, "authentication-skip-lookup", o.AuthenticationSkipLookup,
-		"If false, the authentication-kubeconfig will be used to lookup missing authentication configuration from the cluster. "+
-			"(nephele: accepted, and no lookup is made either way: the client CA and the request-header settings come from --client-ca-file "+
-			"and --requestheader-* only, so a deployment needs no read access to kube-system/extension-apiserver-authentication.)")
+		"If false, the authentication-kubeconfig will be used to lookup missing authentication configuration from the cluster "+
+			"(kube-system/extension-apiserver-authentication: the client CA without --client-ca-file, the request-header settings without "+
+			"--requestheader-client-ca-file). (nephele: read once at start.)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Enable profiling via web interface host:port/debug/pprof/")
 
 	// Logging.

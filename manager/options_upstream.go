@@ -129,7 +129,8 @@ func (o *Options) addUpstreamFlags(fs *pflag.FlagSet) {
 			"so that a fresh token works almost at once.)")
 	fs.BoolVar(&o.AuthenticationTolerateLookupFailure, "authentication-tolerate-lookup-failure", o.AuthenticationTolerateLookupFailure,
 		"If true, failures to look up missing authentication configuration from the cluster are not considered fatal. "+
-			"(nephele: accepted; nephele does not look up that configuration (see --authentication-skip-lookup), so there is no failure to tolerate.)")
+			"(nephele: default true, upstream false, so that a deployment without read access to kube-system/extension-apiserver-authentication "+
+			"still starts, logging how to grant it; bearer tokens and the flags' CAs work either way.)")
 	fs.DurationVar(&o.AuthorizationAllowCacheTTL, "authorization-webhook-cache-authorized-ttl", o.AuthorizationAllowCacheTTL,
 		"The duration to cache 'authorized' responses from the webhook authorizer.")
 	fs.DurationVar(&o.AuthorizationDenyCacheTTL, "authorization-webhook-cache-unauthorized-ttl", o.AuthorizationDenyCacheTTL,
@@ -191,12 +192,19 @@ func (o *Options) servingConfig() (serving.Config, error) {
 		HTTP2MaxStreamsPerConnection: o.HTTP2MaxStreamsPerConnection,
 		PermitPortSharing:            o.PermitPortSharing,
 		ClientCAFile:                 o.ClientCAFile,
-		RequestHeader:                serving.RequestHeaderConfig(o.RequestHeader),
-		AlwaysAllowPaths:             o.AuthorizationAlwaysAllowPaths,
-		EnableProfiling:              o.Profiling,
-		TokenCacheTTL:                o.AuthenticationTokenCacheTTL,
-		AllowedCacheTTL:              o.AuthorizationAllowCacheTTL,
-		DeniedCacheTTL:               o.AuthorizationDenyCacheTTL,
+		RequestHeader: serving.RequestHeaderConfig{
+			ClientCAFile:        o.RequestHeader.ClientCAFile,
+			AllowedNames:        o.RequestHeader.AllowedNames,
+			UsernameHeaders:     o.RequestHeader.UsernameHeaders,
+			UIDHeaders:          o.RequestHeader.UIDHeaders,
+			GroupHeaders:        o.RequestHeader.GroupHeaders,
+			ExtraHeaderPrefixes: o.RequestHeader.ExtraHeaderPrefixes,
+		},
+		AlwaysAllowPaths: o.AuthorizationAlwaysAllowPaths,
+		EnableProfiling:  o.Profiling,
+		TokenCacheTTL:    o.AuthenticationTokenCacheTTL,
+		AllowedCacheTTL:  o.AuthorizationAllowCacheTTL,
+		DeniedCacheTTL:   o.AuthorizationDenyCacheTTL,
 	}
 	if o.TLSMinVersion != "" {
 		v, err := cliflag.TLSVersion(o.TLSMinVersion)

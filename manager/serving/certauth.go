@@ -18,9 +18,12 @@ import (
 // client that presents a certificate signed by ClientCAFile, with one of AllowedNames as
 // its common name when AllowedNames is set, says who the user is in request headers.
 type RequestHeaderConfig struct {
-	// ClientCAFile is --requestheader-client-ca-file; empty turns request-header
-	// authentication off.
+	// ClientCAFile is --requestheader-client-ca-file, read again when it changes.
 	ClientCAFile string
+	// ClientCA is the CA bundle (PEM) when it comes from the cluster instead of a file
+	// (extension-apiserver-authentication's requestheader-client-ca-file), used when
+	// ClientCAFile is empty. Both empty turn request-header authentication off.
+	ClientCA []byte
 	// AllowedNames is --requestheader-allowed-names.
 	AllowedNames []string
 	// UsernameHeaders, UIDHeaders and GroupHeaders are --requestheader-username-headers,
@@ -39,32 +42,48 @@ type RequestHeaderConfig struct {
 // is the user and organizations the groups (--client-ca-file). The CA files are read
 // again when they change.
 type certAuth struct {
-	clientCAs *reloading[*x509.CertPool] // nil without --client-ca-file
-	proxyCAs  *reloading[*x509.CertPool] // nil without --requestheader-client-ca-file
+	clientCAs func() *x509.CertPool // nil: no client certificate authentication
+	proxyCAs  func() *x509.CertPool // nil: no request-header authentication
 	header    RequestHeaderConfig
 }
 
-// newCertAuth returns nil when neither CA file is set: bearer tokens only.
-func newCertAuth(clientCAFile string, rh RequestHeaderConfig, now func() time.Time, logger logr.Logger) (*certAuth, error) {
-	if clientCAFile == "" && rh.ClientCAFile == "" {
-		return nil, nil
-	}
+// newCertAuth returns nil when no CA is configured: bearer tokens only.
+func newCertAuth(clientCAFile string, clientCA []byte, rh RequestHeaderConfig, now func() time.Time, logger logr.Logger) (*certAuth, error) {
 	a := &certAuth{header: rh}
 	var err error
-	if clientCAFile != "" {
-		if a.clientCAs, err = newReloading("--client-ca-file", []string{clientCAFile}, parseCAs, now, logger.WithValues("what", "--client-ca-file")); err != nil {
-			return nil, err
-		}
+	if a.clientCAs, err = caSource("--client-ca-file", clientCAFile, clientCA, now, logger); err != nil {
+		return nil, err
 	}
-	if rh.ClientCAFile != "" {
-		if len(rh.UsernameHeaders) == 0 {
-			return nil, errors.New("--requestheader-username-headers: empty with --requestheader-client-ca-file set: name the header the front proxy puts the user in (X-Remote-User)")
-		}
-		if a.proxyCAs, err = newReloading("--requestheader-client-ca-file", []string{rh.ClientCAFile}, parseCAs, now, logger.WithValues("what", "--requestheader-client-ca-file")); err != nil {
-			return nil, err
-		}
+	if a.proxyCAs, err = caSource("--requestheader-client-ca-file", rh.ClientCAFile, rh.ClientCA, now, logger); err != nil {
+		return nil, err
+	}
+	if a.proxyCAs != nil && len(rh.UsernameHeaders) == 0 {
+		return nil, errors.New("--requestheader-username-headers: empty with a request-header CA set: name the header the front proxy puts the user in (X-Remote-User)")
+	}
+	if a.clientCAs == nil && a.proxyCAs == nil {
+		return nil, nil
 	}
 	return a, nil
+}
+
+// caSource returns the CA pool of file (read again when it changes) or, without a file,
+// of the PEM bundle data; nil when there is neither.
+func caSource(flag, file string, data []byte, now func() time.Time, logger logr.Logger) (func() *x509.CertPool, error) {
+	switch {
+	case file != "":
+		r, err := newReloading(flag, []string{file}, parseCAs, now, logger.WithValues("what", flag))
+		if err != nil {
+			return nil, err
+		}
+		return r.get, nil
+	case len(data) > 0:
+		pool, err := parseCAs([][]byte{data})
+		if err != nil {
+			return nil, fmt.Errorf("%s from the cluster's extension-apiserver-authentication ConfigMap: %w", flag, err)
+		}
+		return func() *x509.CertPool { return pool }, nil
+	}
+	return nil, nil
 }
 
 // parseCAs parses a PEM bundle of CA certificates; a bundle without one is an error.
@@ -87,7 +106,7 @@ func (a *certAuth) authenticate(r *http.Request) (authenticationv1.UserInfo, boo
 		return authenticationv1.UserInfo{}, false, nil
 	}
 	chain := r.TLS.PeerCertificates
-	if a.proxyCAs != nil && verifyClient(a.proxyCAs.get(), chain) == nil {
+	if a.proxyCAs != nil && verifyClient(a.proxyCAs(), chain) == nil {
 		user, err := a.fromHeaders(r, chain[0])
 		if err == nil {
 			return user, true, nil
@@ -98,7 +117,7 @@ func (a *certAuth) authenticate(r *http.Request) (authenticationv1.UserInfo, boo
 		// As upstream: a proxy certificate without a user in the headers falls through
 		// to the other authenticators.
 	}
-	if a.clientCAs != nil && verifyClient(a.clientCAs.get(), chain) == nil {
+	if a.clientCAs != nil && verifyClient(a.clientCAs(), chain) == nil {
 		leaf := chain[0]
 		if leaf.Subject.CommonName == "" {
 			return authenticationv1.UserInfo{}, false, errors.New("client certificate verified by --client-ca-file has no common name, which is the user's name")

@@ -65,8 +65,12 @@ type Config struct {
 	// another process can listen on the same port.
 	PermitPortSharing bool
 	// ClientCAFile is --client-ca-file: client certificates it signed authenticate as
-	// their common name, with their organizations as groups.
+	// their common name, with their organizations as groups. Read again when it changes.
 	ClientCAFile string
+	// ClientCA is that CA bundle (PEM) when it comes from the cluster instead of a file
+	// (extension-apiserver-authentication's client-ca-file), used when ClientCAFile is
+	// empty.
+	ClientCA []byte
 	// RequestHeader is --requestheader-*: front-proxy authentication.
 	RequestHeader RequestHeaderConfig
 	// TokenCacheTTL, AllowedCacheTTL and DeniedCacheTTL are
@@ -181,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	certAuth, err := newCertAuth(cfg.ClientCAFile, cfg.RequestHeader, time.Now, cfg.Logger)
+	certAuth, err := newCertAuth(cfg.ClientCAFile, cfg.ClientCA, cfg.RequestHeader, time.Now, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

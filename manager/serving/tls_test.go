@@ -384,3 +384,27 @@ func TestHTTP2AndPortSharing(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestClientCAFromTheCluster authenticates with a CA given as content (the cluster's
+// extension-apiserver-authentication ConfigMap) instead of a file.
+func TestClientCAFromTheCluster(t *testing.T) {
+	ca, _ := newCA(t, t.TempDir(), "cluster-ca")
+	api := newFakeAPI()
+	api.allow("kubelet", "get", "/metrics")
+	cfg := testConfig(api)
+	cfg.Gatherer = prometheus.NewRegistry()
+	cfg.ClientCA = ca.PEM()
+	r := start(t, mustNew(t, cfg))
+	kubelet := issue(t, ca, pkix.Name{CommonName: "kubelet"}, x509.ExtKeyUsageClientAuth)
+	if code, body := getWith(t, r.clientWith(t, &kubelet), r.base+"/metrics", nil); code != http.StatusOK {
+		t.Errorf("GET /metrics with the cluster CA's client certificate = %d %s", code, body)
+	}
+	cfg = testConfig(api)
+	cfg.ClientCA = []byte("no certificate")
+	if s, err := New(cfg); err == nil || !strings.Contains(err.Error(), "--client-ca-file from the cluster's extension-apiserver-authentication ConfigMap") {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Errorf("New with a CA bundle that holds no certificate = %v", err)
+	}
+}
