@@ -270,11 +270,11 @@ test: $(TEST_DEPS) ## build tools and nephele (as root also install the node pac
 # The benchmarks are a module of their own (bench/go.mod), so upstream's controllers and
 # their dependencies stay out of nephele's. See docs/benchmarks.md.
 SCALE ?= small
-# GCE's own data race (docs/provider-guide.md): the interop test under -race, a few times,
+# GCE's own data race (docs/provider-guide.md): the interop test under -race, 20 times,
 # fails in k8s.io/cloud-provider-gcp's gce_clusterid.go, not in nephele's code.
 .PHONY: gce-race
 gce-race: tools ## show the data race in GCE's provider code that keeps interop/gce's test off -race
-	cd interop/gce && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -count 5 -timeout 10m ./...
+	cd interop/gce && NEPHELE_BIN_DIR=$(BIN) $(GO) test -race -count 20 -timeout 20m ./...
 
 .PHONY: bench
 bench: tools ## run the scale benchmarks against upstream's controllers: make bench SCALE=small|large [PROFILE=slow]

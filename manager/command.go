@@ -82,6 +82,11 @@ Cloud providers in this binary: ` + fmt.Sprint(registry.Names()),
 			klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 			klog.InitFlags(klogFlags)
 			_ = klogFlags.Set("v", strconv.Itoa(o.Verbosity))
+			// klog filters V(n) calls itself before they reach the sink: give it
+			// --vmodule too, so that it raises client-go's and hosted providers' logs.
+			if err := klogFlags.Set("vmodule", o.VModule); err != nil {
+				return fmt.Errorf("invalid value for --vmodule: %q: %w", o.VModule, err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return Run(logr.NewContext(ctx, log), cfg, registry)

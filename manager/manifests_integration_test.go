@@ -68,8 +68,8 @@ var upstreamManifests = map[string][]string{
 }
 
 // TestUpstreamManifestsStart runs nephele's manager with the args of upstream providers'
-// documented manifests and checks that it starts: it leads, runs its controllers and
-// serves /healthz. The test adds only what a process outside a pod needs: --kubeconfig
+// documented manifests and checks that it starts: it leads (without leading, no
+// controller runs) and runs its cloud-node-controller. The test adds only what a process outside a pod needs: --kubeconfig
 // where the manifest relies on the pod's in-cluster configuration, and a free
 // --secure-port on loopback (a pod has a network namespace of its own, this test does
 // not), after the manifest's own args so that they win.

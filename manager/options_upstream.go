@@ -173,7 +173,8 @@ func (o *Options) addUpstreamFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&w.DisableHTTP2Serving, "webhook-disable-http2-serving", w.DisableHTTP2Serving, "If true, HTTP2 serving will be disabled for the webhook server."+webhookServer)
 
 	fs.Var(&versionFlag{&o.Version}, "version",
-		"--version, --version=raw prints version information and quits; --version=vX.Y.Z... sets the reported version")
+		"--version, --version=raw prints version information and quits; --version=vX.Y.Z... sets the reported version. "+
+			"(nephele: a version given is accepted and the binary's own is reported.)")
 	fs.Lookup("version").NoOptDefVal = "true"
 }
 
@@ -240,11 +241,10 @@ func (o *Options) validateUpstream(v *validator) {
 			v.add("tls-min-version", "%q: %s: possible values are %s", o.TLSMinVersion, err, strings.Join(cliflag.TLSPossibleVersions(), ", "))
 		}
 	}
+	// With --tls-min-version=VersionTLS13 the suites are accepted and have no effect, as
+	// upstream's: Go chooses the cipher suites of TLS 1.3 itself.
 	if _, err := cliflag.TLSCipherSuites(o.TLSCipherSuites); err != nil {
 		v.add("tls-cipher-suites", "%s: %s", strings.Join(o.TLSCipherSuites, ","), err)
-	} else if len(o.TLSCipherSuites) > 0 && o.TLSMinVersion == "VersionTLS13" {
-		// Upstream's rule: Go chooses the cipher suites of TLS 1.3 itself.
-		v.add("tls-cipher-suites", "%s: cipher suites cannot be configured with --tls-min-version=VersionTLS13: Go chooses them", strings.Join(o.TLSCipherSuites, ","))
 	}
 	for _, c := range o.TLSCurvePreferences {
 		if c <= 0 || c > math.MaxUint16 {

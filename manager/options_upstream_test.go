@@ -46,9 +46,6 @@ func TestUpstreamFlagsReachTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parsing upstream's flags: %v", err)
 	}
-	// --tls-min-version=VersionTLS13 with cipher suites is refused (upstream's rule),
-	// so check the suites apart from it.
-	o.TLSMinVersion = "VersionTLS12"
 	cfg, err := o.Complete(testSpecs())
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
@@ -64,7 +61,7 @@ func TestUpstreamFlagsReachTheServer(t *testing.T) {
 		BindAddress: o.BindAddress, Port: o.SecurePort,
 		CertDir: f.dir, PairName: Component,
 		SNICertKeys:      []serving.SNICertKey{{CertFile: f.cert, KeyFile: f.key, Names: []string{"foo.example.com"}}},
-		MinTLSVersion:    tls.VersionTLS12,
+		MinTLSVersion:    tls.VersionTLS13,
 		CipherSuites:     []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
 		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
 		DisableHTTP2:     true, HTTP2MaxStreamsPerConnection: 50, PermitPortSharing: true,
@@ -90,8 +87,6 @@ func TestUpstreamFlagErrors(t *testing.T) {
 	}{
 		{"tls version", []string{"--tls-min-version=TLS9"}, `invalid value for --tls-min-version: "TLS9"`},
 		{"cipher suite", []string{"--tls-cipher-suites=NOPE"}, "invalid value for --tls-cipher-suites: NOPE"},
-		{"suites with TLS 1.3", []string{"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
-			"invalid value for --tls-cipher-suites: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256: cipher suites cannot be configured with --tls-min-version=VersionTLS13"},
 		{"curve", []string{"--tls-curve-preferences=70000"}, "invalid value for --tls-curve-preferences: 70000"},
 		{"client CA missing", []string{"--client-ca-file=" + f.dir + "/missing"}, "invalid value for --client-ca-file"},
 		{"uid headers without the gate", []string{"--feature-gates=RemoteRequestHeaderUID=false", "--requestheader-uid-headers=X-Remote-Uid"}, "invalid value for --requestheader-uid-headers: X-Remote-Uid: requires the RemoteRequestHeaderUID feature gate"},

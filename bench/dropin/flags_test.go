@@ -34,8 +34,8 @@ func nepheleFlags() *pflag.FlagSet {
 	return cmd.Flags()
 }
 
-// uncovered returns the flags of upstream that ours lacks, by name, and those whose
-// shorthand differs.
+// uncovered returns the flags of upstream that ours lacks, by name, those whose
+// shorthand differs, and those upstream takes without a value that ours does not.
 func uncovered(upstream, ours *pflag.FlagSet) []string {
 	var missing []string
 	upstream.VisitAll(func(f *pflag.Flag) {
@@ -45,6 +45,9 @@ func uncovered(upstream, ours *pflag.FlagSet) []string {
 			missing = append(missing, "--"+f.Name)
 		case g.Shorthand != f.Shorthand:
 			missing = append(missing, "--"+f.Name+" (shorthand -"+f.Shorthand+")")
+		case f.NoOptDefVal != "" && g.NoOptDefVal == "":
+			// Upstream takes it without a value (--flag); a manifest that does would fail.
+			missing = append(missing, "--"+f.Name+" (without a value)")
 		}
 	})
 	slices.Sort(missing)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -11,6 +12,10 @@ func TestRead(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "f")
 	if err := os.WriteFile(name, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -22,7 +27,8 @@ func TestRead(t *testing.T) {
 		{path: name, limit: 5, want: "12345"},
 		{path: name, limit: 4, wantErr: "larger than 4 bytes"},
 		{path: filepath.Join(dir, "missing"), limit: 5, wantErr: "no such file"},
-		{path: dir, limit: 5, wantErr: "is a directory"},
+		{path: dir, limit: 5, wantErr: "not a regular file"},
+		{path: fifo, limit: 5, wantErr: "not a regular file"},
 	} {
 		got, err := Read(tt.path, tt.limit)
 		switch {

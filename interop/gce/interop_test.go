@@ -50,7 +50,7 @@ var nodes = []node{
 // ingress IP, deleting it deletes them, and a VM removed from the cloud takes its Node
 // with it.
 func TestGCEProviderOnNephele(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	env := testenv.New(t, controlplane.Options{})
 

@@ -38,7 +38,9 @@ type SNICertKey struct {
 // servingCerts chooses the certificate of each TLS handshake: an SNI certificate whose
 // names match the name the client asked for (exact names before wildcards, explicit
 // names before a certificate's own, as upstream), else the default one. Certificates read
-// from files are read again when the files change (reloading).
+// from files are read again when the files change (reloading); the names an SNI
+// certificate serves are taken once, at start: a rotated certificate with other names
+// needs a restart (upstream rebuilds them on reload).
 type servingCerts struct {
 	def   func() *tls.Certificate
 	exact map[string]*reloading[*tls.Certificate]
@@ -120,6 +122,15 @@ func newServingCerts(cfg Config, bindIP net.IP, now func() time.Time) (*servingC
 // getCertificate is the tls.Config's GetCertificate.
 func (c *servingCerts) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if name == "" && hello.Conn != nil {
+		// Clients send no IP address as the server name: as upstream, an explicit IP
+		// pattern matches the address the client connected to.
+		if host, _, err := net.SplitHostPort(hello.Conn.LocalAddr().String()); err == nil {
+			if r, ok := c.exact[host]; ok {
+				return r.get(), nil
+			}
+		}
+	}
 	if name != "" {
 		if r, ok := c.exact[name]; ok {
 			return r.get(), nil
@@ -133,13 +144,11 @@ func (c *servingCerts) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certific
 	return c.def(), nil
 }
 
-// certificateNames are the names a certificate serves: its DNS names and addresses, or
-// its common name when it has neither.
+// certificateNames are the names a certificate serves by SNI: its DNS names, or its common
+// name when it has none. Its IP addresses are not, as upstream: only an explicit pattern
+// selects a certificate by address.
 func certificateNames(leaf *x509.Certificate) []string {
 	names := slices.Clone(leaf.DNSNames)
-	for _, ip := range leaf.IPAddresses {
-		names = append(names, ip.String())
-	}
 	if len(names) == 0 && leaf.Subject.CommonName != "" {
 		names = append(names, leaf.Subject.CommonName)
 	}

@@ -106,28 +106,30 @@ func (a *certAuth) authenticate(r *http.Request) (authenticationv1.UserInfo, boo
 		return authenticationv1.UserInfo{}, false, nil
 	}
 	chain := r.TLS.PeerCertificates
+	var proxyErr error
 	if a.proxyCAs != nil && verifyClient(a.proxyCAs(), chain) == nil {
 		user, err := a.fromHeaders(r, chain[0])
 		if err == nil {
 			return user, true, nil
 		}
+		// As upstream: a proxy certificate that names no user, or whose name is not
+		// allowed, falls through to the other authenticators (one CA may sign both
+		// proxies and clients); its error counts only if none of them knows the user.
 		if !errors.Is(err, errNoIdentity) {
-			return authenticationv1.UserInfo{}, false, err
+			proxyErr = err
 		}
-		// As upstream: a proxy certificate without a user in the headers falls through
-		// to the other authenticators.
 	}
 	if a.clientCAs != nil && verifyClient(a.clientCAs(), chain) == nil {
 		leaf := chain[0]
 		if leaf.Subject.CommonName == "" {
-			return authenticationv1.UserInfo{}, false, errors.New("client certificate verified by --client-ca-file has no common name, which is the user's name")
+			return authenticationv1.UserInfo{}, false, errors.Join(proxyErr, errors.New("client certificate verified by --client-ca-file has no common name, which is the user's name"))
 		}
 		return withAuthenticatedGroup(authenticationv1.UserInfo{
 			Username: leaf.Subject.CommonName,
 			Groups:   slices.Clone(leaf.Subject.Organization),
 		}), true, nil
 	}
-	return authenticationv1.UserInfo{}, false, nil
+	return authenticationv1.UserInfo{}, false, proxyErr
 }
 
 // fromHeaders reads the user a front proxy whose certificate is leaf names.
@@ -158,7 +160,23 @@ func (a *certAuth) fromHeaders(r *http.Request, leaf *x509.Certificate) (authent
 			user.Extra[extra] = append(user.Extra[extra], values...)
 		}
 	}
+	a.stripHeaders(r)
 	return withAuthenticatedGroup(user), nil
+}
+
+// stripHeaders removes the identity headers once they have been read, as upstream does,
+// so that nothing behind the filter takes them for anything.
+func (a *certAuth) stripHeaders(r *http.Request) {
+	for _, h := range slices.Concat(a.header.UsernameHeaders, a.header.UIDHeaders, a.header.GroupHeaders) {
+		r.Header.Del(h)
+	}
+	for key := range r.Header {
+		for _, prefix := range a.header.ExtraHeaderPrefixes {
+			if len(key) > len(prefix) && strings.EqualFold(key[:len(prefix)], prefix) {
+				r.Header.Del(key)
+			}
+		}
+	}
 }
 
 func firstHeader(h http.Header, names []string) string {

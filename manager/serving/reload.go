@@ -35,6 +35,8 @@ type reloading[T any] struct {
 	value     T
 	contents  [][]byte
 	lastCheck time.Time
+	checking  bool   // a caller is reading the files
+	lastErr   string // the last failure logged, so that it is logged once
 }
 
 // newReloading reads and parses files once; an error there is the caller's start error.
@@ -64,34 +66,60 @@ func (r *reloading[T]) read() ([][]byte, error) {
 	return out, nil
 }
 
-// get returns the current value, first reading the files again when the last look is
-// more than reloadCheckInterval old.
+// get returns the current value, after reading the files again when the last look is
+// more than reloadCheckInterval old. One caller reads at a time, outside the lock: the
+// others go on with the current value meanwhile, so a slow file never holds up a
+// handshake it is not needed for.
 func (r *reloading[T]) get() T {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	if now.Sub(r.lastCheck) < reloadCheckInterval {
-		return r.value
+	if r.checking || now.Sub(r.lastCheck) < reloadCheckInterval {
+		v := r.value
+		r.mu.Unlock()
+		return v
 	}
-	r.lastCheck = now
-	contents, err := r.read()
-	if err != nil {
-		// A file in the middle of being replaced (a Secret volume swaps a symlink) can be
-		// missing for a moment: keep serving what was good.
-		r.logger.Error(err, "Reading again; keeping the last good value")
-		return r.value
+	r.checking, r.lastCheck = true, now
+	old := r.contents
+	r.mu.Unlock()
+
+	v, contents, changed, err := r.reread(old)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checking = false
+	if msg := errString(err); msg != r.lastErr {
+		// Log a failure once, not once a second while it lasts.
+		r.lastErr = msg
+		if err != nil {
+			r.logger.Error(err, "Keeping the last good value until the files are good again", "files", r.files)
+		}
 	}
-	if sameContents(contents, r.contents) {
-		return r.value
+	if changed {
+		r.value, r.contents = v, contents
+		r.logger.Info("Reloaded", "what", r.what, "files", r.files)
 	}
-	v, err := r.parse(contents)
-	if err != nil {
-		r.logger.Error(err, "Parsing the changed files; keeping the last good value", "files", r.files)
-		return r.value
-	}
-	r.value, r.contents = v, contents
-	r.logger.Info("Reloaded", "what", r.what, "files", r.files)
 	return r.value
+}
+
+// reread reads and, when they differ from old, parses the files. A file in the middle of
+// being replaced (a Secret volume swaps a symlink) can be missing for a moment: the
+// error keeps the last good value.
+func (r *reloading[T]) reread(old [][]byte) (v T, contents [][]byte, changed bool, err error) {
+	contents, err = r.read()
+	if err != nil || sameContents(contents, old) {
+		return v, nil, false, err
+	}
+	if v, err = r.parse(contents); err != nil {
+		return v, nil, false, fmt.Errorf("%s: %w", r.what, err)
+	}
+	return v, contents, true, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func sameContents(a, b [][]byte) bool {

@@ -173,11 +173,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("--http2-max-streams-per-connection %d: must be 0 (Go's default) or more", cfg.HTTP2MaxStreamsPerConnection)
 	}
 
-	if !cfg.DisableHTTP2 && len(cfg.CipherSuites) > 0 &&
+	if !cfg.DisableHTTP2 && len(cfg.CipherSuites) > 0 && cmp.Or(cfg.MinTLSVersion, tls.VersionTLS12) < tls.VersionTLS13 &&
 		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) &&
 		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) {
-		// Go's HTTP/2 server refuses to start without one (RFC 7540, 9.2.2): say so
-		// here, naming the flags, instead of failing later in Serve.
+		// Go's HTTP/2 server refuses to start without one below TLS 1.3 (RFC 7540,
+		// 9.2.2): say so here, naming the flags, instead of failing later in Serve.
 		return nil, errors.New("--tls-cipher-suites: HTTP/2 requires TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 among them: add one, or set --disable-http2-serving")
 	}
 

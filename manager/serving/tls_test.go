@@ -119,7 +119,8 @@ func TestClientCertificateAuthentication(t *testing.T) {
 		{name: "front proxy with the user in headers", cert: &proxy, header: bobHeaders, want: http.StatusOK, wantUser: "bob"},
 		{name: "front proxy not among the allowed names", cert: &strangeProxy, header: bobHeaders, want: http.StatusUnauthorized},
 		{name: "front proxy without a user header", cert: &proxy, want: http.StatusUnauthorized},
-		{name: "headers from a client certificate are not believed", cert: &alice, header: bobHeaders, want: http.StatusOK, wantUser: "alice"},
+		// mallory may not read /metrics: believing the header would answer 403.
+		{name: "headers from a client certificate are not believed", cert: &alice, header: http.Header{"X-Remote-User": {"mallory"}}, want: http.StatusOK, wantUser: "alice"},
 		{name: "headers without a certificate are not believed", header: bobHeaders, want: http.StatusUnauthorized},
 		{name: "a bearer token still works beside certificates", header: http.Header{"Authorization": {"Bearer scraper-token"}}, want: http.StatusOK, wantUser: "scraper"},
 	}
@@ -406,5 +407,57 @@ func TestClientCAFromTheCluster(t *testing.T) {
 			_ = s.Close()
 		}
 		t.Errorf("New with a CA bundle that holds no certificate = %v", err)
+	}
+}
+
+// TestOneCAForProxiesAndClients: a certificate of a CA that signs both front proxies and
+// clients, whose name is not an allowed proxy's, authenticates as a client, as upstream's
+// chain of authenticators does.
+func TestOneCAForProxiesAndClients(t *testing.T) {
+	dir := t.TempDir()
+	ca, caFile := newCA(t, dir, "shared-ca")
+	api := newFakeAPI()
+	api.allow("carol", "get", "/metrics")
+	cfg := testConfig(api)
+	cfg.Gatherer = prometheus.NewRegistry()
+	cfg.ClientCAFile = caFile
+	cfg.RequestHeader = RequestHeaderConfig{ClientCAFile: caFile, AllowedNames: []string{"front-proxy"}, UsernameHeaders: []string{"X-Remote-User"}}
+	r := start(t, mustNew(t, cfg))
+	carol := issue(t, ca, pkix.Name{CommonName: "carol"}, x509.ExtKeyUsageClientAuth)
+	if code, body := getWith(t, r.clientWith(t, &carol), r.base+"/metrics", http.Header{"X-Remote-User": {"mallory"}}); code != http.StatusOK {
+		t.Errorf("GET /metrics as carol = %d %s, want 200", code, body)
+	}
+}
+
+func TestTLS13IgnoresCipherSuites(t *testing.T) {
+	cfg := testConfig(newFakeAPI())
+	cfg.MinTLSVersion = tls.VersionTLS13
+	cfg.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384} // no HTTP/2 suite: irrelevant at TLS 1.3
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New with TLS 1.3 and cipher suites: %v", err)
+	}
+	_ = s.Close()
+}
+
+func TestSNIByAddress(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := newCA(t, dir, "ip-ca")
+	iss, err := ca.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "by-address"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "ip.crt"), filepath.Join(dir, "ip.key")
+	if err := os.WriteFile(certFile, iss.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, iss.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(newFakeAPI())
+	cfg.SNICertKeys = []SNICertKey{{CertFile: certFile, KeyFile: keyFile, Names: []string{"127.0.0.1"}}}
+	r := start(t, mustNew(t, cfg))
+	if got := servedCertificate(t, r.server.Addr().String(), "").Subject.CommonName; got != "by-address" {
+		t.Errorf("a client of 127.0.0.1 sending no name got %q, want the certificate of pattern 127.0.0.1", got)
 	}
 }
