@@ -9,6 +9,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 )
@@ -73,7 +74,7 @@ func NewLoggerWithOptions(o LoggerOptions) (logr.Logger, error) {
 		h = splitHandler{info: h, errs: errs}
 	}
 	if len(modules) > 0 {
-		h = &vmoduleHandler{next: h, verbosity: o.Verbosity, modules: modules}
+		h = &vmoduleHandler{next: h, verbosity: o.Verbosity, modules: modules, levels: &sync.Map{}}
 	}
 	return logr.FromSlogHandler(h), nil
 }
@@ -112,11 +113,13 @@ func parseVModule(s string) ([]vmodule, error) {
 
 // vmoduleHandler writes a record below the global verbosity only when it comes from a
 // file a --vmodule pattern raises to its level. The first matching pattern decides,
-// as klog's.
+// as klog's. The level of each call site is worked out once and kept (as klog does), so
+// a V(n) call costs a map lookup, not a stack walk and pattern matches, every time.
 type vmoduleHandler struct {
 	next      slog.Handler
 	verbosity int
 	modules   []vmodule
+	levels    *sync.Map // program counter -> the verbosity its file gets (int)
 }
 
 func (h *vmoduleHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -130,7 +133,20 @@ func (h *vmoduleHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.PC == 0 {
 		return nil
 	}
-	frame, _ := goruntime.CallersFrames([]uintptr{r.PC}).Next()
+	if int(-r.Level) <= h.levelAt(r.PC) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+// levelAt returns the verbosity --vmodule gives the file of the call site pc: that of the
+// first pattern matching it, else the global one.
+func (h *vmoduleHandler) levelAt(pc uintptr) int {
+	if l, ok := h.levels.Load(pc); ok {
+		return l.(int)
+	}
+	level := h.verbosity
+	frame, _ := goruntime.CallersFrames([]uintptr{pc}).Next()
 	file := strings.TrimSuffix(frame.File, ".go")
 	for _, m := range h.modules {
 		target := filepath.Base(file)
@@ -138,21 +154,20 @@ func (h *vmoduleHandler) Handle(ctx context.Context, r slog.Record) error {
 			target = file
 		}
 		if ok, _ := filepath.Match(m.pattern, target); ok {
-			if int(-r.Level) <= m.level {
-				return h.next.Handle(ctx, r)
-			}
-			return nil
+			level = m.level
+			break
 		}
 	}
-	return nil
+	h.levels.Store(pc, level)
+	return level
 }
 
 func (h *vmoduleHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &vmoduleHandler{next: h.next.WithAttrs(attrs), verbosity: h.verbosity, modules: h.modules}
+	return &vmoduleHandler{next: h.next.WithAttrs(attrs), verbosity: h.verbosity, modules: h.modules, levels: h.levels}
 }
 
 func (h *vmoduleHandler) WithGroup(name string) slog.Handler {
-	return &vmoduleHandler{next: h.next.WithGroup(name), verbosity: h.verbosity, modules: h.modules}
+	return &vmoduleHandler{next: h.next.WithGroup(name), verbosity: h.verbosity, modules: h.modules, levels: h.levels}
 }
 
 // splitHandler sends error records to errs and the rest to info (--log-*-split-stream).

@@ -19,6 +19,7 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	"github.com/nephele-dev/nephele/manager/migration"
+	"github.com/nephele-dev/nephele/manager/serving"
 )
 
 // leaderMigrationComponent is the component name a LeaderMigrationConfiguration uses
@@ -271,10 +272,10 @@ func NewOptions() *Options {
 		Profiling:                     true,
 		LoggingFormat:                 "text",
 
-		AuthenticationTokenCacheTTL:         10 * time.Second,
+		AuthenticationTokenCacheTTL:         serving.DefaultTokenCacheTTL,
 		AuthenticationTolerateLookupFailure: true,
-		AuthorizationAllowCacheTTL:          10 * time.Second,
-		AuthorizationDenyCacheTTL:           time.Second,
+		AuthorizationAllowCacheTTL:          serving.DefaultAllowedCacheTTL,
+		AuthorizationDenyCacheTTL:           serving.DefaultDeniedCacheTTL,
 		LogFlushFrequency:                   5 * time.Second,
 		RequestHeader: RequestHeaderOptions{
 			UsernameHeaders:     []string{"x-remote-user"},

@@ -321,12 +321,12 @@ func (f *featureGateFlag) String() string {
 func (f *featureGateFlag) Type() string { return "mapStringBool" }
 
 func (f *featureGateFlag) Set(value string) error {
+	known := features.Known(f.gate)
 	for _, kv := range strings.Split(value, ",") {
 		name, _, _ := strings.Cut(strings.TrimSpace(kv), "=")
 		if name == "" {
 			continue
 		}
-		known := features.Known(f.gate)
 		if name != "AllAlpha" && name != "AllBeta" && !slices.Contains(known, name) {
 			return fmt.Errorf("unknown feature gate %q: known gates are AllAlpha, AllBeta, %s", name, strings.Join(known, ", "))
 		}

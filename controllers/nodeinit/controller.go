@@ -41,8 +41,7 @@ type Config struct {
 	// StatusUpdateFrequency is how often the addresses of initialized nodes are
 	// refreshed from the cloud (--node-status-update-frequency).
 	StatusUpdateFrequency time.Duration
-	// Workers is the number of nodes initialized (or, without an inventory, refreshed)
-	// at once (--concurrent-node-syncs).
+	// Workers is the number of nodes initialized at once (--concurrent-node-syncs).
 	Workers int
 	// StatusWorkers is the number of nodes whose addresses a refresh without an
 	// inventory looks up at once (--concurrent-node-status-updates); 0 means Workers.
@@ -58,19 +57,19 @@ type Config struct {
 
 // Controller is the cloud-node-controller.
 type Controller struct {
-	client    kubernetes.Interface
-	nodes     corelisters.NodeLister
-	instances cloud.Instances
-	inventory manager.Inventory
-	recorder  record.EventRecorder
-	log       logr.Logger
-	metrics   *metrics
-	health    *manager.Progress
-	worker    *worker.Worker
+	client       kubernetes.Interface
+	nodes        corelisters.NodeLister
+	instances    cloud.Instances
+	inventory    manager.Inventory
+	recorder     record.EventRecorder
+	log          logr.Logger
+	metrics      *metrics
+	health       *manager.Progress
+	worker       *worker.Worker
+	refreshEvery time.Duration
+	workers      int
 	// statusWorkers bound a per-node refresh (--concurrent-node-status-updates).
 	statusWorkers int
-	refreshEvery  time.Duration
-	workers       int
 	pacer         *pacer
 	now           func() time.Time
 
@@ -96,21 +95,21 @@ func New(cfg Config) (*Controller, error) {
 	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c := &Controller{
-		client:        cfg.Client,
-		nodes:         nodeInformer.Lister(),
-		instances:     cfg.Instances,
-		inventory:     cfg.Inventory,
-		recorder:      cfg.Recorder,
-		log:           cfg.Logger,
-		metrics:       m,
-		health:        cfg.Health,
-		refreshEvery:  manager.OrDefault(cfg.StatusUpdateFrequency, defaults.NodeStatusUpdateFrequency),
-		workers:       manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs),
-		statusWorkers: manager.OrDefault(cfg.StatusWorkers, manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs)),
-		pacer:         &pacer{gap: manager.OrDefault(cfg.ListingGap, DefaultListingGap)},
-		now:           time.Now,
-		pending:       map[string]struct{}{},
+		client:       cfg.Client,
+		nodes:        nodeInformer.Lister(),
+		instances:    cfg.Instances,
+		inventory:    cfg.Inventory,
+		recorder:     cfg.Recorder,
+		log:          cfg.Logger,
+		metrics:      m,
+		health:       cfg.Health,
+		refreshEvery: manager.OrDefault(cfg.StatusUpdateFrequency, defaults.NodeStatusUpdateFrequency),
+		workers:      manager.OrDefault(cfg.Workers, defaults.ConcurrentNodeSyncs),
+		pacer:        &pacer{gap: manager.OrDefault(cfg.ListingGap, DefaultListingGap)},
+		now:          time.Now,
+		pending:      map[string]struct{}{},
 	}
+	c.statusWorkers = manager.OrDefault(cfg.StatusWorkers, c.workers)
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.CloudNodeController,
 		Sync:    c.initialize,

@@ -88,12 +88,13 @@ func NewMock(vals Values) (*Mock, error) {
 }
 
 // NetworkURL is the mock network's URL.
-func (m *Mock) NetworkURL() string {
-	return fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/global/networks/%s", m.vals.Project, m.vals.Network)
-}
+func (m *Mock) NetworkURL() string { return m.url("global/networks/" + m.vals.Network) }
 
-func (m *Mock) regionURL() string {
-	return fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/regions/%s", m.vals.Project, m.vals.Region)
+func (m *Mock) regionURL() string { return m.url("regions/" + m.vals.Region) }
+
+// url is the URL of a resource of the mock's project, as the compute API names it.
+func (m *Mock) url(path string) string {
+	return fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/%s", m.vals.Project, path)
 }
 
 // AddInstance creates a running instance in the mock's zone with an internal and an
@@ -101,8 +102,8 @@ func (m *Mock) regionURL() string {
 func (m *Mock) AddInstance(ctx context.Context, name, machineType, internalIP, externalIP string) error {
 	inst := &compute.Instance{
 		Name:        name,
-		Zone:        fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/zones/%s", m.vals.Project, m.vals.Zone),
-		MachineType: fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/zones/%s/machineTypes/%s", m.vals.Project, m.vals.Zone, machineType),
+		Zone:        m.url("zones/" + m.vals.Zone),
+		MachineType: m.url("zones/" + m.vals.Zone + "/machineTypes/" + machineType),
 		Status:      "RUNNING",
 		Tags:        &compute.Tags{Items: []string{"k8s-node"}},
 		NetworkInterfaces: []*compute.NetworkInterface{{

@@ -23,17 +23,21 @@ import (
 // whatever the flag says; the default is kept so that the flag reads as upstream's.
 func DefaultAlwaysAllowPaths() []string { return []string{"/healthz", "/readyz", "/livez"} }
 
-// How long review results are trusted by default, and how many are kept. Upstream's
-// delegated authentication and authorization keep every answer for 10s; a denial or a
-// rejected token is kept for only 1s here so that a newly granted permission or a fresh
-// token works almost at once, while a scraper hammering with a bad token still costs at
-// most one review per second. Config's cache TTLs (upstream's flags) change them; a
-// rejected token is never kept longer than tokenInvalidTTL.
+// How long review results are trusted by default (Config's cache TTLs, upstream's
+// flags, change them), and how many are kept. Upstream's delegated authentication and
+// authorization keep every answer for 10s; a denial or a rejected token is kept for only
+// 1s here so that a newly granted permission or a fresh token works almost at once,
+// while a scraper hammering with a bad token still costs at most one review per second.
+// A rejected token is never kept longer than tokenInvalidTTL.
 const (
-	tokenValidTTL   = 10 * time.Second
+	// DefaultTokenCacheTTL is how long a token's user is kept.
+	DefaultTokenCacheTTL = 10 * time.Second
+	// DefaultAllowedCacheTTL is how long an allowed request's answer is kept.
+	DefaultAllowedCacheTTL = 10 * time.Second
+	// DefaultDeniedCacheTTL is how long a denied request's answer is kept.
+	DefaultDeniedCacheTTL = time.Second
+
 	tokenInvalidTTL = time.Second
-	allowedTTL      = 10 * time.Second
-	deniedTTL       = time.Second
 	authCacheSize   = 1024
 	// reviewTimeout bounds one TokenReview or SubjectAccessReview call, as upstream's
 	// --authentication-token-webhook-timeout default does.
@@ -79,9 +83,9 @@ func newDelegatedAuth(client kubernetes.Interface, certs *certAuth, alwaysAllow 
 		alwaysAllow: alwaysAllow,
 		now:         now,
 		logger:      logger,
-		tokenTTL:    cmp.Or(ttls.token, tokenValidTTL),
-		allowedTTL:  cmp.Or(ttls.allowed, allowedTTL),
-		deniedTTL:   cmp.Or(ttls.denied, deniedTTL),
+		tokenTTL:    cmp.Or(ttls.token, DefaultTokenCacheTTL),
+		allowedTTL:  cmp.Or(ttls.allowed, DefaultAllowedCacheTTL),
+		deniedTTL:   cmp.Or(ttls.denied, DefaultDeniedCacheTTL),
 		tokens:      newTTLCache[tokenResult](authCacheSize),
 		decisions:   newTTLCache[decision](authCacheSize),
 	}

@@ -156,7 +156,7 @@ func certificateNames(leaf *x509.Certificate) []string {
 }
 
 func reloadingKeyPair(what, certFile, keyFile string, now func() time.Time, logger logr.Logger) (*reloading[*tls.Certificate], error) {
-	return newReloading(what, []string{certFile, keyFile}, parseKeyPair, now, logger.WithValues("what", what))
+	return newReloading(what, []string{certFile, keyFile}, parseKeyPair, now, logger)
 }
 
 // parseKeyPair parses a PEM certificate (chain) and its key.

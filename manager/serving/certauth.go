@@ -71,7 +71,7 @@ func newCertAuth(clientCAFile string, clientCA []byte, rh RequestHeaderConfig, n
 func caSource(flag, file string, data []byte, now func() time.Time, logger logr.Logger) (func() *x509.CertPool, error) {
 	switch {
 	case file != "":
-		r, err := newReloading(flag, []string{file}, parseCAs, now, logger.WithValues("what", flag))
+		r, err := newReloading(flag, []string{file}, parseCAs, now, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -146,19 +146,14 @@ func (a *certAuth) fromHeaders(r *http.Request, leaf *x509.Certificate) (authent
 		user.Groups = append(user.Groups, r.Header.Values(h)...)
 	}
 	for key, values := range r.Header {
-		for _, prefix := range a.header.ExtraHeaderPrefixes {
-			if len(key) <= len(prefix) || !strings.EqualFold(key[:len(prefix)], prefix) {
-				continue
-			}
-			extra := strings.ToLower(key[len(prefix):])
-			if unescaped, err := url.PathUnescape(extra); err == nil {
-				extra = unescaped
-			}
-			if user.Extra == nil {
-				user.Extra = map[string]authenticationv1.ExtraValue{}
-			}
-			user.Extra[extra] = append(user.Extra[extra], values...)
+		extra, ok := a.extraKey(key)
+		if !ok {
+			continue
 		}
+		if user.Extra == nil {
+			user.Extra = map[string]authenticationv1.ExtraValue{}
+		}
+		user.Extra[extra] = append(user.Extra[extra], values...)
 	}
 	a.stripHeaders(r)
 	return withAuthenticatedGroup(user), nil
@@ -171,12 +166,25 @@ func (a *certAuth) stripHeaders(r *http.Request) {
 		r.Header.Del(h)
 	}
 	for key := range r.Header {
-		for _, prefix := range a.header.ExtraHeaderPrefixes {
-			if len(key) > len(prefix) && strings.EqualFold(key[:len(prefix)], prefix) {
-				r.Header.Del(key)
-			}
+		if _, ok := a.extraKey(key); ok {
+			r.Header.Del(key)
 		}
 	}
+}
+
+// extraKey returns the user's extra key a header names when it starts with one of the
+// extra prefixes: the rest of its name, lower case and URL-unescaped.
+func (a *certAuth) extraKey(header string) (string, bool) {
+	for _, prefix := range a.header.ExtraHeaderPrefixes {
+		if len(header) > len(prefix) && strings.EqualFold(header[:len(prefix)], prefix) {
+			extra := strings.ToLower(header[len(prefix):])
+			if unescaped, err := url.PathUnescape(extra); err == nil {
+				extra = unescaped
+			}
+			return extra, true
+		}
+	}
+	return "", false
 }
 
 func firstHeader(h http.Header, names []string) string {

@@ -41,7 +41,7 @@ type reloading[T any] struct {
 
 // newReloading reads and parses files once; an error there is the caller's start error.
 func newReloading[T any](what string, files []string, parse func([][]byte) (T, error), now func() time.Time, logger logr.Logger) (*reloading[T], error) {
-	r := &reloading[T]{what: what, files: files, parse: parse, now: now, logger: logger}
+	r := &reloading[T]{what: what, files: files, parse: parse, now: now, logger: logger.WithValues("what", what)}
 	contents, err := r.read()
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (r *reloading[T]) get() T {
 	}
 	if changed {
 		r.value, r.contents = v, contents
-		r.logger.Info("Reloaded", "what", r.what, "files", r.files)
+		r.logger.Info("Reloaded", "files", r.files)
 	}
 	return r.value
 }

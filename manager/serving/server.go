@@ -173,7 +173,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("--http2-max-streams-per-connection %d: must be 0 (Go's default) or more", cfg.HTTP2MaxStreamsPerConnection)
 	}
 
-	if !cfg.DisableHTTP2 && len(cfg.CipherSuites) > 0 && cmp.Or(cfg.MinTLSVersion, tls.VersionTLS12) < tls.VersionTLS13 &&
+	minVersion := cmp.Or(cfg.MinTLSVersion, tls.VersionTLS12)
+	if !cfg.DisableHTTP2 && len(cfg.CipherSuites) > 0 && minVersion < tls.VersionTLS13 &&
 		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) &&
 		!slices.Contains(cfg.CipherSuites, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) {
 		// Go's HTTP/2 server refuses to start without one below TLS 1.3 (RFC 7540,
@@ -224,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 	s.listener = ln
 	tlsConfig := &tls.Config{
 		GetCertificate:   certs.getCertificate,
-		MinVersion:       cmp.Or(cfg.MinTLSVersion, tls.VersionTLS12),
+		MinVersion:       minVersion,
 		CipherSuites:     cfg.CipherSuites,
 		CurvePreferences: cfg.CurvePreferences,
 		NextProtos:       []string{"h2", "http/1.1"},
