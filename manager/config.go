@@ -3,6 +3,7 @@ package manager
 import (
 	"time"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 	"github.com/nephele-dev/nephele/manager/migration"
 )
@@ -49,6 +50,9 @@ func DefaultControllerConfig() ControllerConfig {
 		NodeDeletionGracePeriod:       40 * time.Second,
 		NodeDeletionSafeModeThreshold: 0.1,
 		NodeBatchWindow:               time.Second,
+		// Every node is owned until Run sets the provider's platforms; undeclared nodes
+		// are adopted, as upstream.
+		Ownership: cloud.NodeOwnership{Undeclared: cloud.UndeclaredAdopt},
 	}
 }
 

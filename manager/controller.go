@@ -204,4 +204,17 @@ type ControllerConfig struct {
 	// NodeBatchWindow is --node-batch-window: node changes within it share one
 	// backend update per load balancer.
 	NodeBatchWindow time.Duration
+	// Ownership decides which nodes the node-touching controllers act on
+	// (--cloud-provider-platforms, --undeclared-nodes): the provider's own platforms
+	// unless the flag names others.
+	Ownership cloud.NodeOwnership
+}
+
+// withPlatforms returns c with the ownership's platforms defaulted to provider's own
+// (cloud.Platforms) when no flag named them.
+func (c ControllerConfig) withPlatforms(provider cloud.Provider) ControllerConfig {
+	if len(c.Ownership.Platforms) == 0 {
+		c.Ownership.Platforms = cloud.Platforms(provider)
+	}
+	return c
 }

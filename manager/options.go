@@ -18,6 +18,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/featuregate"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/manager/migration"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
@@ -94,6 +95,13 @@ type Options struct {
 	NodeBatchWindow time.Duration
 	// LoadBalancerClass is --load-balancer-class.
 	LoadBalancerClass string
+	// CloudProviderPlatforms is --cloud-provider-platforms: the provider-ID schemes of
+	// the nodes this manager owns (KEP-5778); empty means the provider's own
+	// (cloud.Platforms), "*" every node.
+	CloudProviderPlatforms []string
+	// UndeclaredNodes is --undeclared-nodes: what the manager does with a node that has
+	// neither a provider ID nor a platform label.
+	UndeclaredNodes string
 	// HealthzStallTimeout is --healthz-stall-timeout, the stall limit of each
 	// controller's Progress.
 	HealthzStallTimeout time.Duration
@@ -254,6 +262,7 @@ func NewOptions() *Options {
 		NodeDeletionGracePeriod:       d.NodeDeletionGracePeriod,
 		NodeDeletionSafeModeThreshold: d.NodeDeletionSafeModeThreshold,
 		NodeBatchWindow:               d.NodeBatchWindow,
+		UndeclaredNodes:               string(d.Ownership.Undeclared),
 		HealthzStallTimeout:           2 * time.Minute,
 		CloudCallTimeout:              30 * time.Second,
 		CloudQPS:                      DefaultCloudQPS,
@@ -380,6 +389,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass,
 		"The spec.loadBalancerClass of the Services this manager serves; empty serves the Services of type "+
 			"LoadBalancer without a class. (nephele: not an upstream flag.)")
+	fs.StringSliceVar(&o.CloudProviderPlatforms, "cloud-provider-platforms", o.CloudProviderPlatforms,
+		"The provider-ID schemes of the nodes this manager owns and acts on (KEP-5778); nodes of other schemes, or "+
+			"declaring another platform with the "+cloud.LabelNodePlatform+" or "+cloud.LabelPlatform+" label, are left "+
+			"alone. Empty means the provider's own; * means every node, as upstream. (nephele: not an upstream flag yet; "+
+			"docs/hybrid.md.)")
+	fs.StringVar(&o.UndeclaredNodes, "undeclared-nodes", o.UndeclaredNodes,
+		"What to do with a node that has neither a provider ID nor a platform label: adopt (act on it as on an owned "+
+			"node, as upstream) or ignore (leave it alone: for clusters whose nodes come from several clouds). "+
+			"(nephele: not an upstream flag; docs/hybrid.md.)")
 	fs.DurationVar(&o.HealthzStallTimeout, "healthz-stall-timeout", o.HealthzStallTimeout,
 		"/readyz reports a controller unhealthy when it has work waiting and has finished none for this long. "+
 			"(nephele: not an upstream flag.)")
@@ -474,6 +492,16 @@ func (o *Options) controllerConfig() ControllerConfig {
 		NodeDeletionSafeModeThreshold: o.NodeDeletionSafeModeThreshold,
 		LoadBalancerClass:             o.LoadBalancerClass,
 		NodeBatchWindow:               o.NodeBatchWindow,
+		Ownership:                     o.ownership(),
+	}
+}
+
+// ownership returns the node ownership the flags configure; Run fills in the provider's
+// platforms when --cloud-provider-platforms is empty.
+func (o *Options) ownership() cloud.NodeOwnership {
+	return cloud.NodeOwnership{
+		Platforms:  slices.Clone(o.CloudProviderPlatforms),
+		Undeclared: cloud.UndeclaredPolicy(o.UndeclaredNodes),
 	}
 }
 
@@ -576,6 +604,7 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 		}
 	}
 	v.positive("healthz-stall-timeout", o.HealthzStallTimeout)
+	o.validateOwnership(v)
 
 	// Leader election.
 	o.validateLeaderElection(v)
@@ -773,4 +802,14 @@ func (o Options) CloudQPSBounds() (lo, hi float64) {
 		hi = max(DefaultCloudQPSMax, o.CloudQPS)
 	}
 	return lo, hi
+}
+
+// validateOwnership checks --cloud-provider-platforms and --undeclared-nodes.
+func (o *Options) validateOwnership(v *validator) {
+	if err := (cloud.NodeOwnership{Platforms: o.CloudProviderPlatforms}).Validate(); err != nil {
+		v.add("cloud-provider-platforms", "%s", err)
+	}
+	if err := (cloud.NodeOwnership{Undeclared: cloud.UndeclaredPolicy(o.UndeclaredNodes)}).Validate(); err != nil {
+		v.add("undeclared-nodes", "%s", err)
+	}
 }

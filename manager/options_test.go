@@ -219,6 +219,10 @@ controllerLeaders: []
 			`invalid value for --node-batch-window: "0s": must be a positive duration`},
 		{"load-balancer-class", func(o *Options) { o.LoadBalancerClass = "not a class" },
 			`invalid value for --load-balancer-class: "not a class": must be a qualified name such as example.com/my-lb: ...`},
+		{"cloud-provider-platforms", func(o *Options) { o.CloudProviderPlatforms = []string{"local", "AWS"} },
+			`invalid value for --cloud-provider-platforms: platform "AWS": provider name "AWS": only lower-case letters, digits, '-', '.' and '+' are allowed: each is a provider-ID scheme, or * for every node`},
+		{"undeclared-nodes", func(o *Options) { o.UndeclaredNodes = "delete" },
+			`invalid value for --undeclared-nodes: "delete": must be adopt or ignore`},
 		{"healthz-stall-timeout", func(o *Options) { o.HealthzStallTimeout = 0 },
 			`invalid value for --healthz-stall-timeout: "0s": must be a positive duration`},
 
@@ -445,6 +449,8 @@ func TestAddFlagsParse(t *testing.T) {
 		"--concurrent-service-syncs=3",
 		"--node-deletion-safe-mode-threshold=0.5",
 		"--load-balancer-class=example.com/lb",
+		"--cloud-provider-platforms=hcloud,hrobot",
+		"--undeclared-nodes=ignore",
 		"--leader-elect-resource-name=my-ccm",
 		"--secure-port=0",
 		"--authorization-always-allow-paths=/healthz,/metrics*",
@@ -485,6 +491,7 @@ func TestAddFlagsParse(t *testing.T) {
 		NodeDeletionSafeModeThreshold: 0.5,
 		LoadBalancerClass:             "example.com/lb",
 		NodeBatchWindow:               time.Second,
+		Ownership:                     cloud.NodeOwnership{Platforms: []string{"hcloud", "hrobot"}, Undeclared: cloud.UndeclaredIgnore},
 	}
 	if !reflect.DeepEqual(cc, want) {
 		t.Errorf("ControllerConfig =\n%+v\nwant\n%+v", cc, want)
@@ -565,7 +572,7 @@ func TestFlagDefaults(t *testing.T) {
 	for _, name := range []string{"route-reconciliation-period", "concurrent-service-syncs", "concurrent-route-syncs",
 		"node-deletion-grace-period", "node-deletion-safe-mode-threshold", "node-batch-window", "load-balancer-class",
 		"cloud-call-timeout", "cloud-qps", "cloud-qps-min", "cloud-qps-max", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs", "kube-api-qps",
-		"concurrent-node-syncs"} {
+		"concurrent-node-syncs", "cloud-provider-platforms", "undeclared-nodes"} {
 		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(nephele: ") {
 			t.Errorf("--%s help does not mark the nephele change: %q", name, u)
 		}

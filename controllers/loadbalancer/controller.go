@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -47,12 +48,17 @@ type Config struct {
 	NodeBatchWindow time.Duration
 	// Retry bounds the backoff of failing Services; zero fields take DefaultRetry's.
 	Retry worker.Retry
+	// Ownership decides which nodes may be backends; the zero value owns every node.
+	// This cloud's load balancers cannot reach another cloud's nodes (KEP-5778), so
+	// those are never backends.
+	Ownership cloud.NodeOwnership
 }
 
 // Controller is the service-lb-controller. Build it with New and run it once with Run.
 type Controller struct {
 	client      kubernetes.Interface
 	lbs         cloud.LoadBalancers
+	owner       *ownership.Gate
 	recorder    record.EventRecorder
 	log         logr.Logger
 	metrics     *metrics
@@ -116,8 +122,13 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	owner, err := ownership.New(cfg.Ownership, manager.ServiceLBController, cfg.Recorder, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("service-lb-controller: %w", err)
+	}
 	defaults := manager.DefaultControllerConfig()
 	c := &Controller{
+		owner:        owner,
 		client:       cfg.Client,
 		lbs:          cfg.LoadBalancers,
 		recorder:     cfg.Recorder,
@@ -246,7 +257,11 @@ func (c *Controller) nodeChanged(obj any) {
 	if !ok {
 		return
 	}
-	if c.backends.update(node.Name, node) {
+	name := node.Name
+	if !c.owner.Owns(node) {
+		node = nil // another cloud's node: never a backend here
+	}
+	if c.backends.update(name, node) {
 		c.signalNodes()
 	}
 }
@@ -256,8 +271,12 @@ func (c *Controller) nodeDeleted(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Node:
 		name = o.Name
+		c.owner.Forget(o)
 	case cache.DeletedFinalStateUnknown:
 		name = o.Key
+		if n, ok := o.Obj.(*corev1.Node); ok {
+			c.owner.Forget(n)
+		}
 	default:
 		return
 	}

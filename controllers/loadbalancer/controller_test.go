@@ -311,6 +311,28 @@ func TestAutoscalerTaintKeepsBackend(t *testing.T) {
 	h.waitBackends(name, "n1")
 }
 
+// TestBackendsOnlyOwnedNodes: this cloud's load balancers cannot reach another cloud's
+// nodes (KEP-5778), so a node of another provider-ID scheme is never a backend, and
+// becomes one no more than a heartbeat costs.
+func TestBackendsOnlyOwnedNodes(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Ownership = cloud.NodeOwnership{Platforms: []string{"fake"}} },
+		newNode("mine"), newNode("theirs", func(n *corev1.Node) { n.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }))
+	name := LoadBalancerName(h.waitIngress("ns", h.createService(newService("ns", "web")).Name))
+	h.waitBackends(name, "mine")
+	h.quiesce()
+	h.cloud.ResetCalls()
+	h.updateNode(newNode("theirs", withLabel("example.com/touched", "yes"), func(n *corev1.Node) { n.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }))
+	h.quiesce()
+	if n := h.cloud.TotalCalls(); n != 0 {
+		t.Errorf("a change to another cloud's node cost %d cloud calls: %v", n, h.cloud.CallLog())
+	}
+	h.waitBackends(name, "mine")
+	if got := metrictest.Value(t, h.metrics, "nephele_node_ownership_skipped_total",
+		map[string]string{"controller": manager.ServiceLBController, "reason": cloud.NotOwnedSchemeMismatch}); got != 1 {
+		t.Errorf("skipped{scheme_mismatch} = %v, want 1", got)
+	}
+}
+
 func TestNoBackendsWarns(t *testing.T) {
 	h := newHarness(t, nil, newNode("uninit", withTaint(cloudproviderapi.TaintExternalCloudProvider)))
 	h.waitIngress("ns", h.createService(newService("ns", "web")).Name)

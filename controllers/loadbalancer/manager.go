@@ -32,6 +32,7 @@ func Spec() manager.ControllerSpec {
 				return nil, manager.Disabled("provider %q has no load balancers", cc.Cloud.ProviderName())
 			}
 			return New(Config{
+				Ownership:         cc.Config.Ownership,
 				ControllerDeps:    cc.ControllerDeps,
 				LoadBalancers:     lbs,
 				ClusterName:       cc.Config.ClusterName,

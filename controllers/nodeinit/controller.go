@@ -17,6 +17,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
@@ -53,6 +54,9 @@ type Config struct {
 	// Retry bounds the retries of nodes whose initialization failed; zero fields take
 	// worker.DefaultRetry's, client-go's defaults, as upstream's node controller.
 	Retry worker.Retry
+	// Ownership decides which nodes the controller initializes and refreshes; the zero
+	// value owns every node.
+	Ownership cloud.NodeOwnership
 }
 
 // Controller is the cloud-node-controller.
@@ -61,6 +65,7 @@ type Controller struct {
 	nodes        corelisters.NodeLister
 	instances    cloud.Instances
 	inventory    manager.Inventory
+	owner        *ownership.Gate
 	recorder     record.EventRecorder
 	log          logr.Logger
 	metrics      *metrics
@@ -93,8 +98,13 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-controller: %w", err)
 	}
+	owner, err := ownership.New(cfg.Ownership, manager.CloudNodeController, cfg.Recorder, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-controller: %w", err)
+	}
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c := &Controller{
+		owner:        owner,
 		client:       cfg.Client,
 		nodes:        nodeInformer.Lister(),
 		instances:    cfg.Instances,
@@ -144,6 +154,7 @@ func New(cfg Config) (*Controller, error) {
 			}
 			if n, ok := obj.(*corev1.Node); ok {
 				c.setPending(n.Name, false)
+				c.owner.Forget(n)
 			}
 		},
 	})
@@ -157,8 +168,11 @@ func New(cfg Config) (*Controller, error) {
 // observe queues a node that needs initialization. Status-only updates (heartbeats) of
 // a tainted node do not queue it again: that would defeat the retry backoff of a node
 // whose instance the cloud cannot find.
+//
+// A node the CCM does not own is never queued, so its taint stays for its own CCM;
+// its Event says why.
 func (c *Controller) observe(old, node *corev1.Node) {
-	tainted := taints.Has(node, cloudproviderapi.TaintExternalCloudProvider)
+	tainted := taints.Has(node, cloudproviderapi.TaintExternalCloudProvider) && c.owner.Owns(node)
 	c.setPending(node.Name, tainted)
 	if !tainted {
 		return
@@ -172,7 +186,7 @@ func (c *Controller) observe(old, node *corev1.Node) {
 // initInputsChanged reports whether an update changed what initialization reads from
 // the Node itself.
 func initInputsChanged(old, node *corev1.Node) bool {
-	return old.Spec.ProviderID != node.Spec.ProviderID ||
+	return ownership.Changed(old, node) ||
 		old.Annotations[AnnotationProvidedNodeIP] != node.Annotations[AnnotationProvidedNodeIP] ||
 		len(old.Spec.Taints) != len(node.Spec.Taints)
 }

@@ -405,6 +405,15 @@ func withAnnotation(k, v string) func(*corev1.Node) {
 	}
 }
 
+func withLabel(k, v string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[k] = v
+	}
+}
+
 func withLabels(inst cloud.Instance, kv ...string) cloud.Instance {
 	inst.Labels = map[string]string{}
 	for i := 0; i < len(kv); i += 2 {

@@ -10,9 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testkit/nodetest"
@@ -47,6 +49,7 @@ type harnessOptions struct {
 	inventory bool
 	workers   int
 	refresh   time.Duration
+	ownership cloud.NodeOwnership
 }
 
 func startHarness(t *testing.T, opts harnessOptions) *harness {
@@ -63,6 +66,7 @@ func startHarness(t *testing.T, opts harnessOptions) *harness {
 		Instances:             c.Cloud,
 		Workers:               opts.workers,
 		StatusUpdateFrequency: opts.refresh,
+		Ownership:             opts.ownership,
 	}
 	if opts.inventory {
 		cfg.Inventory = c.Inventory()
@@ -198,6 +202,55 @@ func TestIntegrationInitialization(t *testing.T) {
 	h.addInstance("noinstance", cloudAddrs(4)...)
 	check("noinstance", append(cloudAddrs(4), hostname(h.Name("noinstance"))))
 	h.WaitMetric("nephele_node_initialization_duration_seconds", 3)
+}
+
+// TestIntegrationOwnership: in a hybrid cluster (--undeclared-nodes=ignore) the
+// controller initializes only the nodes that declare its platform; another platform's
+// node, one with another scheme's provider ID and an undeclared one keep their taint and
+// get a NotOwned Event, even though the cloud has an instance of each name; a node
+// declared later is initialized then.
+func TestIntegrationOwnership(t *testing.T) {
+	h := startHarness(t, harnessOptions{inventory: true, ownership: cloud.NodeOwnership{
+		Platforms: []string{"fake"}, Undeclared: cloud.UndeclaredIgnore,
+	}})
+	for i, short := range []string{"mine", "theirs", "theirsid", "undeclared"} {
+		h.addInstance(short, internal(fmt.Sprintf("10.2.%d.1", i)))
+	}
+	h.register("mine", withLabel(cloud.LabelNodePlatform, "fake"))
+	h.register("theirs", withLabel(cloud.LabelPlatform, "aws"))
+	h.register("theirsid", func(n *corev1.Node) { n.Spec.ProviderID = "aws:///eu-west-1a/i-0123" })
+	h.register("undeclared")
+
+	h.waitInitialized("mine")
+	h.waitEvent("theirs", ownership.EventNotOwned, `declares platform "aws"`)
+	h.waitEvent("theirsid", ownership.EventNotOwned, `scheme "aws"`)
+	h.waitEvent("undeclared", ownership.EventNotOwned, "--undeclared-nodes=ignore")
+	for _, short := range []string{"theirs", "theirsid", "undeclared"} {
+		n := h.Node(short)
+		if !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) || n.Labels[corev1.LabelTopologyZone] != "" {
+			t.Errorf("%s: taints %v labels %v: a node the CCM does not own was touched", short, n.Spec.Taints, n.Labels)
+		}
+		if short != "theirsid" && n.Spec.ProviderID != "" {
+			t.Errorf("%s: provider ID set to %q", short, n.Spec.ProviderID)
+		}
+	}
+	if got := h.Metric("nephele_node_initialization_pending", nil); got != 0 {
+		t.Errorf("pending gauge = %v, want 0: nodes the CCM does not own wait for another", got)
+	}
+	for reason, want := range map[string]float64{cloud.NotOwnedDeclared: 1, cloud.NotOwnedSchemeMismatch: 1, cloud.NotOwnedUndeclared: 1} {
+		if got := h.Metric("nephele_node_ownership_skipped_total", map[string]string{"controller": manager.CloudNodeController, "reason": reason}); got != want {
+			t.Errorf("skipped{%s} = %v, want %v", reason, got, want)
+		}
+	}
+
+	// Declared later (an administrator labels it): initialized then.
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"fake"}}}`, cloud.LabelNodePlatform)
+	if _, err := h.Client.CoreV1().Nodes().Patch(t.Context(), h.Name("undeclared"), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.waitInitialized("undeclared"); n.Spec.ProviderID != "fake://"+n.Name {
+		t.Errorf("undeclared, once declared: provider ID %q", n.Spec.ProviderID)
+	}
 }
 
 func TestIntegrationBurstOf50Nodes(t *testing.T) {

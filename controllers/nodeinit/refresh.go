@@ -21,7 +21,7 @@ type addressChange struct {
 }
 
 // refresh brings the addresses of every initialized node in line with the cloud. Nodes
-// still tainted are left to initialize. It never writes an empty or partial set because
+// still tainted are left to initialize, and nodes the CCM does not own to their own CCM. It never writes an empty or partial set because
 // the cloud answered badly: such answers are skipped with a Warning event on the node.
 func (c *Controller) refresh(ctx context.Context) {
 	defer c.health.Progressed()
@@ -32,7 +32,7 @@ func (c *Controller) refresh(ctx context.Context) {
 	}
 	nodes := make([]*corev1.Node, 0, len(all))
 	for _, n := range all {
-		if !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) {
+		if !taints.Has(n, cloudproviderapi.TaintExternalCloudProvider) && c.owner.Owns(n) {
 			nodes = append(nodes, n)
 		}
 	}

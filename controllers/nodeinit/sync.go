@@ -29,7 +29,7 @@ func (c *Controller) initialize(ctx context.Context, name string) (worker.Result
 	if err != nil {
 		return worker.Result{}, fmt.Errorf("reading node %s from the cache: %w", name, err)
 	}
-	if !taints.Has(node, cloudproviderapi.TaintExternalCloudProvider) {
+	if !taints.Has(node, cloudproviderapi.TaintExternalCloudProvider) || !c.owner.Owns(node) {
 		return worker.Result{}, nil
 	}
 	inst, wait, err := c.instanceFor(ctx, node)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -50,6 +52,10 @@ type Config struct {
 	Workers int
 	// Clock times the NotFound observations; nil is the real clock.
 	Clock clock.PassiveClock
+	// Ownership decides which nodes the controller may delete or taint; the zero value
+	// owns every node. The others are not looked up and do not count towards the
+	// safe-mode share.
+	Ownership cloud.NodeOwnership
 }
 
 // Controller is the cloud-node-lifecycle-controller.
@@ -59,6 +65,7 @@ type Controller struct {
 	worker    *worker.Worker
 	instances cloud.Instances
 	inventory manager.Inventory
+	owner     *ownership.Gate
 	recorder  record.EventRecorder
 	log       logr.Logger
 	metrics   *metrics
@@ -115,7 +122,12 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
 	}
+	owner, err := ownership.New(cfg.Ownership, manager.CloudNodeLifecycleController, cfg.Recorder, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
+	}
 	c := &Controller{
+		owner:     owner,
 		client:    cfg.Client,
 		nodes:     nodeInformer.Lister(),
 		instances: cfg.Instances,
@@ -143,9 +155,18 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: %w", err)
 	}
-	// The controller reads the cache once per round; a no-op handler gives it a
-	// registration to wait for.
-	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{}); err != nil {
+	// The controller reads the cache once per round; the handler gives it a
+	// registration to wait for, and forgets the deleted nodes' ownership Events.
+	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				c.owner.Forget(n)
+			}
+		},
+	}); err != nil {
 		c.worker.ShutDown()
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)
 	}

@@ -29,6 +29,7 @@ type fixtureOptions struct {
 	lister    cloud.InstanceLister
 	threshold float64
 	workers   int
+	ownership cloud.NodeOwnership
 }
 
 const testGrace = 40 * time.Second
@@ -50,6 +51,7 @@ func newFixture(t *testing.T, opts fixtureOptions, instances []cloud.Instance, n
 		SafeModeThreshold:   opts.threshold,
 		Workers:             opts.workers,
 		Clock:               clk,
+		Ownership:           opts.ownership,
 	}
 	if opts.inventory || opts.lister != nil {
 		cfg.Inventory = f.Inventory(t, opts.lister)

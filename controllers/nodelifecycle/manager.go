@@ -27,6 +27,7 @@ func Spec() manager.ControllerSpec {
 				return nil, err
 			}
 			return New(Config{
+				Ownership:           cc.Config.Ownership,
 				ControllerDeps:      cc.ControllerDeps,
 				Instances:           instances,
 				Inventory:           cc.Inventory,

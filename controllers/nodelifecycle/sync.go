@@ -41,11 +41,19 @@ func (c *Controller) monitor(ctx context.Context) {
 	var roundErr error
 	defer func() { c.worker.Observe(ctx, start, worker.Result{}, roundErr) }()
 	c.metrics.rounds.Inc()
-	all, err := c.nodes.List(labels.Everything())
+	listed, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		c.log.Error(err, "Listing nodes from the cache")
 		roundErr = worker.WithReason("cache_error", fmt.Errorf("listing nodes from the cache: %w", err))
 		return
+	}
+	// Only the nodes the CCM owns are looked at: another cloud's node is neither looked
+	// up here (its instance is not in this cloud, so it would look gone) nor counted.
+	all := make([]*corev1.Node, 0, len(listed))
+	for _, n := range listed {
+		if c.owner.Owns(n) {
+			all = append(all, n)
+		}
 	}
 	var notReady []*corev1.Node
 	for _, n := range all {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/taints"
 	"github.com/nephele-dev/nephele/internal/testkit/controllertest"
 	"github.com/nephele-dev/nephele/internal/testkit/eventlog"
@@ -144,6 +145,43 @@ func TestDeletionNeedsTwoNotFoundAnswersAGracePeriodApart(t *testing.T) {
 				if got := f.Cloud.Calls(cloud.OpListInstances); got < 1 || got > 3 {
 					t.Errorf("ListInstances calls = %d, want one per round at most", got)
 				}
+			}
+		})
+	}
+}
+
+// TestNodesNotOwnedAreNeverLookedUpOrDeleted: another cloud's not-Ready node (by its
+// provider ID or its declaration), and in a hybrid cluster an undeclared one, have no
+// instance in this cloud, which is exactly what a gone node looks like; the controller
+// neither asks the cloud about them nor deletes them, and says why once.
+func TestNodesNotOwnedAreNeverLookedUpOrDeleted(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			foreign := newNode("foreign", corev1.ConditionUnknown)
+			foreign.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
+			declared := newNode("declared", corev1.ConditionFalse)
+			declared.Spec.ProviderID = ""
+			declared.Labels = map[string]string{cloud.LabelPlatform: "on-prem"}
+			undeclared := newNode("undeclared", corev1.ConditionUnknown)
+			undeclared.Spec.ProviderID = ""
+			f := newFixture(t, fixtureOptions{inventory: mode.inventory, ownership: cloud.NodeOwnership{
+				Platforms: []string{"fake"}, Undeclared: cloud.UndeclaredIgnore,
+			}}, nil, foreign, declared, undeclared, newNode("gone", corev1.ConditionUnknown))
+			f.round(t, 0)
+			f.round(t, testGrace)
+			if f.Exists(t, "gone") {
+				t.Fatal("the CCM's own gone node was not deleted")
+			}
+			for _, name := range []string{"foreign", "declared", "undeclared"} {
+				if !f.Exists(t, name) {
+					t.Errorf("node %s, not the CCM's, was deleted", name)
+				}
+			}
+			if got := f.Cloud.Calls(cloud.OpInstanceMetadata); got != 2 {
+				t.Errorf("InstanceMetadata calls = %d, want 2 (the own node's two lookups only)", got)
+			}
+			if got := f.Events.Objects(ownership.EventNotOwned); !slices.Equal(sorted(got), []string{"declared", "foreign", "undeclared"}) {
+				t.Errorf("NotOwned events on %v, want one on each node the CCM does not own", got)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controllers/worker"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// between them the cached listing is used, which is safe because creates and
 	// deletes are idempotent. Zero means DefaultErrorRelistInterval.
 	ErrorRelistInterval time.Duration
+	// Ownership decides which nodes get routes in this cloud; the zero value owns every
+	// node. A node the CCM does not own is treated as absent: it gets no route (one to
+	// it is deleted) and its NetworkUnavailable condition is left to its own CCM.
+	Ownership cloud.NodeOwnership
 }
 
 // Controller is the node-route-controller. Create it with New and run it with Run.
@@ -67,6 +72,7 @@ type Controller struct {
 	client       kubernetes.Interface
 	routes       cloud.Routes
 	nodes        corelisters.NodeLister
+	owner        *ownership.Gate
 	recorder     record.EventRecorder
 	log          logr.Logger
 	health       *manager.Progress
@@ -108,9 +114,14 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	owner, err := ownership.New(cfg.Ownership, manager.NodeRouteController, cfg.Recorder, cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("route controller: %w", err)
+	}
 	defaults := manager.DefaultControllerConfig()
 	retry := cfg.Retry.Or(DefaultRetry())
 	c := &Controller{
+		owner:        owner,
 		client:       cfg.Client,
 		routes:       cfg.Routes,
 		recorder:     cfg.Recorder,
@@ -159,8 +170,8 @@ func (c *Controller) onAdd(obj any) {
 	}
 }
 
-// onUpdate reacts only to what changes a node's routes: its identity, its pod CIDRs
-// and its addresses, which routes carry. Periodic resyncs and status heartbeats are left
+// onUpdate reacts only to what changes a node's routes: its identity, its ownership,
+// its pod CIDRs and its addresses, which routes carry. Periodic resyncs and status heartbeats are left
 // to the drift check, which costs one listing for all nodes.
 func (c *Controller) onUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
@@ -168,7 +179,7 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if oldNode.UID != newNode.UID || oldNode.Spec.PodCIDR != newNode.Spec.PodCIDR ||
+	if oldNode.UID != newNode.UID || ownership.Changed(oldNode, newNode) || oldNode.Spec.PodCIDR != newNode.Spec.PodCIDR ||
 		!slices.Equal(oldNode.Spec.PodCIDRs, newNode.Spec.PodCIDRs) ||
 		!slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) {
 		c.worker.Add(newNode.Name)
@@ -178,9 +189,11 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 func (c *Controller) onDelete(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Node:
+		c.owner.Forget(o)
 		c.worker.Add(o.Name)
 	case cache.DeletedFinalStateUnknown:
 		if node, ok := o.Obj.(*corev1.Node); ok {
+			c.owner.Forget(node)
 			c.worker.Add(node.Name)
 		} else if _, name, err := cache.SplitMetaNamespaceKey(o.Key); err == nil && name != "" {
 			c.worker.Add(name)
@@ -259,6 +272,9 @@ func (c *Controller) driftKeys(nodes []*corev1.Node) []string {
 	seen := make(map[string]struct{}, len(nodes))
 	c.table.view(func(idx *routeIndex) {
 		for _, node := range nodes {
+			if !c.owner.Owns(node) {
+				continue // absent for this cloud: a route to it is an orphan
+			}
 			seen[node.Name] = struct{}{}
 			p := c.planner.plan(node.Name, node, idx)
 			if !p.empty() {
@@ -283,7 +299,7 @@ func (c *Controller) lookupNode(name string) *corev1.Node {
 		return nil
 	}
 	node, err := c.nodes.Get(name)
-	if err != nil {
+	if err != nil || !c.owner.Owns(node) {
 		return nil
 	}
 	return node

@@ -64,6 +64,8 @@ type harnessOptions struct {
 	maxRetryAfter time.Duration
 	// seed prepares the cloud before the controller starts.
 	seed func(c *fakecloud.Cloud)
+	// ownership decides the nodes the controller routes; zero owns every node.
+	ownership cloud.NodeOwnership
 }
 
 func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions) *harness {
@@ -102,6 +104,7 @@ func startHarness(t *testing.T, client kubernetes.Interface, opts harnessOptions
 		ReconcilePeriod:      opts.period,
 		Retry:                worker.Retry{MinDelay: 20 * time.Millisecond, MaxDelay: time.Second},
 		ErrorRelistInterval:  100 * time.Millisecond,
+		Ownership:            opts.ownership,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
+	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -174,6 +175,67 @@ func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
 	if n := h.cloud.CallsWithResult(cloud.OpDeleteRoute, cloud.ResultSuccess); n != 1 {
 		t.Errorf("DeleteRoute calls = %d, want 1 (the stale route only)", n)
 	}
+}
+
+// TestIntegrationRoutesOnlyForOwnedNodes: another cloud's node gets no route in this
+// cloud and its NetworkUnavailable condition is left to its own CCM; a route this cloud
+// still had to it is deleted, as one to a node that is gone; a node declared this
+// cloud's gets its route.
+func TestIntegrationRoutesOnlyForOwnedNodes(t *testing.T) {
+	client := controlPlane(t).Client
+	h := startHarness(t, client, harnessOptions{
+		period:    200 * time.Millisecond,
+		ownership: cloud.NodeOwnership{Platforms: []string{"fake"}, Undeclared: cloud.UndeclaredIgnore},
+	})
+	mine := h.node("mine", "10.244.1.0/24")
+	mine.Labels[cloud.LabelNodePlatform] = "fake"
+	mine, err := client.CoreV1().Nodes().Create(t.Context(), mine, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := h.node("theirs", "10.244.2.0/24")
+	theirs.Spec.ProviderID = "aws:///eu-west-1a/i-0123"
+	// A route this cloud has to the other cloud's node, from before: an orphan here.
+	if err := h.cloud.AddRoute(testCluster, cloud.Route{Name: "old", TargetNode: theirs.Name, DestinationCIDR: mustPrefix("10.244.2.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	if theirs, err = client.CoreV1().Nodes().Create(t.Context(), theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	undeclared := h.createNode("undeclared", "10.244.3.0/24")
+
+	h.waitRoutes(want(routeOf(mine, "10.244.1.0/24")))
+	h.waitCondition(mine, corev1.ConditionFalse, reasonRouteCreated)
+	for _, n := range []*corev1.Node{theirs, undeclared} {
+		h.waitEvent(n, ownership.EventNotOwned)
+	}
+	// Several drift checks later, still no route and no condition on the others.
+	start := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"})
+	poll.Eventually(h.t, "three more drift checks", func() error {
+		if got := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"}); got < start+3 {
+			return fmt.Errorf("drift checks = %v, want %v", got, start+3)
+		}
+		return nil
+	})
+	if got := h.routes(); !slices.Equal(got, want(routeOf(mine, "10.244.1.0/24"))) {
+		t.Errorf("routes = %q, want only the own node's", got)
+	}
+	for _, n := range []*corev1.Node{theirs, undeclared} {
+		got, err := client.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := networkCondition(got); c != nil {
+			t.Errorf("node %s: NetworkUnavailable set to %s/%s by a CCM that does not own it", n.Name, c.Status, c.Reason)
+		}
+	}
+
+	// Declared this cloud's: routed.
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"fake"}}}`, cloud.LabelNodePlatform)
+	if _, err := client.CoreV1().Nodes().Patch(t.Context(), undeclared.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRoutes(want(routeOf(mine, "10.244.1.0/24"), routeOf(undeclared, "10.244.3.0/24")))
 }
 
 func TestIntegrationDriftRepairsRoutes(t *testing.T) {

@@ -48,6 +48,7 @@ func newFromContext(_ context.Context, cc *manager.ControllerContext) (manager.C
 			manager.NodeRouteController, ErrNoClusterCIDR, cc.Cloud.ProviderName())
 	}
 	return New(Config{
+		Ownership:            cc.Config.Ownership,
 		ControllerDeps:       cc.ControllerDeps,
 		Routes:               routes,
 		ClusterName:          cc.Config.ClusterName,

@@ -40,9 +40,10 @@ func (c *Controller) syncRoutes(ctx context.Context, key string) error {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("getting node %q: %w", key, err)
-		default:
+		case c.owner.Owns(n):
 			node = n
 		}
+		// A node the CCM does not own stays nil: absent for this cloud.
 	}
 
 	p, unlistedAt := c.planNode(key, node)
