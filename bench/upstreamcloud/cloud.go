@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,19 @@ import (
 // IDs; it is nephele's local provider's, so both give Nodes the same provider IDs.
 const ProviderName = local.ProviderName
 
+// SecondProviderName is the same provider under a second name, and so a second
+// provider-ID scheme: a cluster whose nodes come from two local clouds (the hybrid tests)
+// tells them apart by it, as it would an AWS node from a Hetzner one.
+const SecondProviderName = "localb"
+
+// Names are the names the provider answers to.
+var Names = []string{ProviderName, SecondProviderName}
+
 // Cloud is the local cloud as a cloudprovider.Interface.
 type Cloud struct {
 	client *client.Client
+	// name is the provider's name and the scheme of its provider IDs.
+	name string
 }
 
 var (
@@ -36,11 +47,24 @@ var (
 
 // New reads a providers/local cloud config and returns the provider.
 func New(config io.Reader) (*Cloud, error) {
+	return NewNamed(ProviderName, config)
+}
+
+// NewNamed is New for the provider under name, one of Names.
+func NewNamed(name string, config io.Reader) (*Cloud, error) {
+	if !slices.Contains(Names, name) {
+		return nil, fmt.Errorf("provider name %q: want one of %v", name, Names)
+	}
 	cfg, err := local.LoadConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(*cfg)
+	c, err := NewFromConfig(*cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.name = name
+	return c, nil
 }
 
 // NewFromConfig returns the provider for cfg, with the same HTTP client settings as
@@ -54,7 +78,7 @@ func NewFromConfig(cfg local.Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream local cloud provider: %w", err)
 	}
-	return &Cloud{client: c}, nil
+	return &Cloud{client: c, name: ProviderName}, nil
 }
 
 // Initialize implements cloudprovider.Interface; the provider needs no Kubernetes client.
@@ -79,7 +103,7 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return routes{c}, true }
 
 // ProviderName implements cloudprovider.Interface.
-func (c *Cloud) ProviderName() string { return ProviderName }
+func (c *Cloud) ProviderName() string { return c.name }
 
 // HasClusterID implements cloudprovider.Interface: load balancers are tagged with the
 // cluster name.
@@ -93,7 +117,7 @@ func (in instances) get(ctx context.Context, node *corev1.Node) (*api.Instance, 
 		return nil, errors.New("node is nil")
 	}
 	if node.Spec.ProviderID != "" {
-		id, err := instanceID(node.Spec.ProviderID)
+		id, err := in.c.instanceID(node.Spec.ProviderID)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", node.Name, err)
 		}
@@ -131,7 +155,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		return nil, err
 	}
 	md := &cloudprovider.InstanceMetadata{
-		ProviderID:       ProviderName + "://" + inst.ID,
+		ProviderID:       in.c.name + "://" + inst.ID,
 		InstanceType:     inst.InstanceType,
 		Zone:             inst.Zone,
 		Region:           inst.Region,
@@ -143,13 +167,13 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	return md, nil
 }
 
-// instanceID returns the instance ID in "local://<id>".
-func instanceID(providerID string) (string, error) {
+// instanceID returns the instance ID in "<name>://<id>".
+func (c *Cloud) instanceID(providerID string) (string, error) {
 	pid, err := cloud.ParseProviderID(providerID)
 	if err != nil {
 		return "", err
 	}
-	if pid.Provider != ProviderName {
+	if pid.Provider != c.name {
 		return "", fmt.Errorf("provider ID %q is not the local cloud's", providerID)
 	}
 	return strings.TrimLeft(pid.ID, "/"), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -71,8 +72,8 @@ func openCloud(name, configPath string) (cloudprovider.Interface, error) {
 	switch {
 	case name == "":
 		return nil, fmt.Errorf("no cloud provider: pass --cloud-provider=%s", upstreamcloud.ProviderName)
-	case name != upstreamcloud.ProviderName:
-		return nil, fmt.Errorf("--cloud-provider=%s: this controller carries only %q", name, upstreamcloud.ProviderName)
+	case !slices.Contains(upstreamcloud.Names, name):
+		return nil, fmt.Errorf("--cloud-provider=%s: this controller carries only %q", name, upstreamcloud.Names)
 	case configPath == "":
 		return nil, errors.New("--cloud-config is required: the local cloud's endpoint and token")
 	}
@@ -81,7 +82,7 @@ func openCloud(name, configPath string) (cloudprovider.Interface, error) {
 		return nil, fmt.Errorf("--cloud-config: %w", err)
 	}
 	defer f.Close()
-	cl, err := upstreamcloud.New(f)
+	cl, err := upstreamcloud.NewNamed(name, f)
 	if err != nil {
 		return nil, fmt.Errorf("--cloud-config %s: %w", configPath, err)
 	}
