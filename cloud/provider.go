@@ -36,6 +36,15 @@ type Initializer interface {
 	Initialize(ctx context.Context, clients ClientBuilder) error
 }
 
+// ConfigFileLister is implemented by a provider whose cloud config names other files
+// (a token or a CA file): the manager rebuilds the provider when one of them changes, as
+// when --cloud-config itself does, so a rotated credential is picked up without a
+// restart.
+type ConfigFileLister interface {
+	// ConfigFiles returns the paths of the files the configuration names.
+	ConfigFiles() []string
+}
+
 // ClientBuilder hands out Kubernetes clients identified by a user-agent name.
 type ClientBuilder interface {
 	// Config returns a REST config whose user agent carries name.

@@ -230,7 +230,11 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
-		controllers:        cfg.controllers.withPlatforms(provider),
+		controllers: cfg.controllers.withPlatforms(provider),
+		cloudConfig: cloudConfigPlan{path: o.CloudConfigFile, content: cfg.cloudConfig, period: o.CloudConfigReloadPeriod,
+			build: func(config []byte) (cloud.Provider, error) {
+				return registry.New(o.CloudProvider, bytes.NewReader(config))
+			}},
 		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: minQPS, maxQPS: maxQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,

@@ -44,6 +44,9 @@ type Options struct {
 	CloudProvider string
 	// CloudConfigFile is --cloud-config, the provider's configuration file.
 	CloudConfigFile string
+	// CloudConfigReloadPeriod is --cloud-config-reload-period: how often --cloud-config
+	// (and the files it names) is checked for a change to apply; 0 never reloads.
+	CloudConfigReloadPeriod time.Duration
 
 	// Kubeconfig is --kubeconfig; empty means in-cluster configuration.
 	Kubeconfig string
@@ -264,6 +267,7 @@ func NewOptions() *Options {
 		NodeBatchWindow:               d.NodeBatchWindow,
 		UndeclaredNodes:               string(d.Ownership.Undeclared),
 		HealthzStallTimeout:           2 * time.Minute,
+		CloudConfigReloadPeriod:       10 * time.Second,
 		CloudCallTimeout:              30 * time.Second,
 		CloudQPS:                      DefaultCloudQPS,
 		CloudBurst:                    40,
@@ -305,6 +309,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The provider for cloud services. Required.")
 	fs.StringVar(&o.CloudConfigFile, "cloud-config", o.CloudConfigFile,
 		"The path to the cloud provider configuration file. Empty string for no configuration file.")
+	fs.DurationVar(&o.CloudConfigReloadPeriod, "cloud-config-reload-period", o.CloudConfigReloadPeriod,
+		"How often --cloud-config, and the files it names (a token file, say), are checked for a change; a change "+
+			"rebuilds the provider without a restart, and one that does not load keeps the running provider. 0 never "+
+			"reloads. (nephele: not an upstream flag; docs/manager.md.)")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout,
 		"The longest one call to the cloud may take before it is abandoned and retried. (nephele: not an upstream flag.)")
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS,
@@ -604,6 +612,9 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 		}
 	}
 	v.positive("healthz-stall-timeout", o.HealthzStallTimeout)
+	if o.CloudConfigReloadPeriod < 0 {
+		v.add("cloud-config-reload-period", "%q: must be 0 (never reload) or a positive duration", o.CloudConfigReloadPeriod.String())
+	}
 	o.validateOwnership(v)
 
 	// Leader election.

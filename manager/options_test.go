@@ -221,6 +221,8 @@ controllerLeaders: []
 			`invalid value for --load-balancer-class: "not a class": must be a qualified name such as example.com/my-lb: ...`},
 		{"cloud-provider-platforms", func(o *Options) { o.CloudProviderPlatforms = []string{"local", "AWS"} },
 			`invalid value for --cloud-provider-platforms: platform "AWS": provider name "AWS": only lower-case letters, digits, '-', '.' and '+' are allowed: each is a provider-ID scheme, or * for every node`},
+		{"cloud-config-reload-period", func(o *Options) { o.CloudConfigReloadPeriod = -time.Second },
+			`invalid value for --cloud-config-reload-period: "-1s": must be 0 (never reload) or a positive duration`},
 		{"undeclared-nodes", func(o *Options) { o.UndeclaredNodes = "delete" },
 			`invalid value for --undeclared-nodes: "delete": must be adopt or ignore`},
 		{"healthz-stall-timeout", func(o *Options) { o.HealthzStallTimeout = 0 },
@@ -572,7 +574,7 @@ func TestFlagDefaults(t *testing.T) {
 	for _, name := range []string{"route-reconciliation-period", "concurrent-service-syncs", "concurrent-route-syncs",
 		"node-deletion-grace-period", "node-deletion-safe-mode-threshold", "node-batch-window", "load-balancer-class",
 		"cloud-call-timeout", "cloud-qps", "cloud-qps-min", "cloud-qps-max", "cloud-burst", "healthz-stall-timeout", "allocate-node-cidrs", "kube-api-qps",
-		"concurrent-node-syncs", "cloud-provider-platforms", "undeclared-nodes"} {
+		"concurrent-node-syncs", "cloud-provider-platforms", "undeclared-nodes", "cloud-config-reload-period"} {
 		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(nephele: ") {
 			t.Errorf("--%s help does not mark the nephele change: %q", name, u)
 		}

@@ -43,6 +43,9 @@ type runPlan struct {
 	migrationLease  *LeaseConfig
 	controllers     ControllerConfig
 	cloudCall       cloudCallConfig
+	// cloudConfig is what the provider was built from and how to rebuild it when
+	// --cloud-config changes; its period is 0 when the manager never reloads.
+	cloudConfig cloudConfigPlan
 	stallTimeout    time.Duration
 	startInterval   time.Duration
 	// useServiceAccounts is --use-service-account-credentials.
@@ -64,6 +67,9 @@ type runtime struct {
 	informers informers.SharedInformerFactory
 	events    record.EventBroadcaster
 	cloud     *instrumented.Cloud
+	// swap is the provider behind cloud: the one built at start until a reload
+	// replaces it.
+	swap *swapProvider
 	inventory *inventory.Inventory // nil without batch listing
 	clients   *controllerClients
 	// mainFence and migrationFence gate the cloud calls of the controllers under each
@@ -79,7 +85,8 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	ic, err := instrumented.New(p.provider, instrumented.Options{
+	swap := newSwapProvider(p.provider)
+	ic, err := instrumented.New(swap, instrumented.Options{
 		Timeout:       p.cloudCall.timeout,
 		QPS:           p.cloudCall.qps,
 		MinQPS:        p.cloudCall.minQPS,
@@ -117,6 +124,7 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 		informers: informers.NewSharedInformerFactoryWithOptions(client, p.resync, informers.WithTransform(TrimForCache)),
 		events:    record.NewBroadcaster(record.WithContext(context.Background())),
 		cloud:     ic,
+		swap:      swap,
 		progress:  map[string]*Progress{},
 	}, nil
 }
@@ -138,6 +146,17 @@ func (r *runtime) run(ctx context.Context) error {
 		if err := init.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component}); err != nil {
 			return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
 		}
+	}
+
+	if reloader, err := r.cloudReloader(); err != nil {
+		return err
+	} else if reloader != nil {
+		// Reloads do not depend on leadership: a follower keeps its provider current
+		// too, so that it leads with the configuration on disk.
+		r.addReadyz("cloud-config", reloader.ready)
+		reloadCtx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
+		go reloader.run(reloadCtx)
 	}
 
 	if !r.plan.leaderElect {

@@ -300,26 +300,7 @@ func checkUpstreamMetrics(t *testing.T, env *controlplane.Env, port uint16) {
 	if len(names) < 15 {
 		t.Fatalf("docs/manager.md's table of upstream metric names has %d rows: the table moved or changed its form", len(names))
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	var families map[string]*dto.MetricFamily
-	poll.Within(t, pollTimeout, "/metrics to answer the cluster admin", func() error {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+env.Token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/metrics = %s", resp.Status)
-		}
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err = parser.TextToMetricFamilies(resp.Body)
-		return err
-	})
+	families := scrape(t, env, port)
 	for _, name := range names {
 		name = strings.ReplaceAll(name, "<provider>", "local")
 		if f, ok := families[name]; !ok || len(f.GetMetric()) == 0 {
@@ -346,6 +327,51 @@ func checkUpstreamMetrics(t *testing.T, env *controlplane.Env, port uint16) {
 	if !leader {
 		t.Error("leader_election_master_status is not 1 for the manager's lease, which it holds")
 	}
+}
+
+// scrape reads /metrics of the manager on port as the cluster admin.
+func scrape(t *testing.T, env *controlplane.Env, port uint16) map[string]*dto.MetricFamily {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var families map[string]*dto.MetricFamily
+	poll.Within(t, pollTimeout, "/metrics to answer the cluster admin", func() error {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+env.Token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/metrics = %s", resp.Status)
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		families, err = parser.TextToMetricFamilies(resp.Body)
+		return err
+	})
+	return families
+}
+
+// sum adds the values of a counter's or gauge's series whose labels include match.
+func sum(families map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
+	var total float64
+series:
+	for _, m := range families[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range match {
+			if labels[k] != v {
+				continue series
+			}
+		}
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return total
 }
 
 // upstreamMetricNames reads the first column of docs/manager.md's table of upstream

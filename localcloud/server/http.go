@@ -250,11 +250,13 @@ func (s *Server) roleOf(r *http.Request) role {
 		return roleNone
 	}
 	tok = strings.TrimSpace(tok)
-	switch {
-	case subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1:
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1 {
 		return roleAdmin
-	case s.cfg.CCMToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.CCMToken)) == 1:
-		return roleCCM
+	}
+	for _, ccm := range *s.ccmTokens.Load() {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(ccm)) == 1 {
+			return roleCCM
+		}
 	}
 	return roleNone
 }

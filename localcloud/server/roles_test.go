@@ -83,3 +83,48 @@ func TestCCMTokenHasTheCCMsRole(t *testing.T) {
 		})
 	}
 }
+
+// TestSetCCMTokensRotates: during a rotation both tokens have the CCM's role, after it
+// only the new one; a token that is empty or the administrator's is refused and changes
+// nothing.
+func TestSetCCMTokensRotates(t *testing.T) {
+	c := startCloud(t, func(cfg *server.Config) { cfg.CCMToken = "ccm-old" })
+	status := func(tok string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.srv.URL()+"/v1/loadbalancers", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	want := func(step string, old, new int) {
+		t.Helper()
+		if got := status("ccm-old"); got != old {
+			t.Errorf("%s: the old token gets %d, want %d", step, got, old)
+		}
+		if got := status("ccm-new"); got != new {
+			t.Errorf("%s: the new token gets %d, want %d", step, got, new)
+		}
+	}
+	want("before", http.StatusOK, http.StatusUnauthorized)
+	if err := c.srv.SetCCMTokens("ccm-old", "ccm-new"); err != nil {
+		t.Fatal(err)
+	}
+	want("during", http.StatusOK, http.StatusOK)
+	for _, bad := range [][]string{{"ccm-new", " "}, {token}} {
+		if err := c.srv.SetCCMTokens(bad...); err == nil {
+			t.Errorf("SetCCMTokens(%q) accepted", bad)
+		}
+	}
+	want("after refused changes", http.StatusOK, http.StatusOK)
+	if err := c.srv.SetCCMTokens("ccm-new"); err != nil {
+		t.Fatal(err)
+	}
+	want("after", http.StatusUnauthorized, http.StatusOK)
+}

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -163,6 +166,10 @@ type Server struct {
 	vipMu   sync.Mutex
 	claimed map[netip.Addr]string
 
+	// ccmTokens are the tokens with the CCM's role: Config.CCMToken until
+	// SetCCMTokens rotates them.
+	ccmTokens atomic.Pointer[[]string]
+
 	// machine makes host instances; nil when they are disabled.
 	machine *hosts.Machine
 	// instances serializes the changes to one instance, so that its record and its
@@ -190,6 +197,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("local cloud configuration: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), dpErrors: map[string]string{}, claimed: map[netip.Addr]string{}}
+	var ccm []string
+	if cfg.CCMToken != "" {
+		ccm = []string{cfg.CCMToken}
+	}
+	s.ccmTokens.Store(&ccm)
 	reg := prometheus.NewRegistry()
 	var err error
 	if s.metrics, err = newMetrics(reg); err != nil {
@@ -410,4 +422,22 @@ func (s *Server) dpError(name string) string {
 	s.dpErrMu.Lock()
 	defer s.dpErrMu.Unlock()
 	return s.dpErrors[name]
+}
+
+// SetCCMTokens replaces the tokens with a cloud-controller-manager's role. Several at
+// once are how a credential is rotated without a failed call: add the new token, give it
+// to the CCM, and remove the old one once the CCM uses the new. None may be empty or the
+// administrator's; on error nothing changes.
+func (s *Server) SetCCMTokens(tokens ...string) error {
+	for i, t := range tokens {
+		switch {
+		case strings.TrimSpace(t) == "":
+			return fmt.Errorf("CCM token %d is empty", i)
+		case t == s.cfg.Token:
+			return fmt.Errorf("CCM token %d is the administrator's token: give the CCM a token of its own", i)
+		}
+	}
+	list := slices.Clone(tokens)
+	s.ccmTokens.Store(&list)
+	return nil
 }

@@ -63,6 +63,9 @@ type Config struct {
 	// drains it. 0 means cloud.KubeProxyHealthzPort; ProxyHealthzOff checks those
 	// backends with a TCP connect to the node port instead, for nodes without kube-proxy.
 	ProxyHealthzPort int32
+	// Files are the files the configuration named (tokenFile, caFile): a change to one
+	// reloads the provider (cloud.ConfigFileLister).
+	Files []string
 }
 
 // File is the cloud config file's shape: what LoadConfig reads, and what a tool that
@@ -168,6 +171,7 @@ func (fc *File) validate() (*Config, error) {
 			add("tokenFile: %v", err)
 		}
 		cfg.Token = tok
+		cfg.Files = append(cfg.Files, fc.TokenFile)
 	}
 
 	https := strings.HasPrefix(cfg.Endpoint, "https://")
@@ -177,6 +181,7 @@ func (fc *File) validate() (*Config, error) {
 	case (fc.CAFile != "" || fc.CAData != "") && !https:
 		add("caFile, caData: only for an https endpoint; the endpoint is %q", cfg.Endpoint)
 	case fc.CAFile != "":
+		cfg.Files = append(cfg.Files, fc.CAFile)
 		ca, err := readSmall(fc.CAFile)
 		if err != nil {
 			add("caFile: %v", err)

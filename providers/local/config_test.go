@@ -51,14 +51,18 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "token file, every field",
 			yaml: "endpoint: https://cloud.example:443/base\ntokenFile: " + tokenFile + "\nrequestTimeout: 1.5s\nlistPageSize: 7\nproxyHealthzPort: 20256\n",
-			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7, ProxyHealthzPort: 20256},
+			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7, ProxyHealthzPort: 20256, Files: []string{tokenFile}},
 		},
 		{
 			name: "kube-proxy health checks off",
 			yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: -1\n",
 			want: Config{Endpoint: "http://a:1", Token: "x", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: ProxyHealthzOff},
 		},
-		{name: "https with caFile", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n", want: withDefaults("https://a:1", ca)},
+		{name: "https with caFile", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n", want: func() Config {
+			c := withDefaults("https://a:1", ca)
+			c.Files = []string{caFile}
+			return c
+		}()},
 		{name: "https with caData", yaml: "endpoint: https://a:1\ntoken: x\n" + caData, want: withDefaults("https://a:1", []byte(strings.TrimSpace(string(ca))+"\n"))},
 		{name: "caFile and caData", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n" + caData, wantErr: []string{"caFile and caData: give at most one"}},
 		{name: "CA for an http endpoint", yaml: "endpoint: http://a:1\ntoken: x\ncaFile: " + caFile + "\n", wantErr: []string{"only for an https endpoint"}},

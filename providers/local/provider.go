@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -88,6 +89,10 @@ func (p *Provider) Config() Config { return p.cfg }
 
 // ProviderName implements cloud.Provider.
 func (p *Provider) ProviderName() string { return ProviderName }
+
+// ConfigFiles implements cloud.ConfigFileLister: the token and CA files the cloud config
+// named, so that a rotated token is picked up without a restart.
+func (p *Provider) ConfigFiles() []string { return slices.Clone(p.cfg.Files) }
 
 // Instances implements cloud.Provider.
 func (p *Provider) Instances() (cloud.Instances, bool) { return instances{p}, true }

@@ -1,0 +1,259 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/cloud/fakecloud"
+)
+
+func newFake(t *testing.T, name string, disabled ...fakecloud.Capability) *fakecloud.Cloud {
+	t.Helper()
+	c, err := fakecloud.New(fakecloud.Options{Name: name, Disabled: disabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func nodeNamed(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+// TestSwapProviderInFlightCallsFinishOnTheOld: a call that started before the swap
+// finishes on the provider it started on; the next one goes to the new provider.
+func TestSwapProviderInFlightCallsFinishOnTheOld(t *testing.T) {
+	old, next := newFake(t, "fake"), newFake(t, "fake")
+	for _, c := range []*fakecloud.Cloud{old, next} {
+		if err := c.AddInstance(cloud.Instance{NodeName: "n", ProviderID: "fake://n", InstanceType: c.ProviderName()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := next.UpdateInstance("fake://n", func(i *cloud.Instance) { i.InstanceType = "new" }); err != nil {
+		t.Fatal(err)
+	}
+	s := newSwapProvider(old)
+	in, _ := s.Instances()
+	old.Hang(cloud.OpInstanceMetadata, "n")
+	done := make(chan *cloud.Instance, 1)
+	go func() {
+		inst, err := in.InstanceMetadata(context.Background(), nodeNamed("n"))
+		if err != nil {
+			t.Errorf("the call in flight: %v", err)
+		}
+		done <- inst
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for old.InFlight() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call never reached the old provider")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.swap(next); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := in.InstanceMetadata(context.Background(), nodeNamed("n"))
+	if err != nil || inst.InstanceType != "new" {
+		t.Fatalf("a call after the swap = %+v, %v; want the new provider's answer", inst, err)
+	}
+	old.Unhang(cloud.OpInstanceMetadata, "n")
+	if got := <-done; got.InstanceType != "fake" {
+		t.Errorf("the call in flight answered %q, want the old provider's", got.InstanceType)
+	}
+	if old.Calls(cloud.OpInstanceMetadata) != 1 || next.Calls(cloud.OpInstanceMetadata) != 1 {
+		t.Errorf("calls: old %d, new %d; want one each", old.Calls(cloud.OpInstanceMetadata), next.Calls(cloud.OpInstanceMetadata))
+	}
+}
+
+func TestSwapProviderRefusesOtherCapabilities(t *testing.T) {
+	s := newSwapProvider(newFake(t, "fake", fakecloud.CapRoutes))
+	if _, ok := s.Routes(); ok {
+		t.Fatal("Routes offered by a swap provider over a provider without them")
+	}
+	err := s.swap(newFake(t, "fake"))
+	if err == nil || !strings.Contains(err.Error(), "Routes true") || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("swap to a provider with routes = %v, want a refusal naming the capability and the restart", err)
+	}
+	if err := s.swap(newFake(t, "other", fakecloud.CapRoutes)); err == nil || !strings.Contains(err.Error(), `"other"`) {
+		t.Errorf("swap to another provider name = %v, want a refusal", err)
+	}
+}
+
+// reloadFixture is a reloader over a config file in a temporary directory whose
+// "provider" is a fake named by the file's first line; "fail" refuses to build.
+type reloadFixture struct {
+	*cloudReloader
+	path     string
+	events   *record.FakeRecorder
+	registry *prometheus.Registry
+	built    map[string]*fakecloud.Cloud
+}
+
+func newReloadFixture(t *testing.T, initial string) *reloadFixture {
+	t.Helper()
+	f := &reloadFixture{path: filepath.Join(t.TempDir(), "cloud.conf"), events: record.NewFakeRecorder(100),
+		registry: prometheus.NewRegistry(), built: map[string]*fakecloud.Cloud{}}
+	f.write(t, initial)
+	build := func(config []byte) (cloud.Provider, error) {
+		content := strings.TrimSpace(string(config))
+		if content == "fail" {
+			return nil, errors.New("line 1: not a configuration")
+		}
+		var disabled []fakecloud.Capability
+		if content == "no-routes" {
+			disabled = append(disabled, fakecloud.CapRoutes)
+		}
+		c := newFake(t, "fake", disabled...)
+		f.built[content] = c
+		return c, nil
+	}
+	first, err := build([]byte(initial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newReloadMetrics(f.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cloudReloader = &cloudReloader{path: f.path, period: time.Hour, build: build,
+		init:   func(context.Context, cloud.Provider) error { return nil },
+		swap:   newSwapProvider(first), recorder: f.events, ref: &corev1.ObjectReference{Kind: "Lease", Name: "ccm"}, metrics: m}
+	f.start([]byte(initial))
+	return f
+}
+
+func (f *reloadFixture) write(t *testing.T, content string) {
+	t.Helper()
+	if err := os.WriteFile(f.path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *reloadFixture) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (f *reloadFixture) reloads(result string) float64 {
+	return testutil.ToFloat64(f.metrics.reloads.WithLabelValues(result))
+}
+
+func TestCloudReloader(t *testing.T) {
+	f := newReloadFixture(t, "a")
+	ctx := t.Context()
+
+	f.check(ctx)
+	if f.reloads("success")+f.reloads("failure") != 0 || len(f.drainEvents()) != 0 || f.ready() != nil {
+		t.Fatal("an unchanged file was reloaded")
+	}
+
+	// A change is applied: new calls go to the new provider.
+	f.write(t, "b")
+	f.check(ctx)
+	if f.swap.current() != f.built["b"] {
+		t.Fatal("the changed config was not swapped in")
+	}
+	if ev := f.drainEvents(); len(ev) != 1 || !strings.Contains(ev[0], "Normal "+EventCloudConfigReloaded) {
+		t.Fatalf("events after a reload = %q", ev)
+	}
+
+	// A config that does not load keeps the running provider, once said, and fails /readyz.
+	f.write(t, "fail")
+	f.check(ctx)
+	f.check(ctx)
+	if f.swap.current() != f.built["b"] {
+		t.Fatal("a config that does not load replaced the running provider")
+	}
+	ev := f.drainEvents()
+	if len(ev) != 1 || !strings.Contains(ev[0], "Warning "+EventCloudConfigReloadFailed) || !strings.Contains(ev[0], "line 1: not a configuration") {
+		t.Fatalf("events after a bad config, checked twice = %q, want one warning naming the problem", ev)
+	}
+	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("ready = %v, want the problem", err)
+	}
+	if got := testutil.ToFloat64(f.metrics.failing); got != 1 {
+		t.Errorf("failing gauge = %v, want 1", got)
+	}
+
+	// Capabilities may not change without a restart.
+	f.write(t, "no-routes")
+	f.check(ctx)
+	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "restart") || f.swap.current() != f.built["b"] {
+		t.Errorf("a config dropping a capability: ready = %v", err)
+	}
+
+	// Back to the running config: healthy again without a reload.
+	f.write(t, "b")
+	f.check(ctx)
+	if err := f.ready(); err != nil || testutil.ToFloat64(f.metrics.failing) != 0 {
+		t.Errorf("after restoring the running config: ready = %v", err)
+	}
+	if f.reloads("success") != 1 || f.reloads("failure") != 2 {
+		t.Errorf("reloads: success %v failure %v, want 1 and 2", f.reloads("success"), f.reloads("failure"))
+	}
+
+	// A file that cannot be read (mid-rewrite, say) keeps the provider too.
+	if err := os.Remove(f.path); err != nil {
+		t.Fatal(err)
+	}
+	f.check(ctx)
+	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "reading --cloud-config") {
+		t.Errorf("a missing file: ready = %v", err)
+	}
+}
+
+// namingProvider is a fake whose configuration names a token file.
+type namingProvider struct {
+	*fakecloud.Cloud
+	files []string
+}
+
+func (p namingProvider) ConfigFiles() []string { return p.files }
+
+// TestCloudReloaderWatchesNamedFiles: a token file the configuration names is part of
+// it: rotating the token rebuilds the provider though --cloud-config is unchanged.
+func TestCloudReloaderWatchesNamedFiles(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newReloadFixture(t, "a")
+	var builds int
+	f.build = func([]byte) (cloud.Provider, error) {
+		builds++
+		return namingProvider{newFake(t, "fake"), []string{token}}, nil
+	}
+	f.swap = newSwapProvider(namingProvider{newFake(t, "fake"), []string{token}})
+	f.start([]byte("a"))
+	f.check(t.Context())
+	if builds != 0 {
+		t.Fatal("rebuilt without a change")
+	}
+	if err := os.WriteFile(token, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.check(t.Context())
+	f.check(t.Context())
+	if builds != 1 || f.reloads("success") != 1 {
+		t.Errorf("builds %d, successful reloads %v after the token changed; want 1 and 1", builds, f.reloads("success"))
+	}
+}
