@@ -73,3 +73,21 @@ func names(impls map[Impl]Func) string {
 	sort.Strings(out)
 	return strings.Join(out, " or ")
 }
+
+// Child is the entry point of a test binary that doubles as a cloud-controller-manager
+// (proctest.Main): args are `<impl> <cloud-controller-manager flags>`. It runs that
+// implementation until SIGTERM or SIGINT and returns the process exit code.
+func Child(args []string, stderr io.Writer, impls map[Impl]Func) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "error: say which implementation to run: %s\n", names(impls))
+		return 2
+	}
+	run, ok := impls[Impl(args[0])]
+	if !ok {
+		fmt.Fprintf(stderr, "error: %q: this binary runs %s\n", args[0], names(impls))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args[1:], stderr)
+}

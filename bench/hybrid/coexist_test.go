@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +17,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/nephele-dev/nephele/bench/ccm"
+	"github.com/nephele-dev/nephele/bench/ccm/nephele"
 	"github.com/nephele-dev/nephele/bench/ccm/upstream"
 	"github.com/nephele-dev/nephele/bench/upstreamcloud"
 	"github.com/nephele-dev/nephele/cloud"
-	"github.com/nephele-dev/nephele/controllers"
 	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
@@ -39,34 +38,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	proctest.Main(run)
+	// The child process: `upstream <flags>` runs upstream's cloud-controller-manager,
+	// `nephele <flags>` nephele's, each with the local cloud's provider.
+	proctest.Main(func() int {
+		return ccm.Child(os.Args[1:], os.Stderr, map[ccm.Impl]ccm.Func{ccm.Upstream: upstream.Run, ccm.Nephele: nephele.Run})
+	})
 	os.Exit(m.Run())
-}
-
-// run is the child process: `upstream <flags>` runs upstream's cloud-controller-manager,
-// `nephele <flags>` nephele's, each with the local cloud's provider.
-func run() int {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "error: say upstream or nephele")
-		return 2
-	}
-	prog, args := os.Args[1], os.Args[2:]
-	switch prog {
-	case "upstream":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return upstream.Run(ctx, args, os.Stderr)
-	case "nephele":
-		reg := cloud.NewRegistry()
-		if err := local.Register(reg); err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-			return 1
-		}
-		os.Args = append([]string{os.Args[0]}, args...)
-		return manager.Execute(manager.NewCommand("cloud-controller-manager", reg, controllers.Default()))
-	}
-	fmt.Fprintf(os.Stderr, "error: %q: say upstream or nephele\n", prog)
-	return 2
 }
 
 const (

@@ -24,7 +24,7 @@ func TestOpenCloud(t *testing.T) {
 	}{
 		{name: "local", provider: "local", config: good},
 		{name: "no provider", provider: "", config: good, wantErr: "pass --cloud-provider=local"},
-		{name: "another provider", provider: "aws", config: good, wantErr: `--cloud-provider=aws: this controller carries only "local"`},
+		{name: "another provider", provider: "aws", config: good, wantErr: `--cloud-provider=aws: this controller carries only ["local" "localb"]`},
 		{name: "no config", provider: "local", wantErr: "--cloud-config is required"},
 		{name: "missing config", provider: "local", config: filepath.Join(dir, "missing.yaml"), wantErr: "no such file"},
 		{name: "bad config", provider: "local", config: bad, wantErr: "--cloud-config " + bad},
