@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,14 +89,44 @@ const (
 	NotOwnedUndeclared     = "undeclared"
 )
 
-// Verdict is NodeOwnership's decision on one node.
+// Verdict is NodeOwnership's decision on one node. Deciding allocates nothing; Detail
+// builds the explanation only when it is shown.
 type Verdict struct {
 	// Owned is whether the CCM may act on the node.
 	Owned bool
 	// Reason is one of the Owned* and NotOwned* constants.
 	Reason string
-	// Detail says, for a person, what decided it.
-	Detail string
+
+	platforms []string
+	// value is what decided: the provider ID's scheme or the declared platform; for
+	// NotOwnedBadProviderID and NotOwnedConflict the offending values.
+	value, other string
+}
+
+// Detail says, for a person, what decided the verdict.
+func (v Verdict) Detail() string {
+	mine := strings.Join(v.platforms, ", ")
+	switch v.Reason {
+	case OwnedAll:
+		return "this CCM owns every node"
+	case OwnedByProviderID:
+		return "its provider ID's scheme is " + v.value
+	case OwnedByDeclaration:
+		return "it declares platform " + v.value
+	case OwnedUndeclared:
+		return "it declares no platform and undeclared nodes are adopted"
+	case NotOwnedSchemeMismatch:
+		return fmt.Sprintf("its provider ID's scheme %q is not one of this CCM's platforms (%s)", v.value, mine)
+	case NotOwnedBadProviderID:
+		return fmt.Sprintf("its spec.providerID %q is not <scheme>://<id>, so it names no platform of this CCM's (%s)", v.value, mine)
+	case NotOwnedDeclared:
+		return fmt.Sprintf("it declares platform %q, not one of this CCM's (%s)", v.value, mine)
+	case NotOwnedConflict:
+		return fmt.Sprintf("its labels %s=%q and %s=%q declare different platforms", LabelPlatform, v.value, LabelNodePlatform, v.other)
+	case NotOwnedUndeclared:
+		return fmt.Sprintf("it has no provider ID and no %s label, and undeclared nodes are ignored (--undeclared-nodes=ignore)", LabelNodePlatform)
+	}
+	return v.Reason
 }
 
 // Validate checks the configuration; its error names the value and what is allowed.
@@ -109,7 +140,12 @@ func (o NodeOwnership) Validate() error {
 		}
 	}
 	switch o.Undeclared {
-	case "", UndeclaredAdopt, UndeclaredIgnore:
+	case "", UndeclaredAdopt:
+		return nil
+	case UndeclaredIgnore:
+		if slices.Contains(o.Platforms, AllPlatforms) {
+			return fmt.Errorf("%s with every platform (%s) ignores nothing: name the platforms, or leave them to the provider", UndeclaredIgnore, AllPlatforms)
+		}
 		return nil
 	}
 	return fmt.Errorf("%q: must be %s or %s", o.Undeclared, UndeclaredAdopt, UndeclaredIgnore)
@@ -125,42 +161,34 @@ func (o NodeOwnership) all() bool {
 // with neither follows Undeclared.
 func (o NodeOwnership) Decide(node *corev1.Node) Verdict {
 	if o.all() {
-		return Verdict{Owned: true, Reason: OwnedAll, Detail: "this CCM owns every node"}
+		return Verdict{Owned: true, Reason: OwnedAll}
 	}
+	v := Verdict{platforms: o.Platforms}
 	if id := node.Spec.ProviderID; id != "" {
-		pid, err := ParseProviderID(id)
+		scheme, _, ok := strings.Cut(id, "://")
 		switch {
-		case err != nil:
-			return Verdict{Reason: NotOwnedBadProviderID, Detail: fmt.Sprintf("its spec.providerID is not <scheme>://<id>: %v", err)}
-		case slices.Contains(o.Platforms, pid.Provider):
-			return Verdict{Owned: true, Reason: OwnedByProviderID, Detail: "its provider ID's scheme is " + pid.Provider}
+		case !ok || scheme == "":
+			v.Reason, v.value = NotOwnedBadProviderID, id
+		case slices.Contains(o.Platforms, scheme):
+			v.Owned, v.Reason, v.value = true, OwnedByProviderID, scheme
+		default:
+			v.Reason, v.value = NotOwnedSchemeMismatch, scheme
 		}
-		return Verdict{Reason: NotOwnedSchemeMismatch, Detail: fmt.Sprintf("its provider ID's scheme %q is not one of this CCM's platforms (%s)", pid.Provider, strings.Join(o.Platforms, ", "))}
+		return v
 	}
-	declared, conflict := declaredPlatform(node)
-	switch {
-	case conflict:
-		return Verdict{Reason: NotOwnedConflict, Detail: fmt.Sprintf("its labels %s=%q and %s=%q declare different platforms",
-			LabelPlatform, node.Labels[LabelPlatform], LabelNodePlatform, node.Labels[LabelNodePlatform])}
-	case declared != "" && slices.Contains(o.Platforms, declared):
-		return Verdict{Owned: true, Reason: OwnedByDeclaration, Detail: "it declares platform " + declared}
-	case declared != "":
-		return Verdict{Reason: NotOwnedDeclared, Detail: fmt.Sprintf("it declares platform %q, not one of this CCM's (%s)", declared, strings.Join(o.Platforms, ", "))}
-	case o.Undeclared == UndeclaredIgnore:
-		return Verdict{Reason: NotOwnedUndeclared, Detail: fmt.Sprintf("it has no provider ID and no %s label, and undeclared nodes are ignored (--undeclared-nodes=ignore)", LabelNodePlatform)}
-	}
-	return Verdict{Owned: true, Reason: OwnedUndeclared, Detail: "it declares no platform and undeclared nodes are adopted"}
-}
-
-// declaredPlatform returns the platform node's labels declare, and whether the two
-// keys disagree.
-func declaredPlatform(node *corev1.Node) (string, bool) {
 	a, b := node.Labels[LabelPlatform], node.Labels[LabelNodePlatform]
+	declared := cmp.Or(a, b)
 	switch {
 	case a != "" && b != "" && a != b:
-		return "", true
-	case a != "":
-		return a, false
+		v.Reason, v.value, v.other = NotOwnedConflict, a, b
+	case declared != "" && slices.Contains(o.Platforms, declared):
+		v.Owned, v.Reason, v.value = true, OwnedByDeclaration, declared
+	case declared != "":
+		v.Reason, v.value = NotOwnedDeclared, declared
+	case o.Undeclared == UndeclaredIgnore:
+		v.Reason = NotOwnedUndeclared
+	default:
+		v.Owned, v.Reason = true, OwnedUndeclared
 	}
-	return b, false
+	return v
 }

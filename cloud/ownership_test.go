@@ -31,7 +31,9 @@ func TestNodeOwnershipDecide(t *testing.T) {
 		{"provider ID beats a label", mine, "aws:///i-1", map[string]string{LabelNodePlatform: "hcloud"}, false, NotOwnedSchemeMismatch},
 		{"provider ID beats a foreign label", mine, "hcloud://1", map[string]string{LabelPlatform: "aws"}, true, OwnedByProviderID},
 		{"malformed provider ID", mine, "i-1", nil, false, NotOwnedBadProviderID},
-		{"scheme is case-sensitive", mine, "HCLOUD://1", nil, false, NotOwnedBadProviderID},
+		{"scheme is case-sensitive", mine, "HCLOUD://1", nil, false, NotOwnedSchemeMismatch},
+		{"no scheme", mine, "cn-hangzhou.i-123", nil, false, NotOwnedBadProviderID},
+		{"empty scheme", mine, "://i-123", nil, false, NotOwnedBadProviderID},
 		{"KEP label, ours", strict, "", map[string]string{LabelPlatform: "hcloud"}, true, OwnedByDeclaration},
 		{"kubelet label, ours", strict, "", map[string]string{LabelNodePlatform: "hrobot"}, true, OwnedByDeclaration},
 		{"both labels agree", strict, "", map[string]string{LabelPlatform: "hcloud", LabelNodePlatform: "hcloud"}, true, OwnedByDeclaration},
@@ -48,7 +50,7 @@ func TestNodeOwnershipDecide(t *testing.T) {
 			if v.Owned != tc.owned || v.Reason != tc.reason {
 				t.Errorf("Decide = %+v, want owned=%v reason=%s", v, tc.owned, tc.reason)
 			}
-			if v.Detail == "" {
+			if v.Detail() == "" {
 				t.Error("the verdict has no detail for the Event")
 			}
 		})
@@ -61,11 +63,13 @@ func TestNodeOwnershipValidate(t *testing.T) {
 		wantErr string
 	}{
 		{NodeOwnership{}, ""},
-		{NodeOwnership{Platforms: []string{"aws", "*"}, Undeclared: UndeclaredIgnore}, ""},
+		{NodeOwnership{Platforms: []string{"aws", "*"}}, ""},
+		{NodeOwnership{Platforms: []string{"aws"}, Undeclared: UndeclaredIgnore}, ""},
 		{NodeOwnership{Platforms: []string{"AWS"}}, `platform "AWS"`},
 		{NodeOwnership{Platforms: []string{""}}, `platform ""`},
 		{NodeOwnership{Platforms: []string{"a://b"}}, `platform "a://b"`},
 		{NodeOwnership{Undeclared: "delete"}, `"delete": must be adopt or ignore`},
+		{NodeOwnership{Platforms: []string{AllPlatforms}, Undeclared: UndeclaredIgnore}, "ignores nothing"},
 	} {
 		err := tc.o.Validate()
 		if tc.wantErr == "" {
@@ -102,5 +106,23 @@ func TestPlatforms(t *testing.T) {
 	}
 	if got := Platforms(platformProvider{namedProvider: namedProvider{"x"}}); len(got) != 1 || got[0] != "x" {
 		t.Errorf("Platforms of a provider listing none = %v, want its name", got)
+	}
+}
+
+// Deciding runs on every node event of several controllers: it must not allocate.
+func TestNodeOwnershipDecideAllocatesNothing(t *testing.T) {
+	o := NodeOwnership{Platforms: []string{"local"}, Undeclared: UndeclaredIgnore}
+	nodes := []*corev1.Node{
+		ownershipNode("local://i-1", nil),
+		ownershipNode("aws:///i-1", nil),
+		ownershipNode("", map[string]string{LabelNodePlatform: "local"}),
+		ownershipNode("", nil),
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		for _, node := range nodes {
+			_ = o.Decide(node)
+		}
+	}); n != 0 {
+		t.Errorf("Decide allocates %v times per round", n)
 	}
 }

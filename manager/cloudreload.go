@@ -33,9 +33,14 @@ const maxCloudConfigSize = 1 << 20
 // configuration that cannot be read, built, initialized or swapped is refused: the
 // running provider stays, and an Event, a metric and /readyz's cloud-config check say
 // why until a good configuration (or the running one) is back.
+//
+// Each provider runs under a context of its own, which Initialize gets: a replaced
+// provider's is cancelled once the calls it may still be serving are over (grace, the
+// cloud call timeout), a refused one's at once.
 type cloudReloader struct {
 	path   string
 	period time.Duration
+	grace  time.Duration
 	// build makes a provider from a configuration's content.
 	build func(config []byte) (cloud.Provider, error)
 	// init initializes a built provider (cloud.Initializer) before it takes calls.
@@ -45,13 +50,34 @@ type cloudReloader struct {
 	recorder record.EventRecorder
 	ref      *corev1.ObjectReference
 	metrics  *reloadMetrics
+	now      func() time.Time
 
-	// applied identifies what the current provider was built from; refused what was
-	// last refused, which is not built again until it changes.
-	applied, refused [sha256.Size]byte
+	// applied identifies what the running provider was built from. refused is content
+	// refused for good (it does not parse, or needs a restart): it is not built again
+	// until it changes. A failed Initialize is not remembered: it may be passing
+	// trouble, and is retried every period.
+	applied [sha256.Size]byte
+	refused *refusal
+	// stopCurrent cancels the running provider's context; retiring are replaced
+	// providers whose contexts are cancelled at their time.
+	stopCurrent context.CancelFunc
+	retiring    []retiree
 
 	mu      sync.Mutex
 	failure error // the current refusal; nil when the running configuration is current
+}
+
+// refusal identifies content refused for good: its fingerprint over the files the
+// refused configuration names.
+type refusal struct {
+	fp    [sha256.Size]byte
+	files []string
+}
+
+// retiree is a replaced provider whose context is cancelled at due.
+type retiree struct {
+	stop context.CancelFunc
+	due  time.Time
 }
 
 type reloadMetrics struct {
@@ -89,47 +115,64 @@ func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 	return m, nil
 }
 
-// start records what the running provider was built from: config is the content
-// Complete read.
-func (c *cloudReloader) start(config []byte) {
-	c.applied = c.fingerprint(config, c.swap.current())
+// configFiles returns the files p says its configuration names.
+func configFiles(p cloud.Provider) []string {
+	if fl, ok := p.(cloud.ConfigFileLister); ok {
+		return fl.ConfigFiles()
+	}
+	return nil
 }
 
-// fingerprint identifies a configuration: its content and that of every file provider
-// says it names (or why one could not be read).
-func (c *cloudReloader) fingerprint(config []byte, provider cloud.Provider) [sha256.Size]byte {
+// fingerprint identifies a configuration: its content and that of each of files (or why
+// one could not be read).
+func fingerprint(config []byte, files []string) [sha256.Size]byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n", len(config))
 	h.Write(config)
-	if fl, ok := provider.(cloud.ConfigFileLister); ok {
-		for _, path := range fl.ConfigFiles() {
-			data, err := smallfile.Read(path, maxCloudConfigSize)
-			if err != nil {
-				fmt.Fprintf(h, "%s\x00error %v\n", path, err)
-				continue
-			}
-			fmt.Fprintf(h, "%s\x00%d\n", path, len(data))
-			h.Write(data)
+	for _, path := range files {
+		data, err := smallfile.Read(path, maxCloudConfigSize)
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00error %v\n", path, err)
+			continue
 		}
+		fmt.Fprintf(h, "%s\x00%d\n", path, len(data))
+		h.Write(data)
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	return sum
 }
 
-// run checks for a change every period until ctx is done.
+// run checks for a change every period until ctx is done, then stops the providers it
+// replaced.
 func (c *cloudReloader) run(ctx context.Context) {
 	c.log.Info("Watching the cloud config for changes", "path", c.path, "period", c.period)
 	t := time.NewTicker(c.period)
 	defer t.Stop()
+	defer c.retire(time.Time{})
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			c.check(ctx)
+			c.retire(c.now())
 		}
 	}
+}
+
+// retire cancels the contexts of the replaced providers due by now; the zero time
+// cancels them all.
+func (c *cloudReloader) retire(now time.Time) {
+	kept := c.retiring[:0]
+	for _, r := range c.retiring {
+		if now.IsZero() || !now.Before(r.due) {
+			r.stop()
+			continue
+		}
+		kept = append(kept, r)
+	}
+	c.retiring = kept
 }
 
 // check applies the configuration on disk if it changed.
@@ -140,37 +183,63 @@ func (c *cloudReloader) check(ctx context.Context) {
 		c.refuse(fmt.Errorf("reading --cloud-config %s: %w", c.path, err))
 		return
 	}
-	fp := c.fingerprint(data, c.swap.current())
-	switch fp {
-	case c.applied:
+	running := configFiles(c.swap.current())
+	if fingerprint(data, running) == c.applied {
+		c.refused = nil
 		c.clear() // back to the running configuration
 		return
-	case c.refused:
+	}
+	if c.refused != nil && fingerprint(data, c.refused.files) == c.refused.fp {
+		return // refused for good, and unchanged
+	}
+	p, err := c.safeBuild(data)
+	if err != nil {
+		c.refuseForGood(data, running, err)
 		return
 	}
-	p, err := c.build(data)
-	if err == nil {
-		// The new provider may name other files than the running one.
-		fp = c.fingerprint(data, p)
-		err = c.init(ctx, p)
+	files := configFiles(p)
+	if err := c.swap.fits(p); err != nil {
+		c.refuseForGood(data, files, err)
+		return
 	}
-	if err == nil {
-		err = c.swap.swap(p)
-	}
-	if err != nil {
+	pctx, stop := context.WithCancel(ctx)
+	if err := c.init(pctx, p); err != nil {
+		stop()
 		if ctx.Err() != nil {
 			return // stopping: nothing was applied, and nothing is wrong with the file
 		}
-		c.refused = fp
-		c.refuse(fmt.Errorf("the running provider is kept: %w", err))
+		c.refuse(fmt.Errorf("the running provider is kept: initializing the reloaded provider: %w", err))
 		return
 	}
-	c.applied, c.refused = fp, [sha256.Size]byte{}
+	c.swap.swap(p)
+	if c.stopCurrent != nil {
+		c.retiring = append(c.retiring, retiree{stop: c.stopCurrent, due: c.now().Add(c.grace)})
+	}
+	c.stopCurrent = stop
+	c.applied, c.refused = fingerprint(data, files), nil
 	c.metrics.reloads.WithLabelValues("success").Inc()
 	c.metrics.lastSuccess.SetToCurrentTime()
 	c.clear()
 	c.log.Info("Reloaded the cloud config: new cloud calls use the new provider", "path", c.path)
 	c.recorder.Eventf(c.ref, corev1.EventTypeNormal, EventCloudConfigReloaded, "Reloaded the cloud config %s: new cloud calls use it", c.path)
+}
+
+// safeBuild builds a provider, turning a panic of the provider's code into an error: a
+// bad edit must not stop a manager that runs well on the previous configuration.
+func (c *cloudReloader) safeBuild(data []byte) (p cloud.Provider, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("building the provider panicked: %v", r)
+		}
+	}()
+	return c.build(data)
+}
+
+// refuseForGood refuses the content data (with the files it names) that only a change
+// can fix, and remembers it so that it is not built again.
+func (c *cloudReloader) refuseForGood(data []byte, files []string, err error) {
+	c.refused = &refusal{fp: fingerprint(data, files), files: files}
+	c.refuse(fmt.Errorf("the running provider is kept: %w", err))
 }
 
 // refuse records err as the reason the configuration on disk is not running.
@@ -210,17 +279,23 @@ func (c *cloudReloader) ready() error {
 type cloudConfigPlan struct {
 	// path is --cloud-config; empty when none was given (nothing to reload).
 	path string
-	// content is what the running provider was built from.
-	content []byte
+	// applied identifies what the running provider was built from, taken when it was
+	// built: a change after that is applied by the first check.
+	applied [sha256.Size]byte
 	// period is --cloud-config-reload-period; 0 never reloads.
 	period time.Duration
 	// build makes a provider from a configuration's content, as at start.
 	build func(config []byte) (cloud.Provider, error)
 }
 
+// newCloudConfigPlan returns the plan for provider, just built from config at path.
+func newCloudConfigPlan(path string, config []byte, provider cloud.Provider, period time.Duration, build func([]byte) (cloud.Provider, error)) cloudConfigPlan {
+	return cloudConfigPlan{path: path, applied: fingerprint(config, configFiles(provider)), period: period, build: build}
+}
+
 // cloudReloader returns the runtime's reloader, or nil when the cloud config is not
-// reloaded.
-func (r *runtime) cloudReloader() (*cloudReloader, error) {
+// reloaded. stopInitial cancels the context the provider built at start runs under.
+func (r *runtime) cloudReloader(stopInitial context.CancelFunc) (*cloudReloader, error) {
 	cp := r.plan.cloudConfig
 	if cp.path == "" || cp.period <= 0 || cp.build == nil {
 		return nil, nil
@@ -230,24 +305,29 @@ func (r *runtime) cloudReloader() (*cloudReloader, error) {
 		return nil, fmt.Errorf("cloud config reload: %w", err)
 	}
 	lease := r.plan.mainLease
-	c := &cloudReloader{
+	return &cloudReloader{
 		path:   cp.path,
 		period: cp.period,
-		build:  cp.build,
+		// A replaced provider may still be serving calls that started before the swap;
+		// none outlives the cloud call timeout.
+		grace: r.plan.cloudCall.timeout,
+		build: cp.build,
 		init: func(ctx context.Context, p cloud.Provider) error {
 			if in, ok := p.(cloud.Initializer); ok {
 				return in.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component})
 			}
 			return nil
 		},
-		swap:     r.swap,
-		log:      r.log.WithName("cloud-config"),
-		recorder: r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: r.plan.component}),
+		swap: r.swap,
+		log:  r.log.WithName("cloud-config"),
+		// Host tells the replicas' Events apart: each reloads on its own.
+		recorder: r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: r.plan.component, Host: lease.Identity}),
 		// The manager's own object: its Lease (which exists once it has led).
 		ref: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 			Namespace: lease.Namespace, Name: lease.Name},
-		metrics: m,
-	}
-	c.start(cp.content)
-	return c, nil
+		metrics:     m,
+		now:         time.Now,
+		applied:     cp.applied,
+		stopCurrent: stopInitial,
+	}, nil
 }

@@ -28,7 +28,9 @@ func newFake(t *testing.T, name string, disabled ...fakecloud.Capability) *fakec
 	return c
 }
 
-func nodeNamed(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+func nodeNamed(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
 
 // TestSwapProviderInFlightCallsFinishOnTheOld: a call that started before the swap
 // finishes on the provider it started on; the next one goes to the new provider.
@@ -60,9 +62,10 @@ func TestSwapProviderInFlightCallsFinishOnTheOld(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := s.swap(next); err != nil {
+	if err := s.fits(next); err != nil {
 		t.Fatal(err)
 	}
+	s.swap(next)
 	inst, err := in.InstanceMetadata(context.Background(), nodeNamed("n"))
 	if err != nil || inst.InstanceType != "new" {
 		t.Fatalf("a call after the swap = %+v, %v; want the new provider's answer", inst, err)
@@ -81,34 +84,45 @@ func TestSwapProviderRefusesOtherCapabilities(t *testing.T) {
 	if _, ok := s.Routes(); ok {
 		t.Fatal("Routes offered by a swap provider over a provider without them")
 	}
-	err := s.swap(newFake(t, "fake"))
+	err := s.fits(newFake(t, "fake"))
 	if err == nil || !strings.Contains(err.Error(), "Routes true") || !strings.Contains(err.Error(), "restart") {
 		t.Errorf("swap to a provider with routes = %v, want a refusal naming the capability and the restart", err)
 	}
-	if err := s.swap(newFake(t, "other", fakecloud.CapRoutes)); err == nil || !strings.Contains(err.Error(), `"other"`) {
+	if err := s.fits(newFake(t, "other", fakecloud.CapRoutes)); err == nil || !strings.Contains(err.Error(), `"other"`) {
 		t.Errorf("swap to another provider name = %v, want a refusal", err)
 	}
 }
 
 // reloadFixture is a reloader over a config file in a temporary directory whose
-// "provider" is a fake named by the file's first line; "fail" refuses to build.
+// "provider" is a fake; content "fail" does not build, "panic" panics, "no-routes" lacks
+// routes, and init fails while initErr is set.
 type reloadFixture struct {
 	*cloudReloader
 	path     string
 	events   *record.FakeRecorder
 	registry *prometheus.Registry
 	built    map[string]*fakecloud.Cloud
+	builds   int
+	initErr  error
+	// ctxs are the contexts the providers run under: the first one's, then each
+	// initialized one's.
+	ctxs  []context.Context
+	clock time.Time
 }
 
 func newReloadFixture(t *testing.T, initial string) *reloadFixture {
 	t.Helper()
 	f := &reloadFixture{path: filepath.Join(t.TempDir(), "cloud.conf"), events: record.NewFakeRecorder(100),
-		registry: prometheus.NewRegistry(), built: map[string]*fakecloud.Cloud{}}
+		registry: prometheus.NewRegistry(), built: map[string]*fakecloud.Cloud{}, clock: time.Unix(1000, 0)}
 	f.write(t, initial)
 	build := func(config []byte) (cloud.Provider, error) {
+		f.builds++
 		content := strings.TrimSpace(string(config))
-		if content == "fail" {
+		switch content {
+		case "fail":
 			return nil, errors.New("line 1: not a configuration")
+		case "panic":
+			panic("provider bug")
 		}
 		var disabled []fakecloud.Capability
 		if content == "no-routes" {
@@ -122,14 +136,21 @@ func newReloadFixture(t *testing.T, initial string) *reloadFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.builds = 0
 	m, err := newReloadMetrics(f.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.cloudReloader = &cloudReloader{path: f.path, period: time.Hour, build: build,
-		init:   func(context.Context, cloud.Provider) error { return nil },
-		swap:   newSwapProvider(first), recorder: f.events, ref: &corev1.ObjectReference{Kind: "Lease", Name: "ccm"}, metrics: m}
-	f.start([]byte(initial))
+	f.cloudReloader = &cloudReloader{path: f.path, period: time.Hour, grace: time.Minute, build: build,
+		init: func(ctx context.Context, _ cloud.Provider) error {
+			f.ctxs = append(f.ctxs, ctx)
+			return f.initErr
+		},
+		swap: newSwapProvider(first), recorder: f.events, ref: &corev1.ObjectReference{Kind: "Lease", Name: "ccm"}, metrics: m,
+		now: func() time.Time { return f.clock }, applied: fingerprint([]byte(initial), nil)}
+	firstCtx, stop := context.WithCancel(context.Background())
+	f.ctxs, f.stopCurrent = []context.Context{firstCtx}, stop
+	t.Cleanup(stop)
 	return f
 }
 
@@ -243,7 +264,7 @@ func TestCloudReloaderWatchesNamedFiles(t *testing.T) {
 		return namingProvider{newFake(t, "fake"), []string{token}}, nil
 	}
 	f.swap = newSwapProvider(namingProvider{newFake(t, "fake"), []string{token}})
-	f.start([]byte("a"))
+	f.applied = fingerprint([]byte("a"), []string{token})
 	f.check(t.Context())
 	if builds != 0 {
 		t.Fatal("rebuilt without a change")
@@ -255,5 +276,113 @@ func TestCloudReloaderWatchesNamedFiles(t *testing.T) {
 	f.check(t.Context())
 	if builds != 1 || f.reloads("success") != 1 {
 		t.Errorf("builds %d, successful reloads %v after the token changed; want 1 and 1", builds, f.reloads("success"))
+	}
+}
+
+// TestCloudReloaderProviderLifecycle: a replaced provider's context is cancelled once the
+// calls it may still serve are over (the grace), a provider that does not fit is never
+// initialized, and one whose Initialize fails is stopped and tried again next period
+// (the failure may pass), until it succeeds.
+func TestCloudReloaderProviderLifecycle(t *testing.T) {
+	f := newReloadFixture(t, "a")
+	ctx := t.Context()
+	f.write(t, "b")
+	f.check(ctx)
+	if len(f.ctxs) != 2 || f.swap.current() != f.built["b"] {
+		t.Fatalf("b not initialized and swapped in (%d contexts)", len(f.ctxs))
+	}
+	f.retire(f.clock.Add(f.grace - time.Second))
+	if f.ctxs[0].Err() != nil {
+		t.Fatal("the replaced provider was stopped within the grace")
+	}
+	f.retire(f.clock.Add(f.grace))
+	if f.ctxs[0].Err() == nil || f.ctxs[1].Err() != nil {
+		t.Fatalf("after the grace: replaced provider's context %v, running one's %v; want only the replaced one cancelled", f.ctxs[0].Err(), f.ctxs[1].Err())
+	}
+
+	f.write(t, "no-routes")
+	f.check(ctx)
+	if len(f.ctxs) != 2 {
+		t.Error("a provider with other capabilities was initialized")
+	}
+
+	f.initErr = errors.New("apiserver unavailable")
+	f.write(t, "c")
+	f.check(ctx)
+	if len(f.ctxs) != 3 || f.ctxs[2].Err() == nil {
+		t.Fatal("a provider whose Initialize failed was not stopped")
+	}
+	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "apiserver unavailable") {
+		t.Errorf("ready after a failed Initialize = %v", err)
+	}
+	builds := f.builds
+	f.check(ctx)
+	if f.builds != builds+1 {
+		t.Error("a failed Initialize was not retried: it may be passing trouble")
+	}
+	f.initErr = nil
+	f.check(ctx)
+	if f.swap.current() != f.built["c"] || f.ready() != nil {
+		t.Errorf("c not applied once Initialize succeeds: ready = %v", f.ready())
+	}
+}
+
+// TestCloudReloaderRefusalComesBack: a refused config, then the running one restored,
+// then the refused one again is reported again; a panicking provider is refused, not
+// fatal.
+func TestCloudReloaderRefusalComesBack(t *testing.T) {
+	f := newReloadFixture(t, "a")
+	ctx := t.Context()
+	for i, step := range []struct {
+		content string
+		failing bool
+	}{{"fail", true}, {"a", false}, {"fail", true}, {"panic", true}, {"a", false}} {
+		f.write(t, step.content)
+		f.check(ctx)
+		if err := f.ready(); (err != nil) != step.failing {
+			t.Errorf("step %d (%s): ready = %v, want failing %v", i, step.content, err, step.failing)
+		}
+	}
+	var warnings int
+	for _, e := range f.drainEvents() {
+		if strings.Contains(e, EventCloudConfigReloadFailed) {
+			warnings++
+		}
+	}
+	if warnings != 3 {
+		t.Errorf("%d warnings, want one per refusal (fail, fail again, panic)", warnings)
+	}
+	if f.swap.current() != f.built["a"] {
+		t.Error("the running provider changed")
+	}
+}
+
+// TestCloudReloaderRefusedFilesNotRebuilt: a refused config that names other files
+// than the running one is recognized as unchanged by its own files, not rebuilt every
+// period.
+func TestCloudReloaderRefusedFilesNotRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newReloadFixture(t, "a")
+	f.build = func([]byte) (cloud.Provider, error) {
+		f.builds++
+		return namingProvider{newFake(t, "fake", fakecloud.CapRoutes), []string{token}}, nil
+	}
+	f.write(t, "names a token file, drops routes")
+	for range 3 {
+		f.check(t.Context())
+	}
+	if f.builds != 1 {
+		t.Errorf("built %d times, want once", f.builds)
+	}
+	if err := os.WriteFile(token, []byte("rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.check(t.Context())
+	if f.builds != 2 {
+		t.Errorf("a change to the refused config's own file was not tried: %d builds", f.builds)
 	}
 }

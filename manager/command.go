@@ -231,10 +231,10 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
 		controllers: cfg.controllers.withPlatforms(provider),
-		cloudConfig: cloudConfigPlan{path: o.CloudConfigFile, content: cfg.cloudConfig, period: o.CloudConfigReloadPeriod,
-			build: func(config []byte) (cloud.Provider, error) {
+		cloudConfig: newCloudConfigPlan(o.CloudConfigFile, cfg.cloudConfig, provider, o.CloudConfigReloadPeriod,
+			func(config []byte) (cloud.Provider, error) {
 				return registry.New(o.CloudProvider, bytes.NewReader(config))
-			}},
+			}),
 		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: minQPS, maxQPS: maxQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,

@@ -205,15 +205,17 @@ type ControllerConfig struct {
 	// backend update per load balancer.
 	NodeBatchWindow time.Duration
 	// Ownership decides which nodes the node-touching controllers act on
-	// (--cloud-provider-platforms, --undeclared-nodes): the provider's own platforms
-	// unless the flag names others.
+	// (--cloud-provider-platforms, --undeclared-nodes; see withPlatforms).
 	Ownership cloud.NodeOwnership
 }
 
 // withPlatforms returns c with the ownership's platforms defaulted to provider's own
-// (cloud.Platforms) when no flag named them.
+// (cloud.Platforms) when undeclared nodes are ignored and no flag named them. Without
+// either flag the manager owns every node, as upstream and KEP-5778 without a platform
+// list: a provider whose provider IDs do not carry its name as their scheme keeps its
+// nodes.
 func (c ControllerConfig) withPlatforms(provider cloud.Provider) ControllerConfig {
-	if len(c.Ownership.Platforms) == 0 {
+	if len(c.Ownership.Platforms) == 0 && c.Ownership.Undeclared == cloud.UndeclaredIgnore {
 		c.Ownership.Platforms = cloud.Platforms(provider)
 	}
 	return c

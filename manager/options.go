@@ -99,8 +99,8 @@ type Options struct {
 	// LoadBalancerClass is --load-balancer-class.
 	LoadBalancerClass string
 	// CloudProviderPlatforms is --cloud-provider-platforms: the provider-ID schemes of
-	// the nodes this manager owns (KEP-5778); empty means the provider's own
-	// (cloud.Platforms), "*" every node.
+	// the nodes this manager owns (KEP-5778); empty means every node, or with
+	// --undeclared-nodes=ignore the provider's own (cloud.Platforms); "*" every node.
 	CloudProviderPlatforms []string
 	// UndeclaredNodes is --undeclared-nodes: what the manager does with a node that has
 	// neither a provider ID nor a platform label.
@@ -400,7 +400,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.CloudProviderPlatforms, "cloud-provider-platforms", o.CloudProviderPlatforms,
 		"The provider-ID schemes of the nodes this manager owns and acts on (KEP-5778); nodes of other schemes, or "+
 			"declaring another platform with the "+cloud.LabelNodePlatform+" or "+cloud.LabelPlatform+" label, are left "+
-			"alone. Empty means the provider's own; * means every node, as upstream. (nephele: not an upstream flag yet; "+
+			"alone. Empty means every node, as upstream, unless --undeclared-nodes=ignore, which takes the provider's own; "+
+			"* means every node. (nephele: not an upstream flag yet; "+
 			"docs/hybrid.md.)")
 	fs.StringVar(&o.UndeclaredNodes, "undeclared-nodes", o.UndeclaredNodes,
 		"What to do with a node that has neither a provider ID nor a platform label: adopt (act on it as on an owned "+
@@ -820,7 +821,10 @@ func (o *Options) validateOwnership(v *validator) {
 	if err := (cloud.NodeOwnership{Platforms: o.CloudProviderPlatforms}).Validate(); err != nil {
 		v.add("cloud-provider-platforms", "%s", err)
 	}
-	if err := (cloud.NodeOwnership{Undeclared: cloud.UndeclaredPolicy(o.UndeclaredNodes)}).Validate(); err != nil {
+	if v.bad["cloud-provider-platforms"] {
+		return
+	}
+	if err := o.ownership().Validate(); err != nil {
 		v.add("undeclared-nodes", "%s", err)
 	}
 }

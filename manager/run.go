@@ -45,9 +45,9 @@ type runPlan struct {
 	cloudCall       cloudCallConfig
 	// cloudConfig is what the provider was built from and how to rebuild it when
 	// --cloud-config changes; its period is 0 when the manager never reloads.
-	cloudConfig cloudConfigPlan
-	stallTimeout    time.Duration
-	startInterval   time.Duration
+	cloudConfig   cloudConfigPlan
+	stallTimeout  time.Duration
+	startInterval time.Duration
 	// useServiceAccounts is --use-service-account-credentials.
 	useServiceAccounts bool
 	resync             time.Duration
@@ -69,7 +69,7 @@ type runtime struct {
 	cloud     *instrumented.Cloud
 	// swap is the provider behind cloud: the one built at start until a reload
 	// replaces it.
-	swap *swapProvider
+	swap      *swapProvider
 	inventory *inventory.Inventory // nil without batch listing
 	clients   *controllerClients
 	// mainFence and migrationFence gate the cloud calls of the controllers under each
@@ -142,21 +142,32 @@ func (r *runtime) run(ctx context.Context) error {
 		go r.inventory.Run(invCtx)
 	}
 
+	// The provider runs under a context of its own, which a reload that replaces it
+	// cancels.
+	providerCtx, stopProvider := context.WithCancel(ctx)
+	defer stopProvider()
 	if init, ok := r.plan.provider.(cloud.Initializer); ok {
-		if err := init.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component}); err != nil {
+		if err := init.Initialize(providerCtx, clientBuilder{config: r.plan.restConfig, component: r.plan.component}); err != nil {
 			return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
 		}
 	}
 
-	if reloader, err := r.cloudReloader(); err != nil {
+	if reloader, err := r.cloudReloader(stopProvider); err != nil {
 		return err
 	} else if reloader != nil {
 		// Reloads do not depend on leadership: a follower keeps its provider current
 		// too, so that it leads with the configuration on disk.
 		r.addReadyz("cloud-config", reloader.ready)
 		reloadCtx, stopReload := context.WithCancel(ctx)
-		defer stopReload()
-		go reloader.run(reloadCtx)
+		reloaded := make(chan struct{})
+		go func() {
+			defer close(reloaded)
+			reloader.run(reloadCtx)
+		}()
+		defer func() {
+			stopReload()
+			<-reloaded
+		}()
 	}
 
 	if !r.plan.leaderElect {

@@ -50,18 +50,20 @@ func newSwapProvider(p cloud.Provider) *swapProvider {
 // current returns the provider calls go to now.
 func (s *swapProvider) current() cloud.Provider { return s.cur.Load().p }
 
-// swap makes p the provider of the calls that start from now on. It refuses a provider
-// of another name or with other capabilities: those need a restart.
-func (s *swapProvider) swap(p cloud.Provider) error {
+// fits refuses a provider of another name or with other capabilities than the running
+// one's: those need a restart.
+func (s *swapProvider) fits(p cloud.Provider) error {
 	if n := p.ProviderName(); n != s.name {
 		return fmt.Errorf("the reloaded provider is named %q, not %q", n, s.name)
 	}
 	if c := capabilitiesOf(p); c != s.caps {
 		return fmt.Errorf("the reloaded configuration changes the provider's capabilities (%s; running with %s): restart the manager to apply it", c, s.caps)
 	}
-	s.cur.Store(&providerBox{p})
 	return nil
 }
+
+// swap makes p, which fits, the provider of the calls that start from now on.
+func (s *swapProvider) swap(p cloud.Provider) { s.cur.Store(&providerBox{p}) }
 
 // ProviderName implements cloud.Provider.
 func (s *swapProvider) ProviderName() string { return s.name }

@@ -122,7 +122,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner, err := ownership.New(cfg.Ownership, manager.ServiceLBController, cfg.Recorder, cfg.Metrics)
+	owner, err := ownership.New(cfg.Ownership, manager.ServiceLBController, nil, cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("service-lb-controller: %w", err)
 	}
@@ -268,15 +268,12 @@ func (c *Controller) nodeChanged(obj any) {
 
 func (c *Controller) nodeDeleted(obj any) {
 	var name string
+	c.owner.Forget(obj)
 	switch o := obj.(type) {
 	case *corev1.Node:
 		name = o.Name
-		c.owner.Forget(o)
 	case cache.DeletedFinalStateUnknown:
 		name = o.Key
-		if n, ok := o.Obj.(*corev1.Node); ok {
-			c.owner.Forget(n)
-		}
 	default:
 		return
 	}

@@ -321,7 +321,9 @@ func TestBackendsOnlyOwnedNodes(t *testing.T) {
 	h.waitBackends(name, "mine")
 	h.quiesce()
 	h.cloud.ResetCalls()
-	h.updateNode(newNode("theirs", withLabel("example.com/touched", "yes"), func(n *corev1.Node) { n.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }))
+	// A change a backend's hash sees (its address): for an owned node it would cost a
+	// backend update.
+	h.updateNode(newNode("theirs", withIP("10.9.9.9"), func(n *corev1.Node) { n.Spec.ProviderID = "aws:///eu-west-1a/i-0123" }))
 	h.quiesce()
 	if n := h.cloud.TotalCalls(); n != 0 {
 		t.Errorf("a change to another cloud's node cost %d cloud calls: %v", n, h.cloud.CallLog())

@@ -154,8 +154,8 @@ func New(cfg Config) (*Controller, error) {
 			}
 			if n, ok := obj.(*corev1.Node); ok {
 				c.setPending(n.Name, false)
-				c.owner.Forget(n)
 			}
+			c.owner.Forget(obj)
 		},
 	})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -158,14 +157,7 @@ func New(cfg Config) (*Controller, error) {
 	// The controller reads the cache once per round; the handler gives it a
 	// registration to wait for, and forgets the deleted nodes' ownership Events.
 	if err := c.worker.Watch(nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if n, ok := obj.(*corev1.Node); ok {
-				c.owner.Forget(n)
-			}
-		},
+		DeleteFunc: c.owner.Forget,
 	}); err != nil {
 		c.worker.ShutDown()
 		return nil, fmt.Errorf("cloud-node-lifecycle-controller: registering the Node informer: %w", err)

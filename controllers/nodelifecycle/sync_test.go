@@ -164,23 +164,30 @@ func TestNodesNotOwnedAreNeverLookedUpOrDeleted(t *testing.T) {
 			declared.Labels = map[string]string{cloud.LabelPlatform: "on-prem"}
 			undeclared := newNode("undeclared", corev1.ConditionUnknown)
 			undeclared.Spec.ProviderID = ""
+			// Ready with the shutdown taint, which this CCM removes from its own Ready nodes.
+			shut := newNode("shut", corev1.ConditionTrue)
+			shut.Spec.ProviderID = "aws:///eu-west-1a/i-0456"
+			shut.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintNodeShutdown, Effect: corev1.TaintEffectNoSchedule}}
 			f := newFixture(t, fixtureOptions{inventory: mode.inventory, ownership: cloud.NodeOwnership{
 				Platforms: []string{"fake"}, Undeclared: cloud.UndeclaredIgnore,
-			}}, nil, foreign, declared, undeclared, newNode("gone", corev1.ConditionUnknown))
+			}}, nil, foreign, declared, undeclared, shut, newNode("gone", corev1.ConditionUnknown))
 			f.round(t, 0)
 			f.round(t, testGrace)
 			if f.Exists(t, "gone") {
 				t.Fatal("the CCM's own gone node was not deleted")
 			}
-			for _, name := range []string{"foreign", "declared", "undeclared"} {
+			for _, name := range []string{"foreign", "declared", "undeclared", "shut"} {
 				if !f.Exists(t, name) {
 					t.Errorf("node %s, not the CCM's, was deleted", name)
 				}
 			}
+			if n := f.Node(t, "shut"); !taints.Has(n, cloudproviderapi.TaintNodeShutdown) {
+				t.Error("the shutdown taint of another cloud's node was removed")
+			}
 			if got := f.Cloud.Calls(cloud.OpInstanceMetadata); got != 2 {
 				t.Errorf("InstanceMetadata calls = %d, want 2 (the own node's two lookups only)", got)
 			}
-			if got := f.Events.Objects(ownership.EventNotOwned); !slices.Equal(sorted(got), []string{"declared", "foreign", "undeclared"}) {
+			if got := f.Events.Objects(ownership.EventNotOwned); !slices.Equal(sorted(got), []string{"declared", "foreign", "shut", "undeclared"}) {
 				t.Errorf("NotOwned events on %v, want one on each node the CCM does not own", got)
 			}
 		})

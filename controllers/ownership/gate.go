@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nephele-dev/nephele/cloud"
@@ -21,8 +22,9 @@ const EventNotOwned = "NotOwned"
 type Gate struct {
 	policy     cloud.NodeOwnership
 	controller string
-	recorder   record.EventRecorder
-	skipped    *prometheus.CounterVec
+	// recorder records the NotOwned Events; nil records none.
+	recorder record.EventRecorder
+	skipped  *prometheus.CounterVec
 
 	mu sync.Mutex
 	// told holds the nodes the controller has recorded a NotOwned Event on, with the
@@ -30,8 +32,11 @@ type Gate struct {
 	told map[types.UID]string
 }
 
-// New returns the Gate of the controller called controller. recorder records its
-// Events; reg (which may be nil) gets the skip counter.
+// New returns the Gate of the controller called controller. recorder, when not nil,
+// records its NotOwned Events: the controllers a user asks about a node that is not
+// theirs (initialization, lifecycle) pass one, the others only count, so a cluster with
+// thousands of another cloud's nodes does not get four Events for each at every start.
+// reg (which may be nil) gets the skip counter.
 func New(policy cloud.NodeOwnership, controller string, recorder record.EventRecorder, reg prometheus.Registerer) (*Gate, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
@@ -61,15 +66,19 @@ func (g *Gate) Owns(node *corev1.Node) bool {
 	if first {
 		g.skipped.WithLabelValues(g.controller, v.Reason).Inc()
 		if g.recorder != nil {
-			g.recorder.Eventf(node, corev1.EventTypeNormal, EventNotOwned, "%s leaves this node alone: %s", g.controller, v.Detail)
+			g.recorder.Eventf(node, corev1.EventTypeNormal, EventNotOwned, "%s leaves this node alone: %s", g.controller, v.Detail())
 		}
 	}
 	return false
 }
 
-// Forget drops what the Gate remembers of a deleted node.
-func (g *Gate) Forget(node *corev1.Node) {
-	if node != nil {
+// Forget drops what the Gate remembers of a deleted node: obj is what an informer's
+// delete handler gets, a Node or a tombstone holding one.
+func (g *Gate) Forget(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if node, ok := obj.(*corev1.Node); ok && node != nil {
 		g.forget(node.UID)
 	}
 }

@@ -114,7 +114,7 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner, err := ownership.New(cfg.Ownership, manager.NodeRouteController, cfg.Recorder, cfg.Metrics)
+	owner, err := ownership.New(cfg.Ownership, manager.NodeRouteController, nil, cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("route controller: %w", err)
 	}
@@ -187,13 +187,12 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 }
 
 func (c *Controller) onDelete(obj any) {
+	c.owner.Forget(obj)
 	switch o := obj.(type) {
 	case *corev1.Node:
-		c.owner.Forget(o)
 		c.worker.Add(o.Name)
 	case cache.DeletedFinalStateUnknown:
 		if node, ok := o.Obj.(*corev1.Node); ok {
-			c.owner.Forget(node)
 			c.worker.Add(node.Name)
 		} else if _, name, err := cache.SplitMetaNamespaceKey(o.Key); err == nil && name != "" {
 			c.worker.Add(name)

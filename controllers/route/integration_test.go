@@ -12,7 +12,6 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/cloud/fakecloud"
-	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/manager"
 )
@@ -179,8 +178,7 @@ func TestIntegrationRoutesOutsideClusterCIDRUntouched(t *testing.T) {
 
 // TestIntegrationRoutesOnlyForOwnedNodes: another cloud's node gets no route in this
 // cloud and its NetworkUnavailable condition is left to its own CCM; a route this cloud
-// still had to it is deleted, as one to a node that is gone; a node declared this
-// cloud's gets its route.
+// still had to it is deleted, as one to a node that is gone.
 func TestIntegrationRoutesOnlyForOwnedNodes(t *testing.T) {
 	client := controlPlane(t).Client
 	h := startHarness(t, client, harnessOptions{
@@ -206,9 +204,13 @@ func TestIntegrationRoutesOnlyForOwnedNodes(t *testing.T) {
 
 	h.waitRoutes(want(routeOf(mine, "10.244.1.0/24")))
 	h.waitCondition(mine, corev1.ConditionFalse, reasonRouteCreated)
-	for _, n := range []*corev1.Node{theirs, undeclared} {
-		h.waitEvent(n, ownership.EventNotOwned)
-	}
+	poll.Eventually(h.t, "both other nodes counted as skipped", func() error {
+		skipped := h.counter("nephele_node_ownership_skipped_total", map[string]string{"controller": manager.NodeRouteController})
+		if skipped != 2 {
+			return fmt.Errorf("skipped = %v", skipped)
+		}
+		return nil
+	})
 	// Several drift checks later, still no route and no condition on the others.
 	start := h.counter("nephele_route_drift_checks_total", map[string]string{"result": "success"})
 	poll.Eventually(h.t, "three more drift checks", func() error {
@@ -230,12 +232,32 @@ func TestIntegrationRoutesOnlyForOwnedNodes(t *testing.T) {
 		}
 	}
 
-	// Declared this cloud's: routed.
+}
+
+// TestIntegrationRouteWhenDeclared: a node that declares this cloud's platform after it
+// registered gets its route from the update itself, not from a drift check (the period
+// is an hour).
+func TestIntegrationRouteWhenDeclared(t *testing.T) {
+	client := controlPlane(t).Client
+	h := startHarness(t, client, harnessOptions{
+		period:    time.Hour,
+		ownership: cloud.NodeOwnership{Platforms: []string{"fake"}, Undeclared: cloud.UndeclaredIgnore},
+	})
+	node := h.createNode("later", "10.244.3.0/24")
+	poll.Eventually(h.t, "the undeclared node counted as skipped", func() error {
+		if got := h.counter("nephele_node_ownership_skipped_total", map[string]string{"controller": manager.NodeRouteController, "reason": cloud.NotOwnedUndeclared}); got != 1 {
+			return fmt.Errorf("skipped = %v", got)
+		}
+		return nil
+	})
+	if got := h.routes(); len(got) != 0 {
+		t.Fatalf("routes before the declaration: %q", got)
+	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"fake"}}}`, cloud.LabelNodePlatform)
-	if _, err := client.CoreV1().Nodes().Patch(t.Context(), undeclared.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := client.CoreV1().Nodes().Patch(t.Context(), node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRoutes(want(routeOf(mine, "10.244.1.0/24"), routeOf(undeclared, "10.244.3.0/24")))
+	h.waitRoutes(want(routeOf(node, "10.244.3.0/24")))
 }
 
 func TestIntegrationDriftRepairsRoutes(t *testing.T) {

@@ -130,16 +130,6 @@ func (c *Cloud) For(controller string) cloud.Provider {
 	return &provider{c: c, controller: controller}
 }
 
-// Initialize calls the wrapped provider's Initialize when it implements
-// cloud.Initializer, and does nothing otherwise. It is not instrumented: the manager
-// calls it once, before any controller starts.
-func (c *Cloud) Initialize(ctx context.Context, clients cloud.ClientBuilder) error {
-	if in, ok := c.inner.(cloud.Initializer); ok {
-		return in.Initialize(ctx, clients)
-	}
-	return nil
-}
-
 // ThrottledUntil returns when calls may go to the cloud again after the latest
 // Retry-After; a time in the past means now.
 func (c *Cloud) ThrottledUntil() time.Time {

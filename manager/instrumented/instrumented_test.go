@@ -445,42 +445,6 @@ func TestCapabilitiesPreserved(t *testing.T) {
 	check(map[string]bool{"instances": false, "lister": false, "lbs": true, "routes": true})
 }
 
-// initFake is a fake cloud that needs a Kubernetes client.
-type initFake struct {
-	*fakecloud.Cloud
-	calls int
-	err   error
-}
-
-func (f *initFake) Initialize(context.Context, cloud.ClientBuilder) error {
-	f.calls++
-	return f.err
-}
-
-func TestInitialize(t *testing.T) {
-	fake, err := fakecloud.New(fakecloud.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(fake, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Initialize(context.Background(), nil); err != nil {
-		t.Errorf("Initialize of a provider without Initializer: %v", err)
-	}
-
-	boom := errors.New("no credentials")
-	in := &initFake{Cloud: fake, err: boom}
-	c, err = New(in, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Initialize(context.Background(), nil); !errors.Is(err, boom) || in.calls != 1 {
-		t.Errorf("Initialize = %v after %d calls, want the provider's error after 1", err, in.calls)
-	}
-}
-
 func TestSharedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fake, err := fakecloud.New(fakecloud.Options{})
