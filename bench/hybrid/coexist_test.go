@@ -1,9 +1,6 @@
 package hybrid
 
 import (
-	"crypto/tls"
-	"net/http"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -14,10 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +25,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/controllers/ownership"
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/proctest"
 	"github.com/nephele-dev/nephele/internal/testkit/servertest"
@@ -204,43 +198,10 @@ func backends(t *testing.T, c *localCloud) map[string][]string {
 	return out
 }
 
-// metrics scrapes the nephele manager's /metrics on port as the cluster admin and
-// returns the sum of each family's series whose labels include match.
-func metrics(t *testing.T, env *controlplane.Env, port uint16) func(name string, match map[string]string) float64 {
+// metrics scrapes the nephele manager's /metrics on port as the cluster admin.
+func metrics(t *testing.T, env *controlplane.Env, port uint16) metrictest.Families {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	var families map[string]*dto.MetricFamily
-	poll.Eventually(t, "nephele's /metrics", func() error {
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+env.Token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/metrics = %s", resp.Status)
-		}
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err = parser.TextToMetricFamilies(resp.Body)
-		return err
-	})
-	return func(name string, match map[string]string) float64 {
-		var total float64
-	series:
-		for _, m := range families[name].GetMetric() {
-			for k, v := range match {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
-					continue series
-				}
-			}
-			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-		return total
-	}
+	return metrictest.Scrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), env.Token)
 }
 
 func loadBalancerService(name string, class string) *corev1.Service {
@@ -337,20 +298,20 @@ func TestNepheleBesideUpstream(t *testing.T) {
 	// Ten lifecycle rounds (two seconds, twice the deletion grace) after the first
 	// Events: a lifecycle that looked up cloud B's not-Ready node in cloud A would have
 	// found it gone and deleted it by now.
-	rounds := metrics(t, env, nephelePort)("nephele_controller_syncs_total", map[string]string{"controller": manager.CloudNodeLifecycleController})
+	rounds := metrics(t, env, nephelePort).Value("nephele_controller_syncs_total", map[string]string{"controller": manager.CloudNodeLifecycleController})
 	poll.Eventually(t, "ten more lifecycle rounds", func() error {
-		if got := metrics(t, env, nephelePort)("nephele_controller_syncs_total", map[string]string{"controller": manager.CloudNodeLifecycleController}); got < rounds+10 {
+		if got := metrics(t, env, nephelePort).Value("nephele_controller_syncs_total", map[string]string{"controller": manager.CloudNodeLifecycleController}); got < rounds+10 {
 			return fmt.Errorf("%v rounds, want %v", got, rounds+10)
 		}
 		return nil
 	})
 	m := metrics(t, env, nephelePort)
 	for _, c := range []string{manager.NodeRouteController, manager.ServiceLBController} {
-		if got := m("nephele_node_ownership_skipped_total", map[string]string{"controller": c}); got != 3 {
+		if got := m.Value("nephele_node_ownership_skipped_total", map[string]string{"controller": c}); got != 3 {
 			t.Errorf("%s skipped %v nodes, want the 3 that are not nephele's", c, got)
 		}
 	}
-	if got := m("nephele_node_lifecycle_deletions_total", nil); got != 0 {
+	if got := m.Value("nephele_node_lifecycle_deletions_total", nil); got != 0 {
 		t.Errorf("nephele's lifecycle deleted %v nodes", got)
 	}
 	for _, name := range []string{"b-1", "b-2", "onprem-1"} {
@@ -423,7 +384,7 @@ func TestNepheleBesideUpstream(t *testing.T) {
 	for _, name := range []string{"b-1", "b-2"} {
 		notOwnedBy(t, env.Client, name, `scheme "localb"`, manager.CloudNodeLifecycleController)
 	}
-	if got := metrics(t, env, nephelePort)("nephele_node_lifecycle_deletions_total", nil); got != 0 {
+	if got := metrics(t, env, nephelePort).Value("nephele_node_lifecycle_deletions_total", nil); got != 0 {
 		t.Errorf("nephele's lifecycle deleted %v nodes", got)
 	}
 }

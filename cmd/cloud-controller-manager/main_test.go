@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"net/http"
 	"strconv"
 
 	"fmt"
@@ -14,15 +12,12 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nephele-dev/nephele/controlplane"
+	"github.com/nephele-dev/nephele/internal/testkit/metrictest"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/proctest"
 	"github.com/nephele-dev/nephele/internal/testkit/servertest"
@@ -330,48 +325,9 @@ func checkUpstreamMetrics(t *testing.T, env *controlplane.Env, port uint16) {
 }
 
 // scrape reads /metrics of the manager on port as the cluster admin.
-func scrape(t *testing.T, env *controlplane.Env, port uint16) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, env *controlplane.Env, port uint16) metrictest.Families {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	var families map[string]*dto.MetricFamily
-	poll.Within(t, pollTimeout, "/metrics to answer the cluster admin", func() error {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+env.Token)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/metrics = %s", resp.Status)
-		}
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err = parser.TextToMetricFamilies(resp.Body)
-		return err
-	})
-	return families
-}
-
-// sum adds the values of a counter's or gauge's series whose labels include match.
-func sum(families map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
-	var total float64
-series:
-	for _, m := range families[name].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for k, v := range match {
-			if labels[k] != v {
-				continue series
-			}
-		}
-		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return total
+	return metrictest.Scrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), env.Token)
 }
 
 // upstreamMetricNames reads the first column of docs/manager.md's table of upstream

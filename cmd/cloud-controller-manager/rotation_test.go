@@ -189,19 +189,19 @@ func TestCloudCredentialRotation(t *testing.T) {
 
 	families := scrape(t, env, securePort)
 	// The families below exist (a renamed metric must fail the test, not read as 0).
-	if n := sum(families, "nephele_controller_syncs_total", map[string]string{"controller": manager.ServiceLBController}); n == 0 {
+	if n := families.Value("nephele_controller_syncs_total", map[string]string{"controller": manager.ServiceLBController}); n == 0 {
 		t.Fatal("/metrics has no service-lb-controller syncs: the families this test reads are gone")
 	}
 	if _, ok := families["nephele_cloud_config_reload_failing"]; !ok {
 		t.Fatal("/metrics has no nephele_cloud_config_reload_failing")
 	}
-	if n := sum(families, "nephele_controller_sync_errors_total", nil); n != 0 {
+	if n := families.Value("nephele_controller_sync_errors_total", nil); n != 0 {
 		t.Errorf("%v failed syncs across the rotation, want none", n)
 	}
-	if n := sum(families, "nephele_cloud_config_reloads_total", map[string]string{"result": "success"}); n != 1 {
+	if n := families.Value("nephele_cloud_config_reloads_total", map[string]string{"result": "success"}); n != 1 {
 		t.Errorf("successful reloads = %v, want 1", n)
 	}
-	if n := sum(families, "nephele_cloud_config_reloads_total", map[string]string{"result": "failure"}); n != 0 {
+	if n := families.Value("nephele_cloud_config_reloads_total", map[string]string{"result": "failure"}); n != 0 {
 		t.Errorf("failed reloads = %v, want 0", n)
 	}
 	select {
