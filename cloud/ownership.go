@@ -151,8 +151,9 @@ func (o NodeOwnership) Validate() error {
 	return fmt.Errorf("%q: must be %s or %s", o.Undeclared, UndeclaredAdopt, UndeclaredIgnore)
 }
 
-// all reports whether the configuration owns every node.
-func (o NodeOwnership) all() bool {
+// OwnsEveryNode reports whether the configuration owns every node (no platforms, or
+// AllPlatforms): Decide then looks at nothing, and a caller can skip it.
+func (o NodeOwnership) OwnsEveryNode() bool {
 	return len(o.Platforms) == 0 || slices.Contains(o.Platforms, AllPlatforms)
 }
 
@@ -160,7 +161,7 @@ func (o NodeOwnership) all() bool {
 // immutable, and its scheme names the platform); before that the platform label; a node
 // with neither follows Undeclared.
 func (o NodeOwnership) Decide(node *corev1.Node) Verdict {
-	if o.all() {
+	if o.OwnsEveryNode() {
 		return Verdict{Owned: true, Reason: OwnedAll}
 	}
 	v := Verdict{platforms: o.Platforms}

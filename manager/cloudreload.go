@@ -288,8 +288,12 @@ type cloudConfigPlan struct {
 	build func(config []byte) (cloud.Provider, error)
 }
 
-// newCloudConfigPlan returns the plan for provider, just built from config at path.
+// newCloudConfigPlan returns the plan for provider, just built from config at path. A
+// manager that never reloads reads no file for a fingerprint.
 func newCloudConfigPlan(path string, config []byte, provider cloud.Provider, period time.Duration, build func([]byte) (cloud.Provider, error)) cloudConfigPlan {
+	if path == "" || period <= 0 {
+		return cloudConfigPlan{}
+	}
 	return cloudConfigPlan{path: path, applied: fingerprint(config, configFiles(provider)), period: period, build: build}
 }
 
@@ -312,14 +316,9 @@ func (r *runtime) cloudReloader(stopInitial context.CancelFunc) (*cloudReloader,
 		// none outlives the cloud call timeout.
 		grace: r.plan.cloudCall.timeout,
 		build: cp.build,
-		init: func(ctx context.Context, p cloud.Provider) error {
-			if in, ok := p.(cloud.Initializer); ok {
-				return in.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component})
-			}
-			return nil
-		},
-		swap: r.swap,
-		log:  r.log.WithName("cloud-config"),
+		init:  r.initProvider,
+		swap:  r.swap,
+		log:   r.log.WithName("cloud-config"),
 		// Host tells the replicas' Events apart: each reloads on its own.
 		recorder: r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: r.plan.component, Host: lease.Identity}),
 		// The manager's own object: its Lease (which exists once it has led).

@@ -50,8 +50,8 @@ func DefaultControllerConfig() ControllerConfig {
 		NodeDeletionGracePeriod:       40 * time.Second,
 		NodeDeletionSafeModeThreshold: 0.1,
 		NodeBatchWindow:               time.Second,
-		// Every node is owned until Run sets the provider's platforms; undeclared nodes
-		// are adopted, as upstream.
+		// Every node is owned and undeclared nodes are adopted, as upstream; Run takes
+		// the provider's platforms under --undeclared-nodes=ignore (withPlatforms).
 		Ownership: cloud.NodeOwnership{Undeclared: cloud.UndeclaredAdopt},
 	}
 }

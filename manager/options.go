@@ -19,6 +19,7 @@ import (
 	"k8s.io/component-base/featuregate"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/smallfile"
 	"github.com/nephele-dev/nephele/manager/migration"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
@@ -535,7 +536,9 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 		v.add("cloud-provider", `"": required: the name of the cloud provider`)
 	}
 	if o.CloudConfigFile != "" {
-		data, err := os.ReadFile(o.CloudConfigFile)
+		// As a reload reads it (cloudReloader): bounded, and a FIFO or device at the
+		// path is refused instead of hanging the start.
+		data, err := smallfile.Read(o.CloudConfigFile, maxCloudConfigSize)
 		if err != nil {
 			v.add("cloud-config", "%s", err)
 		} else {

@@ -146,10 +146,8 @@ func (r *runtime) run(ctx context.Context) error {
 	// cancels.
 	providerCtx, stopProvider := context.WithCancel(ctx)
 	defer stopProvider()
-	if init, ok := r.plan.provider.(cloud.Initializer); ok {
-		if err := init.Initialize(providerCtx, clientBuilder{config: r.plan.restConfig, component: r.plan.component}); err != nil {
-			return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
-		}
+	if err := r.initProvider(providerCtx, r.plan.provider); err != nil {
+		return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
 	}
 
 	if reloader, err := r.cloudReloader(stopProvider); err != nil {
@@ -433,4 +431,13 @@ func (r *runtime) addReadyz(name string, check func() error) {
 	if err != nil {
 		r.log.Error(err, "Registering readiness check", "check", name)
 	}
+}
+
+// initProvider calls p's Initialize, when it has one (cloud.Initializer), with clients
+// carrying the manager's user agent: at start, and for a provider a reload built.
+func (r *runtime) initProvider(ctx context.Context, p cloud.Provider) error {
+	if in, ok := p.(cloud.Initializer); ok {
+		return in.Initialize(ctx, clientBuilder{config: r.plan.restConfig, component: r.plan.component})
+	}
+	return nil
 }

@@ -28,8 +28,8 @@ const ProviderName = local.ProviderName
 // tells them apart by it, as it would an AWS node from a Hetzner one.
 const SecondProviderName = "localb"
 
-// Names are the names the provider answers to.
-var Names = []string{ProviderName, SecondProviderName}
+// Names returns the names the provider answers to.
+func Names() []string { return []string{ProviderName, SecondProviderName} }
 
 // Cloud is the local cloud as a cloudprovider.Interface.
 type Cloud struct {
@@ -52,8 +52,8 @@ func New(config io.Reader) (*Cloud, error) {
 
 // NewNamed is New for the provider under name, one of Names.
 func NewNamed(name string, config io.Reader) (*Cloud, error) {
-	if !slices.Contains(Names, name) {
-		return nil, fmt.Errorf("provider name %q: want one of %v", name, Names)
+	if !slices.Contains(Names(), name) {
+		return nil, fmt.Errorf("provider name %q: want one of %v", name, Names())
 	}
 	cfg, err := local.LoadConfig(config)
 	if err != nil {

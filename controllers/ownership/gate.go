@@ -20,7 +20,11 @@ const EventNotOwned = "NotOwned"
 
 // Gate decides, for one controller, which nodes it acts on.
 type Gate struct {
-	policy     cloud.NodeOwnership
+	policy cloud.NodeOwnership
+	// everyNode is policy.OwnsEveryNode(): then Owns answers without deciding or
+	// locking, which keeps the default free on the hot paths (a load balancer
+	// controller's every node update).
+	everyNode  bool
 	controller string
 	// recorder records the NotOwned Events; nil records none.
 	recorder record.EventRecorder
@@ -48,12 +52,15 @@ func New(policy cloud.NodeOwnership, controller string, recorder record.EventRec
 	if err != nil {
 		return nil, fmt.Errorf("node ownership: %w", err)
 	}
-	return &Gate{policy: policy, controller: controller, recorder: recorder, skipped: skipped, told: map[types.UID]string{}}, nil
+	return &Gate{policy: policy, everyNode: policy.OwnsEveryNode(), controller: controller, recorder: recorder, skipped: skipped, told: map[types.UID]string{}}, nil
 }
 
 // Owns reports whether the controller may act on node. For a node it may not, it
 // records a NotOwned Event and counts the skip the first time (per reason).
 func (g *Gate) Owns(node *corev1.Node) bool {
+	if g.everyNode {
+		return true
+	}
 	v := g.policy.Decide(node)
 	if v.Owned {
 		g.forget(node.UID)

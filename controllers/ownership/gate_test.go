@@ -122,3 +122,24 @@ func TestChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestGateOwnsEveryNodeByDefault: without platforms (the default, as upstream) every
+// node is owned, nothing is counted or told, and Owns neither allocates nor remembers.
+func TestGateOwnsEveryNodeByDefault(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	g, err := New(cloud.NodeOwnership{}, "service-lb-controller", rec, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := node("a", "aws:///i-1", map[string]string{cloud.LabelNodePlatform: "on-prem"})
+	if n := testing.AllocsPerRun(100, func() {
+		if !g.Owns(foreign) {
+			t.Fatal("a node was not owned by a CCM that owns every node")
+		}
+	}); n != 0 {
+		t.Errorf("Owns allocates %v times", n)
+	}
+	if len(drain(rec)) != 0 || len(g.told) != 0 {
+		t.Error("a CCM that owns every node told or remembered something")
+	}
+}

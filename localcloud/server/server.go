@@ -98,8 +98,10 @@ func (c *Config) defaults() error {
 	if c.Token == "" {
 		return errors.New("an API token is required")
 	}
-	if c.CCMToken != "" && c.CCMToken == c.Token {
-		return errors.New("the CCM token is the administrator's token: give the CCM a token of its own")
+	if c.CCMToken != "" {
+		if err := checkCCMToken(c.Token, c.CCMToken); err != nil {
+			return err
+		}
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -430,14 +432,23 @@ func (s *Server) dpError(name string) string {
 // administrator's; on error nothing changes.
 func (s *Server) SetCCMTokens(tokens ...string) error {
 	for i, t := range tokens {
-		switch {
-		case strings.TrimSpace(t) == "":
-			return fmt.Errorf("CCM token %d is empty", i)
-		case t == s.cfg.Token:
-			return fmt.Errorf("CCM token %d is the administrator's token: give the CCM a token of its own", i)
+		if err := checkCCMToken(s.cfg.Token, t); err != nil {
+			return fmt.Errorf("CCM token %d: %w", i, err)
 		}
 	}
 	list := slices.Clone(tokens)
 	s.ccmTokens.Store(&list)
+	return nil
+}
+
+// checkCCMToken refuses a CCM token that is empty or the administrator's (admin): the
+// CCM's role must stay smaller than the administrator's.
+func checkCCMToken(admin, token string) error {
+	switch {
+	case strings.TrimSpace(token) == "":
+		return errors.New("the CCM token is empty")
+	case token == admin:
+		return errors.New("the CCM token is the administrator's token: give the CCM a token of its own")
+	}
 	return nil
 }

@@ -72,8 +72,8 @@ func openCloud(name, configPath string) (cloudprovider.Interface, error) {
 	switch {
 	case name == "":
 		return nil, fmt.Errorf("no cloud provider: pass --cloud-provider=%s", upstreamcloud.ProviderName)
-	case !slices.Contains(upstreamcloud.Names, name):
-		return nil, fmt.Errorf("--cloud-provider=%s: this controller carries only %q", name, upstreamcloud.Names)
+	case !slices.Contains(upstreamcloud.Names(), name):
+		return nil, fmt.Errorf("--cloud-provider=%s: this controller carries only %q", name, upstreamcloud.Names())
 	case configPath == "":
 		return nil, errors.New("--cloud-config is required: the local cloud's endpoint and token")
 	}
