@@ -13,6 +13,7 @@ import (
 
 	"github.com/nephele-dev/nephele/internal/smallfile"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -43,6 +44,7 @@ const (
 //	requestTimeout: 30s               # optional: bound on one HTTP request
 //	listPageSize: 100                 # optional: instances per listing page, 1-1000
 //	proxyHealthzPort: 10256           # optional: kube-proxy's healthz port, -1 for none
+//	providerIDScheme: local           # optional: the scheme of the provider IDs it writes
 type Config struct {
 	// Endpoint is the local cloud's base URL, "http://host:port" or "https://host:port".
 	Endpoint string
@@ -63,6 +65,11 @@ type Config struct {
 	// drains it. 0 means cloud.KubeProxyHealthzPort; ProxyHealthzOff checks those
 	// backends with a TCP connect to the node port instead, for nodes without kube-proxy.
 	ProxyHealthzPort int32
+	// ProviderIDScheme is the scheme of the provider IDs the provider writes and reads
+	// ("local://i-…"), and so its one platform (cloud.PlatformLister). Two local clouds in
+	// one cluster take one each, so that a node's provider ID names its cloud. Empty
+	// means ProviderName.
+	ProviderIDScheme string
 	// Files are the files the configuration named (tokenFile, caFile): a change to one
 	// reloads the provider (cloud.ConfigFileLister).
 	Files []string
@@ -83,6 +90,7 @@ type File struct {
 	// ProxyHealthzPort is an int64 so that a value out of range is reported as such,
 	// not as a decoding error.
 	ProxyHealthzPort *int64 `json:"proxyHealthzPort,omitempty"`
+	ProviderIDScheme string  `json:"providerIDScheme,omitempty"`
 }
 
 // Marshal returns f as the YAML of a --cloud-config file, after a comment line saying
@@ -147,7 +155,8 @@ func LoadConfig(r io.Reader) (*Config, error) {
 func (fc *File) validate() (*Config, error) {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort}
+	cfg := &Config{Endpoint: strings.TrimSpace(fc.Endpoint), RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize,
+		ProxyHealthzPort: cloud.KubeProxyHealthzPort, ProviderIDScheme: ProviderName}
 
 	if cfg.Endpoint == "" {
 		add("endpoint: required: the local cloud's URL, such as http://127.0.0.1:8990")
@@ -222,10 +231,28 @@ func (fc *File) validate() (*Config, error) {
 		}
 	}
 
+	if fc.ProviderIDScheme != "" {
+		if err := checkScheme(fc.ProviderIDScheme); err != nil {
+			add("providerIDScheme: %v", err)
+		} else {
+			cfg.ProviderIDScheme = fc.ProviderIDScheme
+		}
+	}
+
 	if len(problems) > 0 {
 		return nil, &ConfigError{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// checkScheme accepts a provider-ID scheme: a DNS label (lower-case letters, digits
+// and '-'), which is what a provider ID's scheme, a platform label's value and
+// --cloud-provider-platforms all hold.
+func checkScheme(s string) error {
+	if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
+		return fmt.Errorf("%q: %s", s, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // checkEndpoint accepts an http or https URL with a host and no query or fragment.

@@ -33,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	notPEM := writeFile(t, "not-pem", "a certificate\n")
 	caData := "caData: |\n  " + strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n  ") + "\n"
 	withDefaults := func(endpoint string, ca []byte) Config {
-		return Config{Endpoint: endpoint, Token: "x", CA: ca, RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort}
+		return Config{Endpoint: endpoint, Token: "x", CA: ca, RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort, ProviderIDScheme: ProviderName}
 	}
 
 	tests := []struct {
@@ -46,17 +46,17 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "inline token, defaults",
 			yaml: "endpoint: http://127.0.0.1:8990\ntoken: abc\n",
-			want: Config{Endpoint: "http://127.0.0.1:8990", Token: "abc", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort},
+			want: Config{Endpoint: "http://127.0.0.1:8990", Token: "abc", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: cloud.KubeProxyHealthzPort, ProviderIDScheme: ProviderName},
 		},
 		{
 			name: "token file, every field",
 			yaml: "endpoint: https://cloud.example:443/base\ntokenFile: " + tokenFile + "\nrequestTimeout: 1.5s\nlistPageSize: 7\nproxyHealthzPort: 20256\n",
-			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7, ProxyHealthzPort: 20256, Files: []string{tokenFile}},
+			want: Config{Endpoint: "https://cloud.example:443/base", Token: "s3cret", RequestTimeout: 1500 * time.Millisecond, ListPageSize: 7, ProxyHealthzPort: 20256, ProviderIDScheme: ProviderName, Files: []string{tokenFile}},
 		},
 		{
 			name: "kube-proxy health checks off",
 			yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: -1\n",
-			want: Config{Endpoint: "http://a:1", Token: "x", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: ProxyHealthzOff},
+			want: Config{Endpoint: "http://a:1", Token: "x", RequestTimeout: DefaultRequestTimeout, ListPageSize: DefaultListPageSize, ProxyHealthzPort: ProxyHealthzOff, ProviderIDScheme: ProviderName},
 		},
 		{name: "https with caFile", yaml: "endpoint: https://a:1\ntoken: x\ncaFile: " + caFile + "\n", want: func() Config {
 			c := withDefaults("https://a:1", ca)
@@ -73,6 +73,12 @@ func TestLoadConfig(t *testing.T) {
 		{name: "caData not PEM", yaml: "endpoint: https://a:1\ntoken: x\ncaData: hello\n", wantErr: []string{"caData: no PEM certificate"}},
 		{name: "healthz port zero", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 0\n", wantErr: []string{"proxyHealthzPort: 0: want 1-65535, or -1"}},
 		{name: "healthz port too big", yaml: "endpoint: http://a:1\ntoken: x\nproxyHealthzPort: 70000\n", wantErr: []string{"proxyHealthzPort: 70000"}},
+		{
+			name: "a scheme of its own",
+			yaml: "endpoint: http://a:1\ntoken: x\nproviderIDScheme: local-b\n",
+			want: func() Config { c := withDefaults("http://a:1", nil); c.ProviderIDScheme = "local-b"; return c }(),
+		},
+		{name: "scheme not a DNS label", yaml: "endpoint: http://a:1\ntoken: x\nproviderIDScheme: Local_B\n", wantErr: []string{`providerIDScheme: "Local_B"`}},
 		{name: "unknown field", yaml: "endpoint: http://a:1\ntoken: x\ntokenfile: y\n", wantErr: []string{`unknown field "tokenfile"`}},
 		{name: "wrong type", yaml: "endpoint: [1]\ntoken: x\n", wantErr: []string{"endpoint"}},
 		{name: "duplicate key", yaml: "endpoint: http://a:1\nendpoint: http://b:1\ntoken: x\n", wantErr: []string{"endpoint"}},
@@ -183,6 +189,12 @@ func TestNewFromConfig(t *testing.T) {
 	}
 	if got := p.Config().ProxyHealthzPort; got != cloud.KubeProxyHealthzPort {
 		t.Errorf("kube-proxy healthz port %d, want the default %d", got, cloud.KubeProxyHealthzPort)
+	}
+	if got := p.ProviderPlatforms(); !reflect.DeepEqual(got, []string{ProviderName}) {
+		t.Errorf("platforms %q, want [%s]", got, ProviderName)
+	}
+	if _, err := NewFromConfig(Config{Endpoint: "http://a:1", Token: "x", ProviderIDScheme: "b://"}); err == nil {
+		t.Error("NewFromConfig with provider ID scheme b:// succeeded")
 	}
 	if _, err := NewFromConfig(Config{Endpoint: "http://a:1", Token: "x", ProxyHealthzPort: -2}); err == nil {
 		t.Error("NewFromConfig with kube-proxy healthz port -2 succeeded")

@@ -28,7 +28,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		err  error
 	)
 	if node.Spec.ProviderID != "" {
-		id, perr := instanceID(node.Spec.ProviderID)
+		id, perr := instanceID(in.p.cfg.ProviderIDScheme, node.Spec.ProviderID)
 		if perr != nil {
 			return nil, cloud.Invalidf("node %s: %v", node.Name, perr)
 		}
@@ -51,7 +51,7 @@ func (in instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		// period). The local cloud keeps listing it until it is deleted.
 		return nil, cloud.NotFoundf("instance %s of node %s is terminated", inst.ID, node.Name)
 	}
-	out, err := toInstance(inst)
+	out, err := toInstance(in.p.cfg.ProviderIDScheme, inst)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node.Name, err)
 	}
@@ -71,7 +71,7 @@ func (in instances) ListInstances(ctx context.Context) ([]cloud.Instance, error)
 		if items[i].State == api.InstanceTerminated {
 			continue // gone, as InstanceMetadata answers
 		}
-		inst, err := toInstance(&items[i])
+		inst, err := toInstance(in.p.cfg.ProviderIDScheme, &items[i])
 		if err != nil {
 			return nil, fmt.Errorf("listing instances: %w", err)
 		}
@@ -91,22 +91,24 @@ func listingError(err error, what string) error {
 	return wrapf(err, "%s", what)
 }
 
-// instanceID returns the local cloud instance ID in a provider ID "local://<id>".
-// Leading slashes are tolerated ("local:///i-…"), as some tools write IDs that way.
-func instanceID(providerID string) (string, error) {
+// instanceID returns the local cloud instance ID in a provider ID "<scheme>://<id>"
+// (scheme is the configuration's ProviderIDScheme, "local" by default). Leading slashes
+// are tolerated ("local:///i-…"), as some tools write IDs that way.
+func instanceID(scheme, providerID string) (string, error) {
 	pid, err := cloud.ParseProviderID(providerID)
 	if err != nil {
 		return "", err
 	}
-	if pid.Provider != ProviderName {
-		return "", fmt.Errorf("provider ID %q belongs to provider %q, not %q", providerID, pid.Provider, ProviderName)
+	if pid.Provider != scheme {
+		return "", fmt.Errorf("provider ID %q belongs to provider %q, not %q", providerID, pid.Provider, scheme)
 	}
 	return strings.TrimLeft(pid.ID, "/"), nil
 }
 
-// toInstance converts a local cloud instance to the contract's Instance.
-func toInstance(inst *api.Instance) (*cloud.Instance, error) {
-	pid, err := cloud.NewProviderID(ProviderName, inst.ID)
+// toInstance converts a local cloud instance to the contract's Instance, its provider
+// ID under scheme.
+func toInstance(scheme string, inst *api.Instance) (*cloud.Instance, error) {
+	pid, err := cloud.NewProviderID(scheme, inst.ID)
 	if err != nil {
 		return nil, fmt.Errorf("instance %q (%s) from the local cloud: %w", inst.ID, inst.Name, err)
 	}

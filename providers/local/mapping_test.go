@@ -30,7 +30,7 @@ func TestToInstance(t *testing.T) {
 		Labels: map[string]string{"example.com/pool": "edge"},
 		State:  api.InstanceStopped,
 	}
-	got, err := toInstance(in)
+	got, err := toInstance(ProviderName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestToInstance(t *testing.T) {
 		t.Error("toInstance shares the label map with the API object")
 	}
 
-	noLabels, err := toInstance(&api.Instance{ID: "i-1", Name: "n", State: api.InstanceRunning})
+	noLabels, err := toInstance(ProviderName, &api.Instance{ID: "i-1", Name: "n", State: api.InstanceRunning})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +59,10 @@ func TestToInstance(t *testing.T) {
 		t.Errorf("labels %v for an instance without labels, want none", noLabels.Labels)
 	}
 
-	if _, err := toInstance(&api.Instance{ID: "", Name: "n"}); err == nil {
+	if _, err := toInstance(ProviderName, &api.Instance{ID: "", Name: "n"}); err == nil {
 		t.Error("toInstance accepted an instance without an ID")
 	}
-	if _, err := toInstance(&api.Instance{ID: "i 1", Name: "n"}); err == nil {
+	if _, err := toInstance(ProviderName, &api.Instance{ID: "i 1", Name: "n"}); err == nil {
 		t.Error("toInstance accepted an ID with white space")
 	}
 }
@@ -85,16 +85,24 @@ func TestInstanceID(t *testing.T) {
 	tests := []struct {
 		in, want string
 		ok       bool
+		// scheme is the provider's ProviderIDScheme; empty means ProviderName.
+		scheme string
 	}{
-		{"local://i-000000000001", "i-000000000001", true},
-		{"local:///i-000000000001", "i-000000000001", true},
-		{"aws:///us-east-1a/i-0abc", "", false},
-		{"i-000000000001", "", false},
-		{"local://", "", false},
-		{"local://i-1 2", "", false},
+		{in: "b://i-1", want: "i-1", ok: true, scheme: "b"},
+		{in: "local://i-1", scheme: "b"},
+		{"local://i-000000000001", "i-000000000001", true, ""},
+		{"local:///i-000000000001", "i-000000000001", true, ""},
+		{"aws:///us-east-1a/i-0abc", "", false, ""},
+		{"i-000000000001", "", false, ""},
+		{"local://", "", false, ""},
+		{"local://i-1 2", "", false, ""},
 	}
 	for _, tt := range tests {
-		got, err := instanceID(tt.in)
+		scheme := tt.scheme
+		if scheme == "" {
+			scheme = ProviderName
+		}
+		got, err := instanceID(scheme, tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("instanceID(%q) = %q, %v; want %q, ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}

@@ -44,6 +44,7 @@ type Provider struct {
 
 var (
 	_ cloud.Provider       = (*Provider)(nil)
+	_ cloud.PlatformLister = (*Provider)(nil)
 	_ cloud.Instances      = instances{}
 	_ cloud.InstanceLister = instances{}
 	_ cloud.LoadBalancers  = loadBalancers{}
@@ -55,6 +56,11 @@ var (
 func NewFromConfig(cfg Config) (*Provider, error) {
 	if cfg.Endpoint == "" {
 		return nil, errors.New("local cloud provider: the endpoint is required")
+	}
+	if cfg.ProviderIDScheme == "" {
+		cfg.ProviderIDScheme = ProviderName
+	} else if err := checkScheme(cfg.ProviderIDScheme); err != nil {
+		return nil, fmt.Errorf("local cloud provider: provider ID scheme: %w", err)
 	}
 	if cfg.ProxyHealthzPort == 0 {
 		cfg.ProxyHealthzPort = cloud.KubeProxyHealthzPort
@@ -89,6 +95,9 @@ func (p *Provider) Config() Config { return p.cfg }
 
 // ProviderName implements cloud.Provider.
 func (p *Provider) ProviderName() string { return ProviderName }
+
+// ProviderPlatforms implements cloud.PlatformLister: the scheme of its provider IDs.
+func (p *Provider) ProviderPlatforms() []string { return []string{p.cfg.ProviderIDScheme} }
 
 // ConfigFiles implements cloud.ConfigFileLister: the token and CA files the cloud config
 // named, so that a rotated token is picked up without a restart.
