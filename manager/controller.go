@@ -201,6 +201,9 @@ type ControllerConfig struct {
 	NodeDeletionSafeModeThreshold float64
 	// LoadBalancerClass is --load-balancer-class; empty serves Services without a class.
 	LoadBalancerClass string
+	// ServeUnclassed serves Services without a class beside those of LoadBalancerClass:
+	// the default cloud of a manager serving several (--clouds-config).
+	ServeUnclassed bool
 	// NodeBatchWindow is --node-batch-window: node changes within it share one
 	// backend update per load balancer.
 	NodeBatchWindow time.Duration

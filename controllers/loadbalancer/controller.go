@@ -40,8 +40,11 @@ type Config struct {
 	// ClusterName is --cluster-name, passed to the provider in every spec.
 	ClusterName string
 	// LoadBalancerClass is --load-balancer-class: empty serves Services without a
-	// class, otherwise only Services with exactly this class.
+	// class, otherwise Services with exactly this class.
 	LoadBalancerClass string
+	// ServeUnclassed serves Services without a class beside those of LoadBalancerClass:
+	// the default cloud of a manager serving several.
+	ServeUnclassed bool
 	// Workers is --concurrent-service-syncs; 0 means the manager's default.
 	Workers int
 	// NodeBatchWindow is --node-batch-window; 0 means the manager's default.
@@ -64,8 +67,9 @@ type Controller struct {
 	metrics     *metrics
 	health      *manager.Progress
 	clusterName string
-	class       string
-	window      time.Duration
+	// classes are the Services served: the class, and maybe Services without one.
+	classes classes
+	window  time.Duration
 
 	services corelisters.ServiceLister
 	worker   *worker.Worker
@@ -136,7 +140,7 @@ func New(cfg Config) (*Controller, error) {
 		metrics:      m,
 		health:       cfg.Health,
 		clusterName:  cfg.ClusterName,
-		class:        cfg.LoadBalancerClass,
+		classes:      newClasses(cfg.LoadBalancerClass, cfg.ServeUnclassed),
 		window:       manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
 		backends:     newBackendSet(),
 		nodesChanged: make(chan struct{}, 1),
@@ -184,7 +188,7 @@ func New(cfg Config) (*Controller, error) {
 // Run syncs load balancers until ctx is done. It waits for its workers before it
 // returns; a cloud call that ignores ctx can delay the return by up to its timeout.
 func (c *Controller) Run(ctx context.Context) error {
-	c.log.Info("Starting", "nodeBatchWindow", c.window, "loadBalancerClass", c.class)
+	c.log.Info("Starting", "nodeBatchWindow", c.window, "loadBalancerClass", c.classes.class, "unclassed", c.classes.unclassed)
 	err := c.worker.Run(ctx)
 	c.log.Info("Stopped")
 	return err
@@ -206,7 +210,7 @@ func (c *Controller) serviceAdded(obj any) {
 // controller's to clean up. The Services of other classes cost nothing.
 func (c *Controller) concerns(svc *corev1.Service) bool {
 	held := c.holds(svc)
-	return held || wantsLoadBalancer(svc, c.class) || needsCleanup(svc, c.class, held) || movedAway(svc, c.class, held)
+	return held || wantsLoadBalancer(svc, c.classes) || needsCleanup(svc, c.classes, held) || movedAway(svc, c.classes, held)
 }
 
 func (c *Controller) serviceUpdated(oldObj, newObj any) {
@@ -239,8 +243,8 @@ func (c *Controller) serviceDeleted(obj any) {
 // balancer is to be deleted, the work that leaves a Service unserved or a cloud
 // resource leaking until it is done; behind them otherwise.
 func (c *Controller) enqueue(svc *corev1.Service) {
-	if svc.DeletionTimestamp != nil || needsCleanup(svc, c.class, c.holds(svc)) ||
-		(wantsLoadBalancer(svc, c.class) && len(svc.Status.LoadBalancer.Ingress) == 0) {
+	if svc.DeletionTimestamp != nil || needsCleanup(svc, c.classes, c.holds(svc)) ||
+		(wantsLoadBalancer(svc, c.classes) && len(svc.Status.LoadBalancer.Ingress) == 0) {
 		c.worker.AddCritical(key(svc))
 		return
 	}

@@ -628,8 +628,8 @@ func TestSpecBuildsController(t *testing.T) {
 	if !ok {
 		t.Fatalf("Spec().New returned %T", got)
 	}
-	if c.worker.Workers() != 3 || c.window != 5*time.Second || c.clusterName != "prod" || c.class != "example.com/x" || c.health != cc.Health {
-		t.Errorf("settings not taken from the context: workers %d, window %s, cluster %q, class %q", c.worker.Workers(), c.window, c.clusterName, c.class)
+	if c.worker.Workers() != 3 || c.window != 5*time.Second || c.clusterName != "prod" || c.classes != newClasses("example.com/x", false) || c.health != cc.Health {
+		t.Errorf("settings not taken from the context: workers %d, window %s, cluster %q, classes %+v", c.worker.Workers(), c.window, c.clusterName, c.classes)
 	}
 	c.worker.ShutDown()
 	if _, err := Spec().New(context.Background(), &manager.ControllerContext{}); !errors.Is(err, manager.ErrControllerDisabled) {

@@ -37,6 +37,7 @@ func Spec() manager.ControllerSpec {
 				LoadBalancers:     lbs,
 				ClusterName:       cc.Config.ClusterName,
 				LoadBalancerClass: cc.Config.LoadBalancerClass,
+				ServeUnclassed:    cc.Config.ServeUnclassed,
 				Workers:           cc.Config.ConcurrentServiceSyncs,
 				NodeBatchWindow:   cc.Config.NodeBatchWindow,
 			})

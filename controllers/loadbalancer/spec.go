@@ -46,19 +46,36 @@ func LoadBalancerName(svc *corev1.Service) string {
 // finalizer, which every implementation shares (KEP-1959), names nobody.
 const ClassAnnotation = "loadbalancer.nephele.dev/class"
 
-// servesClass reports whether svc's spec.loadBalancerClass is the one this controller
-// serves: none when class is "", exactly class otherwise.
-func servesClass(svc *corev1.Service, class string) bool {
-	if class == "" {
-		return svc.Spec.LoadBalancerClass == nil
+// classes are the Services whose load balancers a controller makes: those of its class,
+// and, for the default controller, those without a class.
+type classes struct {
+	// class is --load-balancer-class, "" for none. ClassAnnotation records it: it
+	// names the controller, whichever of its classes a Service has.
+	class string
+	// unclassed is whether Services without a class are served too: always when class
+	// is "", and for the default cloud of a manager serving several.
+	unclassed bool
+}
+
+// newClasses returns the classes of a controller of class that serves Services
+// without a class when unclassed (or when class is "").
+func newClasses(class string, unclassed bool) classes {
+	return classes{class: class, unclassed: unclassed || class == ""}
+}
+
+// servesClass reports whether svc's spec.loadBalancerClass is one this controller
+// serves: none when cls serves unclassed Services, cls.class when it has one.
+func servesClass(svc *corev1.Service, cls classes) bool {
+	if svc.Spec.LoadBalancerClass == nil {
+		return cls.unclassed
 	}
-	return svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == class
+	return cls.class != "" && *svc.Spec.LoadBalancerClass == cls.class
 }
 
 // wantsLoadBalancer reports whether svc asks this controller for a load balancer:
-// type LoadBalancer and the class this controller serves.
-func wantsLoadBalancer(svc *corev1.Service, class string) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && servesClass(svc, class)
+// type LoadBalancer and a class this controller serves.
+func wantsLoadBalancer(svc *corev1.Service, cls classes) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && servesClass(svc, cls)
 }
 
 // hasFinalizer reports whether svc carries the cleanup finalizer.
@@ -92,27 +109,29 @@ func annotatedFor(svc *corev1.Service, class string) bool {
 // from before the annotation; upstream's default controller cleans such Services up,
 // and so does the default class here, while a class controller cannot know and leaves
 // them alone.
-func ownsFinalizer(svc *corev1.Service, class string, held bool) bool {
+func ownsFinalizer(svc *corev1.Service, cls classes, held bool) bool {
 	switch {
 	case !hasFinalizer(svc):
 		return false
 	case svc.Spec.Type == corev1.ServiceTypeLoadBalancer:
-		return servesClass(svc, class)
+		return servesClass(svc, cls)
 	case held:
 		return true
 	}
 	if v, ok := svc.Annotations[ClassAnnotation]; ok {
-		return v == class
+		// "" names the default controller, which the default cloud of a manager serving
+		// several clouds is, whatever its own class.
+		return v == cls.class || (v == "" && cls.unclassed)
 	}
-	return class == ""
+	return cls.unclassed
 }
 
 // needsCleanup reports whether the controller must delete svc's cloud load balancer,
 // then clear its status and remove its finalizer: the finalizer is this controller's
 // (see ownsFinalizer) and the Service is going away or no longer asks this controller
 // for a load balancer.
-func needsCleanup(svc *corev1.Service, class string, held bool) bool {
-	return ownsFinalizer(svc, class, held) && (svc.DeletionTimestamp != nil || !wantsLoadBalancer(svc, class))
+func needsCleanup(svc *corev1.Service, cls classes, held bool) bool {
+	return ownsFinalizer(svc, cls, held) && (svc.DeletionTimestamp != nil || !wantsLoadBalancer(svc, cls))
 }
 
 // movedAway reports whether svc is a LoadBalancer of another class for which this
@@ -120,8 +139,8 @@ func needsCleanup(svc *corev1.Service, class string, held bool) bool {
 // another type and back to LoadBalancer of another class (the only way a class can
 // change) without this controller seeing the type in between. That load balancer is
 // this controller's to delete; the finalizer and status are the new class's.
-func movedAway(svc *corev1.Service, class string, held bool) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !servesClass(svc, class) && (held || annotatedFor(svc, class))
+func movedAway(svc *corev1.Service, cls classes, held bool) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !servesClass(svc, cls) && (held || annotatedFor(svc, cls.class))
 }
 
 // SourceRangeError reports a load balancer source range that does not parse. The

@@ -43,19 +43,24 @@ func TestWantsLoadBalancer(t *testing.T) {
 		svc   *corev1.Service
 		class string
 		want  bool
+		// unclassed: the controller serves Services without a class beside class's.
+		unclassed bool
 	}{
-		{"no class, default controller", newService("ns", "a"), "", true},
-		{"ClusterIP", newService("ns", "a", withType(corev1.ServiceTypeClusterIP)), "", false},
-		{"NodePort", newService("ns", "a", withType(corev1.ServiceTypeNodePort)), "", false},
-		{"other class, default controller", newService("ns", "a", withClass("example.com/other")), "", false},
-		{"our class", newService("ns", "a", withClass("example.com/ours")), "example.com/ours", true},
-		{"no class, class controller", newService("ns", "a"), "example.com/ours", false},
-		{"other class, class controller", newService("ns", "a", withClass("example.com/other")), "example.com/ours", false},
-		{"our class but ClusterIP", newService("ns", "a", withClass("example.com/ours"), withType(corev1.ServiceTypeClusterIP)), "example.com/ours", false},
+		{"no class, default controller", newService("ns", "a"), "", true, false},
+		{"ClusterIP", newService("ns", "a", withType(corev1.ServiceTypeClusterIP)), "", false, false},
+		{"NodePort", newService("ns", "a", withType(corev1.ServiceTypeNodePort)), "", false, false},
+		{"other class, default controller", newService("ns", "a", withClass("example.com/other")), "", false, false},
+		{"our class", newService("ns", "a", withClass("example.com/ours")), "example.com/ours", true, false},
+		{"no class, class controller", newService("ns", "a"), "example.com/ours", false, false},
+		{"other class, class controller", newService("ns", "a", withClass("example.com/other")), "example.com/ours", false, false},
+		{"our class but ClusterIP", newService("ns", "a", withClass("example.com/ours"), withType(corev1.ServiceTypeClusterIP)), "example.com/ours", false, false},
+		{"no class, default cloud's controller", newService("ns", "a"), "example.com/ours", true, true},
+		{"our class, default cloud's controller", newService("ns", "a", withClass("example.com/ours")), "example.com/ours", true, true},
+		{"other class, default cloud's controller", newService("ns", "a", withClass("example.com/other")), "example.com/ours", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := wantsLoadBalancer(tt.svc, tt.class); got != tt.want {
+			if got := wantsLoadBalancer(tt.svc, newClasses(tt.class, tt.unclassed)); got != tt.want {
 				t.Errorf("wantsLoadBalancer = %v, want %v", got, tt.want)
 			}
 		})
@@ -71,6 +76,9 @@ func TestNeedsCleanup(t *testing.T) {
 		svc   *corev1.Service
 		class string // the controller's
 		held  bool   // this process ensured a load balancer for the Service
+		// unclassed: the controller serves Services without a class beside class's (the
+		// default cloud of a manager serving several).
+		unclassed bool
 		// want is needsCleanup; moved is movedAway.
 		want, moved bool
 	}{
@@ -92,13 +100,18 @@ func TestNeedsCleanup(t *testing.T) {
 		{name: "another class now, held here", svc: newService("ns", "a", withFinalizer(), withClass(other)), held: true, moved: true},
 		{name: "another class now, annotated for us", svc: newService("ns", "a", withFinalizer(), withClass(other), withAnnotation(ClassAnnotation, ours)), class: ours, moved: true},
 		{name: "no class now, annotated for us", svc: newService("ns", "a", withFinalizer(), withAnnotation(ClassAnnotation, ours)), class: ours, moved: true},
+		{name: "no class, default cloud's controller", svc: newService("ns", "a", withFinalizer(), withAnnotation(ClassAnnotation, ours)), class: ours, unclassed: true},
+		{name: "became ClusterIP, no annotation, default cloud's controller", svc: newService("ns", "a", withFinalizer(), clusterIP), class: ours, unclassed: true, want: true},
+		{name: "became ClusterIP, annotated for the default class, default cloud's controller", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, "")), class: ours, unclassed: true, want: true},
+		{name: "became ClusterIP, annotated for another class, default cloud's controller", svc: newService("ns", "a", withFinalizer(), clusterIP, withAnnotation(ClassAnnotation, other)), class: ours, unclassed: true},
+		{name: "another class now, annotated for the default cloud", svc: newService("ns", "a", withFinalizer(), withClass(other), withAnnotation(ClassAnnotation, ours)), class: ours, unclassed: true, moved: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := needsCleanup(tt.svc, tt.class, tt.held); got != tt.want {
+			if got := needsCleanup(tt.svc, newClasses(tt.class, tt.unclassed), tt.held); got != tt.want {
 				t.Errorf("needsCleanup = %v, want %v", got, tt.want)
 			}
-			if got := movedAway(tt.svc, tt.class, tt.held); got != tt.moved {
+			if got := movedAway(tt.svc, newClasses(tt.class, tt.unclassed), tt.held); got != tt.moved {
 				t.Errorf("movedAway = %v, want %v", got, tt.moved)
 			}
 		})

@@ -40,11 +40,11 @@ func (c *Controller) sync(ctx context.Context, k string) (string, error) {
 	}
 	held := c.holds(svc)
 	switch {
-	case needsCleanup(svc, c.class, held):
+	case needsCleanup(svc, c.classes, held):
 		return c.cleanup(ctx, k, svc)
-	case movedAway(svc, c.class, held):
+	case movedAway(svc, c.classes, held):
 		return c.release(ctx, k, svc)
-	case !wantsLoadBalancer(svc, c.class) || svc.DeletionTimestamp != nil:
+	case !wantsLoadBalancer(svc, c.classes) || svc.DeletionTimestamp != nil:
 		if st, ok := c.state(k); ok {
 			// We ensured a load balancer but the finalizer is gone: someone removed
 			// it by hand. Do not leak the load balancer.
@@ -88,7 +88,7 @@ func (c *Controller) deleteOrphan(ctx context.Context, k string, st lbState) (st
 // cleanup deletes the cloud load balancer, then clears the Service's status and removes
 // the finalizer, in that order: the finalizer goes only once nothing is left to leak.
 func (c *Controller) cleanup(ctx context.Context, k string, svc *corev1.Service) (string, error) {
-	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return needsCleanup(s, c.class, c.holds(s)) })
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return needsCleanup(s, c.classes, c.holds(s)) })
 	if live == nil {
 		return op, err
 	}
@@ -145,7 +145,7 @@ func (c *Controller) reread(ctx context.Context, k string, svc *corev1.Service, 
 // Service keeps one nobody removes; deleting it then waits for a person, which is
 // visible, where a removed finalizer would leak silently.
 func (c *Controller) release(ctx context.Context, k string, svc *corev1.Service) (string, error) {
-	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return movedAway(s, c.class, c.holds(s)) })
+	live, op, err := c.reread(ctx, k, svc, func(s *corev1.Service) bool { return movedAway(s, c.classes, c.holds(s)) })
 	if live == nil {
 		return op, err
 	}
@@ -167,7 +167,7 @@ func (c *Controller) release(ctx context.Context, k string, svc *corev1.Service)
 		}
 		c.recorder.Event(live, corev1.EventTypeNormal, EventDeletedLoadBalancer, "Deleted load balancer")
 	}
-	if annotatedFor(live, c.class) {
+	if annotatedFor(live, c.classes.class) {
 		if err := c.patchMeta(ctx, live, map[string]any{"annotations": map[string]any{ClassAnnotation: nil}}, "removing annotation "+ClassAnnotation); err != nil {
 			return opDelete, err
 		}
@@ -319,7 +319,7 @@ func (c *Controller) ensureFull(ctx context.Context, k string, svc *corev1.Servi
 func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.Service) (*corev1.Service, error) {
 	var live *corev1.Service
 	var err error
-	if hasFinalizer(cached) && annotatedFor(cached, c.class) {
+	if hasFinalizer(cached) && annotatedFor(cached, c.classes.class) {
 		live, err = c.client.CoreV1().Services(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			err = &apiError{fmt.Errorf("reading Service %s before ensuring its load balancer: %w", k, err)}
@@ -343,9 +343,9 @@ func (c *Controller) confirmLive(ctx context.Context, k string, cached *corev1.S
 		return nil, c.skipStale(k, cached, "the apiserver has another Service of that name, UID "+string(live.UID))
 	case live.DeletionTimestamp != nil:
 		return nil, c.skipStale(k, cached, "the Service is being deleted")
-	case !wantsLoadBalancer(live, c.class):
+	case !wantsLoadBalancer(live, c.classes):
 		return nil, c.skipStale(k, cached, "the Service no longer asks for a load balancer of this class")
-	case !hasFinalizer(live) || !annotatedFor(live, c.class):
+	case !hasFinalizer(live) || !annotatedFor(live, c.classes.class):
 		return c.addFinalizer(ctx, live)
 	}
 	return live, nil
@@ -410,7 +410,7 @@ func (c *Controller) requeueIfNodesMoved(k string, applied uint64) {
 func (c *Controller) addFinalizer(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 	return c.patchMetaAnswer(ctx, svc, map[string]any{
 		"finalizers":  []string{Finalizer},
-		"annotations": map[string]any{ClassAnnotation: c.class},
+		"annotations": map[string]any{ClassAnnotation: c.classes.class},
 	}, "adding finalizer "+Finalizer)
 }
 
