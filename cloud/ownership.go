@@ -73,6 +73,21 @@ type NodeOwnership struct {
 	// Undeclared decides the nodes with neither a provider ID nor a platform label;
 	// empty means UndeclaredAdopt.
 	Undeclared UndeclaredPolicy
+	// Siblings are the ownerships of the other clouds one manager serves
+	// (--clouds-config). A node a sibling owns is not this cloud's, and is left alone
+	// here like any other, but OwnedBySibling says so: the manager does own it, so
+	// nobody needs telling.
+	Siblings []NodeOwnership
+}
+
+// OwnedBySibling reports whether one of o's Siblings owns node.
+func (o NodeOwnership) OwnedBySibling(node *corev1.Node) bool {
+	for _, s := range o.Siblings {
+		if s.Decide(node).Owned {
+			return true
+		}
+	}
+	return false
 }
 
 // Ownership reasons: the reason label of nephele_node_ownership_skipped_total and the

@@ -297,14 +297,14 @@ func newCloudConfigPlan(path string, config []byte, provider cloud.Provider, per
 	return cloudConfigPlan{path: path, applied: fingerprint(config, configFiles(provider)), period: period, build: build}
 }
 
-// cloudReloader returns the runtime's reloader, or nil when the cloud config is not
+// cloudReloader returns the reloader of cr's configuration, or nil when it is not
 // reloaded. stopInitial cancels the context the provider built at start runs under.
-func (r *runtime) cloudReloader(stopInitial context.CancelFunc) (*cloudReloader, error) {
-	cp := r.plan.cloudConfig
+func (r *runtime) cloudReloader(cr *cloudRuntime, stopInitial context.CancelFunc) (*cloudReloader, error) {
+	cp := cr.plan.config
 	if cp.path == "" || cp.period <= 0 || cp.build == nil {
 		return nil, nil
 	}
-	m, err := newReloadMetrics(r.plan.registry)
+	m, err := newReloadMetrics(cr.registry)
 	if err != nil {
 		return nil, fmt.Errorf("cloud config reload: %w", err)
 	}
@@ -317,8 +317,8 @@ func (r *runtime) cloudReloader(stopInitial context.CancelFunc) (*cloudReloader,
 		grace: r.plan.cloudCall.timeout,
 		build: cp.build,
 		init:  r.initProvider,
-		swap:  r.swap,
-		log:   r.log.WithName("cloud-config"),
+		swap:  cr.swap,
+		log:   r.log.WithName(cr.plan.instance("cloud-config")),
 		// Host tells the replicas' Events apart: each reloads on its own.
 		recorder: r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: r.plan.component, Host: lease.Identity}),
 		// The manager's own object: its Lease (which exists once it has led).

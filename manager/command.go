@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	goruntime "runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -191,18 +189,9 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 	// measured: the controllers', the informers', leader election's.
 	restConfig.Wrap(metrics.wrapTransport)
 
-	var cloudConfig io.Reader
-	if cfg.cloudConfig != nil {
-		cloudConfig = bytes.NewReader(cfg.cloudConfig)
-	}
-	provider, err := registry.New(o.CloudProvider, cloudConfig)
+	plans, err := buildClouds(cfg, registry)
 	if err != nil {
-		// A provider this binary has refused its configuration; otherwise the name is wrong.
-		flag := "--cloud-config"
-		if !slices.Contains(registry.Names(), o.CloudProvider) {
-			flag = "--cloud-provider"
-		}
-		return fmt.Errorf("invalid value for %s: %w", flag, err)
+		return err
 	}
 
 	server, err := newServer(ctx, o, restConfig, reg, log)
@@ -217,7 +206,7 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 	p := &runPlan{
 		component:   Component,
 		restConfig:  restConfig,
-		provider:    provider,
+		clouds:      plans,
 		specs:       cfg.specs,
 		owned:       cfg.controllerPlan.Owned,
 		migrated:    cfg.controllerPlan.Migrated,
@@ -230,11 +219,6 @@ func Run(ctx context.Context, cfg CompletedConfig, registry *cloud.Registry) err
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
 		},
-		controllers: cfg.controllers.withPlatforms(provider),
-		cloudConfig: newCloudConfigPlan(o.CloudConfigFile, cfg.cloudConfig, provider, o.CloudConfigReloadPeriod,
-			func(config []byte) (cloud.Provider, error) {
-				return registry.New(o.CloudProvider, bytes.NewReader(config))
-			}),
 		cloudCall:          cloudCallConfig{timeout: o.CloudCallTimeout, qps: o.CloudQPS, minQPS: minQPS, maxQPS: maxQPS, burst: o.CloudBurst, maxRetryAfter: o.CloudMaxRetryAfter},
 		stallTimeout:       o.HealthzStallTimeout,
 		startInterval:      o.ControllerStartInterval,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/manager/clouds"
 	"github.com/nephele-dev/nephele/manager/instrumented"
 	"github.com/nephele-dev/nephele/manager/migration"
 )
@@ -73,6 +74,9 @@ type completedConfig struct {
 	// cloudConfig is the content of --cloud-config, nil when none was given; the
 	// provider factory reads it, and the file is read exactly once.
 	cloudConfig []byte
+	// clouds are the clouds the manager serves, their configurations read: one from
+	// --cloud-provider and --cloud-config (Name empty), or those of --clouds-config.
+	clouds []clouds.Source
 	// enabledControllers are the canonical names --controllers enables, in
 	// registration order.
 	enabledControllers []string
@@ -109,6 +113,9 @@ func (c CompletedConfig) LeaderMigration() *migration.Config { return c.leaderMi
 // under the migration lease (Migrated) and not at all (Unowned). Without leader
 // migration every enabled controller is Owned.
 func (c CompletedConfig) ControllerPlan() migration.Plan { return c.controllerPlan }
+
+// MultiCloud reports whether the manager serves several clouds (--clouds-config).
+func (c CompletedConfig) MultiCloud() bool { return c.options.CloudsConfigFile != "" }
 
 // Controllers returns the settings the controllers read.
 func (c CompletedConfig) Controllers() ControllerConfig { return c.controllers }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/smallfile"
+	"github.com/nephele-dev/nephele/manager/clouds"
 	"github.com/nephele-dev/nephele/manager/migration"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
@@ -45,6 +46,11 @@ type Options struct {
 	CloudProvider string
 	// CloudConfigFile is --cloud-config, the provider's configuration file.
 	CloudConfigFile string
+	// CloudsConfigFile is --clouds-config: several clouds served at once, each with its
+	// own provider, cloud config and load balancer class (package clouds). It replaces
+	// --cloud-provider, --cloud-config, --load-balancer-class and
+	// --cloud-provider-platforms.
+	CloudsConfigFile string
 	// CloudConfigReloadPeriod is --cloud-config-reload-period: how often --cloud-config
 	// (and the files it names) is checked for a change to apply; 0 never reloads.
 	CloudConfigReloadPeriod time.Duration
@@ -310,6 +316,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The provider for cloud services. Required.")
 	fs.StringVar(&o.CloudConfigFile, "cloud-config", o.CloudConfigFile,
 		"The path to the cloud provider configuration file. Empty string for no configuration file.")
+	fs.StringVar(&o.CloudsConfigFile, "clouds-config", o.CloudsConfigFile,
+		"A file naming several clouds to serve at once, each with its own provider, cloud config, provider-ID schemes "+
+			"and load balancer class, in place of --cloud-provider, --cloud-config, --load-balancer-class and "+
+			"--cloud-provider-platforms. (nephele: not an upstream flag; docs/hybrid.md.)")
 	fs.DurationVar(&o.CloudConfigReloadPeriod, "cloud-config-reload-period", o.CloudConfigReloadPeriod,
 		"How often --cloud-config, and the files it names (a token file, say), are checked for a change; a change "+
 			"rebuilds the provider without a restart, and one that does not load keeps the running provider. 0 never "+
@@ -532,19 +542,7 @@ func (o *Options) Complete(specs []ControllerSpec) (CompletedConfig, error) {
 	}
 
 	// Cloud provider.
-	if o.CloudProvider == "" {
-		v.add("cloud-provider", `"": required: the name of the cloud provider`)
-	}
-	if o.CloudConfigFile != "" {
-		// As a reload reads it (cloudReloader): bounded, and a FIFO or device at the
-		// path is refused instead of hanging the start.
-		data, err := smallfile.Read(o.CloudConfigFile, maxCloudConfigSize)
-		if err != nil {
-			v.add("cloud-config", "%s", err)
-		} else {
-			r.cloudConfig = data
-		}
-	}
+	o.completeClouds(v, r)
 	v.positive("cloud-call-timeout", o.CloudCallTimeout)
 	if math.IsNaN(o.CloudQPS) || math.IsInf(o.CloudQPS, 0) || o.CloudQPS < 0 {
 		v.add("cloud-qps", "%s: must be 0 (no limit) or a positive number", formatFloat(o.CloudQPS))
@@ -817,6 +815,49 @@ func (o Options) CloudQPSBounds() (lo, hi float64) {
 		hi = max(DefaultCloudQPSMax, o.CloudQPS)
 	}
 	return lo, hi
+}
+
+// completeClouds checks the clouds the manager serves and reads their configurations:
+// the one of --cloud-provider and --cloud-config, or those of --clouds-config.
+func (o *Options) completeClouds(v *validator, r *completedConfig) {
+	if o.CloudsConfigFile == "" {
+		if o.CloudProvider == "" {
+			v.add("cloud-provider", `"": required: the name of the cloud provider (or --clouds-config for several)`)
+		}
+		src := clouds.Source{Cloud: clouds.Cloud{Provider: o.CloudProvider, CloudConfig: o.CloudConfigFile,
+			LoadBalancerClass: o.LoadBalancerClass, Platforms: slices.Clone(o.CloudProviderPlatforms)}}
+		if o.CloudConfigFile != "" {
+			// As a reload reads it (cloudReloader): bounded, and a FIFO or device at the
+			// path is refused instead of hanging the start.
+			data, err := smallfile.Read(o.CloudConfigFile, maxCloudConfigSize)
+			if err != nil {
+				v.add("cloud-config", "%s", err)
+			}
+			r.cloudConfig, src.Config = data, data
+		}
+		r.clouds = []clouds.Source{src}
+		return
+	}
+	// Each cloud names its own: a flag beside the file would be silently half-applied.
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{
+		{"cloud-provider", o.CloudProvider != ""},
+		{"cloud-config", o.CloudConfigFile != ""},
+		{"load-balancer-class", o.LoadBalancerClass != ""},
+		{"cloud-provider-platforms", len(o.CloudProviderPlatforms) > 0},
+	} {
+		if f.set {
+			v.add(f.flag, "not with --clouds-config, where each cloud names its own: remove --%s", f.flag)
+		}
+	}
+	srcs, err := clouds.Load(o.CloudsConfigFile)
+	if err != nil {
+		v.add("clouds-config", "%s: %s", o.CloudsConfigFile, err)
+		return
+	}
+	r.clouds = srcs
 }
 
 // validateOwnership checks --cloud-provider-platforms and --undeclared-nodes.

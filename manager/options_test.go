@@ -124,6 +124,16 @@ leaderName: cloud-controller-manager
 controllerLeaders: []
 `)
 	known := "known controllers are cloud-node-controller, cloud-node-lifecycle-controller, service-lb-controller, node-route-controller"
+	cloudsFile := writeFile(t, f.dir, "clouds.yaml", "apiVersion: nephele.dev/v1alpha1\nkind: CloudsConfiguration\nclouds:\n"+
+		"- {name: a, provider: fake, cloudConfig: "+f.cloudConf+", loadBalancerClass: x.dev/a, default: true}\n")
+	badClouds := writeFile(t, f.dir, "bad-clouds.yaml", "apiVersion: nephele.dev/v1alpha1\nkind: CloudsConfiguration\nclouds:\n"+
+		"- {name: a, provider: fake, loadBalancerClass: x.dev/a, default: true}\n")
+	multi := func(more func(o *Options)) func(o *Options) {
+		return func(o *Options) {
+			o.CloudProvider, o.CloudsConfigFile = "", cloudsFile
+			more(o)
+		}
+	}
 
 	tests := []struct {
 		name string
@@ -132,13 +142,25 @@ controllerLeaders: []
 	}{
 		// Cloud provider and cloud calls.
 		{"cloud-provider empty", func(o *Options) { o.CloudProvider = "" },
-			`invalid value for --cloud-provider: "": required: the name of the cloud provider`},
+			`invalid value for --cloud-provider: "": required: the name of the cloud provider (or --clouds-config for several)`},
 		{"cloud-config missing", func(o *Options) { o.CloudConfigFile = missing },
 			"invalid value for --cloud-config: open " + missing + ": no such file or directory"},
 		{"cloud-config a directory", func(o *Options) { o.CloudConfigFile = f.dir },
 			"invalid value for --cloud-config: reading " + f.dir + ": not a regular file (d---------)"},
 		{"cloud-config a device", func(o *Options) { o.CloudConfigFile = "/dev/zero" },
 			"invalid value for --cloud-config: reading /dev/zero: not a regular file (Dc---------)"},
+		{"clouds-config beside cloud-provider", func(o *Options) { o.CloudsConfigFile = cloudsFile },
+			"invalid value for --cloud-provider: not with --clouds-config, where each cloud names its own: remove --cloud-provider"},
+		{"clouds-config beside cloud-config", multi(func(o *Options) { o.CloudConfigFile = f.cloudConf }),
+			"invalid value for --cloud-config: not with --clouds-config, where each cloud names its own: remove --cloud-config"},
+		{"clouds-config beside load-balancer-class", multi(func(o *Options) { o.LoadBalancerClass = "x.dev/b" }),
+			"invalid value for --load-balancer-class: not with --clouds-config, where each cloud names its own: remove --load-balancer-class"},
+		{"clouds-config beside cloud-provider-platforms", multi(func(o *Options) { o.CloudProviderPlatforms = []string{"b"} }),
+			"invalid value for --cloud-provider-platforms: not with --clouds-config, where each cloud names its own: remove --cloud-provider-platforms"},
+		{"clouds-config missing", multi(func(o *Options) { o.CloudsConfigFile = missing }),
+			"invalid value for --clouds-config: " + missing + ": open " + missing + ": no such file or directory"},
+		{"clouds-config cloud without credentials", multi(func(o *Options) { o.CloudsConfigFile = badClouds }),
+			"invalid value for --clouds-config: " + badClouds + ": clouds[0] (a).cloudConfig: required: the provider's configuration, with this cloud's own credentials"},
 		{"cloud-call-timeout zero", func(o *Options) { o.CloudCallTimeout = 0 },
 			`invalid value for --cloud-call-timeout: "0s": must be a positive duration`},
 		{"cloud-max-retry-after zero", func(o *Options) { o.CloudMaxRetryAfter = 0 },
@@ -331,7 +353,7 @@ func TestCompleteOneLinePerFlag(t *testing.T) {
 		t.Fatal("Complete succeeded")
 	}
 	want := []string{
-		`invalid value for --cloud-provider: "": required: the name of the cloud provider`,
+		`invalid value for --cloud-provider: "": required: the name of the cloud provider (or --clouds-config for several)`,
 		`invalid value for --node-monitor-period: "-1s": must be a positive duration`,
 		`invalid value for --leader-elect-renew-deadline: "-1s": must be a positive duration`,
 		"invalid value for --secure-port: 70000: must be 0 (disabled) or between 1 and 65535",
@@ -369,6 +391,20 @@ func TestCompleteResults(t *testing.T) {
 		want := []string{CloudNodeController, CloudNodeLifecycleController, NodeRouteController, "opt-in-controller"}
 		if !reflect.DeepEqual(cfg.EnabledControllers(), want) {
 			t.Errorf("EnabledControllers = %q, want %q", cfg.EnabledControllers(), want)
+		}
+	})
+
+	t.Run("clouds", func(t *testing.T) {
+		o := validOptions()
+		o.CloudProvider = ""
+		o.CloudsConfigFile = writeFile(t, f.dir, "clouds.yaml", "apiVersion: nephele.dev/v1alpha1\nkind: CloudsConfiguration\nclouds:\n"+
+			"- {name: a, provider: fake, cloudConfig: "+f.cloudConf+", loadBalancerClass: x.dev/a, default: true}\n")
+		cfg, err := o.Complete(specs)
+		if err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if !cfg.MultiCloud() || len(cfg.clouds) != 1 || cfg.clouds[0].Name != "a" || string(cfg.clouds[0].Config) != "[Global]\nzone = a\n" || cfg.CloudConfig() != nil {
+			t.Errorf("MultiCloud %t, clouds %+v, CloudConfig %q", cfg.MultiCloud(), cfg.clouds, cfg.CloudConfig())
 		}
 	})
 

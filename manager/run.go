@@ -25,7 +25,6 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/promreg"
 	"github.com/nephele-dev/nephele/manager/instrumented"
-	"github.com/nephele-dev/nephele/manager/inventory"
 	"github.com/nephele-dev/nephele/manager/serving"
 )
 
@@ -34,19 +33,17 @@ import (
 type runPlan struct {
 	component  string
 	restConfig *rest.Config
-	provider   cloud.Provider
-	specs      []ControllerSpec
+	// clouds are the clouds served: one, or those of --clouds-config. Each gets its own
+	// call path, budget, inventory and reloads, and its own run of every controller.
+	clouds []cloudPlan
+	specs  []ControllerSpec
 	// owned run under the main lease; migrated only under the migration lease.
 	owned, migrated []string
 	leaderElect     bool
 	mainLease       LeaseConfig
 	migrationLease  *LeaseConfig
-	controllers     ControllerConfig
 	cloudCall       cloudCallConfig
-	// cloudConfig is what the provider was built from and how to rebuild it when
-	// --cloud-config changes; its period is 0 when the manager never reloads.
-	cloudConfig   cloudConfigPlan
-	stallTimeout  time.Duration
+	stallTimeout    time.Duration
 	startInterval time.Duration
 	// useServiceAccounts is --use-service-account-credentials.
 	useServiceAccounts bool
@@ -66,11 +63,7 @@ type runtime struct {
 	client    kubernetes.Interface
 	informers informers.SharedInformerFactory
 	events    record.EventBroadcaster
-	cloud     *instrumented.Cloud
-	// swap is the provider behind cloud: the one built at start until a reload
-	// replaces it.
-	swap      *swapProvider
-	inventory *inventory.Inventory // nil without batch listing
+	clouds    []*cloudRuntime
 	clients   *controllerClients
 	// mainFence and migrationFence gate the cloud calls of the controllers under each
 	// lease; nil without leader election (and without migration).
@@ -85,19 +78,6 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	swap := newSwapProvider(p.provider)
-	ic, err := instrumented.New(swap, instrumented.Options{
-		Timeout:       p.cloudCall.timeout,
-		QPS:           p.cloudCall.qps,
-		MinQPS:        p.cloudCall.minQPS,
-		MaxQPS:        p.cloudCall.maxQPS,
-		Burst:         p.cloudCall.burst,
-		MaxRetryAfter: p.cloudCall.maxRetryAfter,
-		Registerer:    p.registry,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("setting up the cloud call path: %w", err)
-	}
 	var mainFence, migrationFence *leaseFence
 	if p.leaderElect {
 		mainFence = newLeaseFence(p.mainLease, clock.RealClock{})
@@ -105,26 +85,25 @@ func newRuntime(p *runPlan, log logr.Logger) (*runtime, error) {
 			migrationFence = newLeaseFence(*p.migrationLease, clock.RealClock{})
 		}
 	}
-	var inv *inventory.Inventory
-	// The inventory lists through the instrumented path like every other cloud call.
-	// It serves the controllers under both leases, and lists only while one asks, so
-	// the main lease, which the migration lease is only held under, fences it.
-	if lister, ok := ic.ForFenced("inventory", fence(mainFence)).InstanceLister(); ok {
-		inv = inventory.New(lister)
+	crs := make([]*cloudRuntime, 0, len(p.clouds))
+	for i := range p.clouds {
+		cr, err := newCloudRuntime(&p.clouds[i], p, mainFence)
+		if err != nil {
+			return nil, err
+		}
+		crs = append(crs, cr)
 	}
 	return &runtime{
 		mainFence:      mainFence,
 		migrationFence: migrationFence,
 		clients: &controllerClients{root: p.restConfig, rootClient: client, component: p.component,
 			useServiceAccounts: p.useServiceAccounts},
-		inventory: inv,
 		plan:      p,
 		log:       log,
 		client:    client,
 		informers: informers.NewSharedInformerFactoryWithOptions(client, p.resync, informers.WithTransform(TrimForCache)),
 		events:    record.NewBroadcaster(record.WithContext(context.Background())),
-		cloud:     ic,
-		swap:      swap,
+		clouds:    crs,
 		progress:  map[string]*Progress{},
 	}, nil
 }
@@ -135,37 +114,12 @@ func (r *runtime) run(ctx context.Context) error {
 	r.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.client.CoreV1().Events("")})
 	defer r.events.Shutdown()
 
-	if r.inventory != nil {
-		// Listings happen only when a controller asks, so a follower costs nothing.
-		invCtx, stopInv := context.WithCancel(ctx)
-		defer stopInv()
-		go r.inventory.Run(invCtx)
-	}
-
-	// The provider runs under a context of its own, which a reload that replaces it
-	// cancels.
-	providerCtx, stopProvider := context.WithCancel(ctx)
-	defer stopProvider()
-	if err := r.initProvider(providerCtx, r.plan.provider); err != nil {
-		return fmt.Errorf("initializing cloud provider %q: %w", r.plan.provider.ProviderName(), err)
-	}
-
-	if reloader, err := r.cloudReloader(stopProvider); err != nil {
-		return err
-	} else if reloader != nil {
-		// Reloads do not depend on leadership: a follower keeps its provider current
-		// too, so that it leads with the configuration on disk.
-		r.addReadyz("cloud-config", reloader.ready)
-		reloadCtx, stopReload := context.WithCancel(ctx)
-		reloaded := make(chan struct{})
-		go func() {
-			defer close(reloaded)
-			reloader.run(reloadCtx)
-		}()
-		defer func() {
-			stopReload()
-			<-reloaded
-		}()
+	for _, cr := range r.clouds {
+		stop, err := r.startCloud(ctx, cr)
+		defer stop()
+		if err != nil {
+			return err
+		}
 	}
 
 	if !r.plan.leaderElect {
@@ -223,26 +177,32 @@ func (r *runtime) runControllers(ctx context.Context, names []string) error {
 		return waitDone(ctx)
 	}
 	type built struct {
+		// name is the controller's run: its name, with the cloud's when the manager
+		// serves several (cloudPlan.instance).
 		name string
 		c    Controller
 		p    *Progress
 	}
 	var run []built
-	for _, name := range names {
-		spec := r.spec(name)
-		cc, p, err := r.controllerContext(ctx, name)
-		if err != nil {
-			return err
+	// Every cloud gets its own run of each controller, with its own workers, so that a
+	// cloud that is down or throttling holds up only its own queue.
+	for _, cr := range r.clouds {
+		for _, name := range names {
+			instance := cr.plan.instance(name)
+			cc, p, err := r.controllerContext(ctx, cr, name)
+			if err != nil {
+				return err
+			}
+			c, err := r.spec(name).New(ctx, cc)
+			switch {
+			case errors.Is(err, ErrControllerDisabled):
+				r.log.Info("Controller not started", "controller", instance, "reason", err.Error())
+				continue
+			case err != nil:
+				return fmt.Errorf("starting controller %s: %w", instance, err)
+			}
+			run = append(run, built{instance, c, p})
 		}
-		c, err := spec.New(ctx, cc)
-		switch {
-		case errors.Is(err, ErrControllerDisabled):
-			r.log.Info("Controller not started", "controller", name, "reason", err.Error())
-			continue
-		case err != nil:
-			return fmt.Errorf("starting controller %s: %w", name, err)
-		}
-		run = append(run, built{name, c, p})
 	}
 
 	// Controllers registered their informers in New; start them all at once.
@@ -301,14 +261,16 @@ func (r *runtime) spec(name string) ControllerSpec {
 	return r.plan.specs[i]
 }
 
-// controllerContext builds the view of the runtime one controller gets.
-func (r *runtime) controllerContext(ctx context.Context, name string) (*ControllerContext, *Progress, error) {
+// controllerContext builds the view of the runtime the named controller's run for the
+// cloud cr gets.
+func (r *runtime) controllerContext(ctx context.Context, cr *cloudRuntime, name string) (*ControllerContext, *Progress, error) {
+	instance := cr.plan.instance(name)
 	r.mu.Lock()
-	p, ok := r.progress[name]
+	p, ok := r.progress[instance]
 	if !ok {
-		p = NewProgress(name, r.plan.stallTimeout)
-		r.progress[name] = p
-		r.addReadyz(name, p.Check)
+		p = NewProgress(instance, r.plan.stallTimeout)
+		r.progress[instance] = p
+		r.addReadyz(instance, p.Check)
 	}
 	r.mu.Unlock()
 	cfg, err := r.clients.config(ctx, name, r.spec(name).ClientName)
@@ -325,13 +287,13 @@ func (r *runtime) controllerContext(ctx context.Context, name string) (*Controll
 			Client:    client,
 			Informers: r.informers,
 			Recorder:  r.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name}),
-			Logger:    r.log.WithName(name),
-			Metrics:   r.plan.registry,
+			Logger:    r.log.WithName(instance),
+			Metrics:   cr.registry,
 			Health:    p,
 		},
-		Cloud:     r.cloud.ForFenced(name, r.fenceFor(name)),
-		Inventory: r.inventoryOrNil(),
-		Config:    r.plan.controllers,
+		Cloud:     cr.cloud.ForFenced(name, r.fenceFor(name)),
+		Inventory: cr.inventoryOrNil(),
+		Config:    cr.plan.controllers,
 	}, p, nil
 }
 
@@ -402,14 +364,6 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
 	c, _ := b.Config(name)
 	return kubernetes.NewForConfig(c)
-}
-
-// inventoryOrNil keeps a nil *inventory.Inventory from becoming a non-nil interface.
-func (r *runtime) inventoryOrNil() Inventory {
-	if r.inventory == nil {
-		return nil
-	}
-	return r.inventory
 }
 
 // cloudCallConfig configures the instrumented cloud call path.

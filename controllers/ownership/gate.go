@@ -72,7 +72,8 @@ func (g *Gate) Owns(node *corev1.Node) bool {
 	g.mu.Unlock()
 	if first {
 		g.skipped.WithLabelValues(g.controller, v.Reason).Inc()
-		if g.recorder != nil {
+		// Another cloud of the same manager owns it: its own controller acts on it.
+		if g.recorder != nil && !g.policy.OwnedBySibling(node) {
 			g.recorder.Eventf(node, corev1.EventTypeNormal, EventNotOwned, "%s leaves this node alone: %s", g.controller, v.Detail())
 		}
 	}

@@ -143,3 +143,36 @@ func TestGateOwnsEveryNodeByDefault(t *testing.T) {
 		t.Error("a CCM that owns every node told or remembered something")
 	}
 }
+
+func TestGateTellsNothingOfASiblingsNode(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	reg := prometheus.NewRegistry()
+	// The non-default cloud of a manager serving two: east (the default, adopting
+	// undeclared nodes) is its sibling.
+	east := cloud.NodeOwnership{Platforms: []string{"east"}, Undeclared: cloud.UndeclaredAdopt}
+	west := cloud.NodeOwnership{Platforms: []string{"west"}, Undeclared: cloud.UndeclaredIgnore, Siblings: []cloud.NodeOwnership{east}}
+	g, err := New(west, "cloud-node-controller", rec, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*corev1.Node{
+		node("a", "east://i-1", nil),
+		node("b", "", map[string]string{cloud.LabelNodePlatform: "east"}),
+		node("c", "", nil), // undeclared: the default sibling adopts it
+	} {
+		if g.Owns(n) {
+			t.Fatalf("west owns %s, a node of its sibling", n.Name)
+		}
+	}
+	if events := drain(rec); len(events) != 0 {
+		t.Errorf("events = %q, want none: the manager owns every one of these nodes", events)
+	}
+	if n := testutil.CollectAndCount(reg, "nephele_node_ownership_skipped_total"); n != 3 {
+		t.Errorf("skip series = %d, want 3 (counted all the same)", n)
+	}
+	// A node nobody in the manager owns is still told.
+	g.Owns(node("d", "aws:///i-1", nil))
+	if events := drain(rec); len(events) != 1 {
+		t.Errorf("events for a node no cloud of the manager owns = %q, want one", events)
+	}
+}
