@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,17 @@ type Config struct {
 	// fails here instead of following the default route out. Routes (SetRoutes) may
 	// only send destinations inside them.
 	Guards []netip.Prefix
+	// Peers are the networks of other local clouds on this machine whose hosts this
+	// cloud's hosts exchange traffic with: the nodes of one cluster spread over two
+	// clouds. Forwarding between the bridges passes, and what arrives on this bridge for
+	// a peer's range or a guard CIDR (the pod range the clouds share) is routed by the
+	// machine's main table, which holds every cloud's routes (SetRoutes) and guard
+	// routes. Each peer's range is guarded here too, so that nothing sent to it leaves
+	// the machine once the peer is gone.
+	Peers []Peer
+	// GuardMetric is the metric of the guard routes; default DefaultGuardMetric. Peers
+	// that guard the same CIDRs need a metric each, so that each removes only its own.
+	GuardMetric int
 	// StopTimeout is how long a stopping host's boot process has after SIGTERM before
 	// every process of the host is killed. Default DefaultStopTimeout.
 	StopTimeout time.Duration
@@ -74,6 +86,19 @@ type Config struct {
 	// Logger receives the machine's logs.
 	Logger logr.Logger
 }
+
+// Peer is another local cloud's network on the machine (Config.Peers).
+type Peer struct {
+	// Bridge is the peer's bridge.
+	Bridge string
+	// Range is the peer's instance range.
+	Range netip.Prefix
+}
+
+// DefaultGuardMetric is the default Config.GuardMetric: higher than any route the
+// kernel or the machine adds, so the bridge's own connected route for the instance range
+// wins while the bridge is up, and the guard catches everything else.
+const DefaultGuardMetric = 4242
 
 // complete checks the configuration and fills in the defaults.
 func (c *Config) complete() error {
@@ -111,6 +136,29 @@ func (c *Config) complete() error {
 		guards[g.Masked()] = true
 	}
 	c.Guards = slices.SortedFunc(maps.Keys(guards), comparePrefix)
+	for i, p := range c.Peers {
+		if err := ValidateBridgeName(p.Bridge); err != nil {
+			return fmt.Errorf("peer %d: %w", i, err)
+		}
+		if p.Bridge == c.Bridge {
+			return fmt.Errorf("peer %d: bridge %s is this cloud's own", i, p.Bridge)
+		}
+		if err := ValidateRange(p.Range); err != nil {
+			return fmt.Errorf("peer %s: %w", p.Bridge, err)
+		}
+		c.Peers[i].Range = p.Range.Masked()
+		for _, q := range append([]netip.Prefix{c.Range}, c.Guards...) {
+			if q.Overlaps(p.Range) {
+				return fmt.Errorf("peer %s: its range %s overlaps %s of this cloud's", p.Bridge, p.Range, q)
+			}
+		}
+	}
+	if c.GuardMetric == 0 {
+		c.GuardMetric = DefaultGuardMetric
+	}
+	if c.GuardMetric < 1 || c.GuardMetric > math.MaxInt32 {
+		return fmt.Errorf("guard metric %d: want 1 to %d", c.GuardMetric, math.MaxInt32)
+	}
 	if c.VIPPool.IsValid() {
 		if err := ValidateVIPPool(c.VIPPool); err != nil {
 			return err

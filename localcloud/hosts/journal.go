@@ -57,6 +57,11 @@ type networkRecord struct {
 	Table        uint32 `json:"table,omitempty"`
 	RulePriority int    `json:"rulePriority,omitempty"`
 	Sink         string `json:"sink,omitempty"`
+	// PeerRules are the destinations ("10.89.0.0/24") of the rules, of
+	// PeerRulePriority, that route what arrives on the bridge for them by the main
+	// table: the peers' ranges and the guards (Config.Peers).
+	PeerRules        []string `json:"peerRules,omitempty"`
+	PeerRulePriority int      `json:"peerRulePriority,omitempty"`
 	// NSDir is the directory holding the hosts' mount and UTS namespace files,
 	// bind-mounted on itself and made private (a namespace file cannot live on a shared
 	// mount).

@@ -11,11 +11,6 @@ import (
 	"strings"
 )
 
-// guardMetric is the metric of the unreachable guard routes: higher than any route the
-// kernel or the machine adds, so the bridge's own connected route for the instance range
-// wins while the bridge is up, and the guard catches everything else.
-const guardMetric = 4242
-
 // linkExists reports whether the machine has a network interface of that name.
 func linkExists(name string) bool {
 	_, err := os.Stat("/sys/class/net/" + name)
@@ -120,9 +115,20 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 	if m.cfg.VIPPool.IsValid() {
 		wanted = append(wanted, m.cfg.VIPPool)
 	}
+	peers := map[string]bool{}
+	for _, p := range m.cfg.Peers {
+		peers[p.Bridge] = true
+		// A peer's range is guarded here too; its own routes are the peer's.
+		wanted = append(wanted, p.Range)
+	}
 	for _, r := range routes {
 		p, ok := r.prefix()
 		if !ok || r.Table == "local" || ourTables[r.Table] || r.Dev == m.cfg.Bridge || ours[p] && (r.Type == "unreachable" || r.Dev == "") {
+			continue
+		}
+		// With peers, the ranges the clouds share are theirs too: a peer's bridge, its
+		// routes into a guard, its guard routes (unreachable, of its own metric).
+		if len(peers) > 0 && (peers[r.Dev] || r.Type == "unreachable" && slices.Contains(wanted, p)) {
 			continue
 		}
 		for i, w := range wanted {
@@ -152,8 +158,9 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 func (m *Machine) setupNetwork(ctx context.Context) error {
 	gw := netip.PrefixFrom(Gateway(m.cfg.Range), m.cfg.Range.Bits())
 	n := m.j.Network
-	if n != nil && (n.Bridge != m.cfg.Bridge || n.Gateway != gw.String()) {
-		// Another bridge or range: hosts cannot be kept on it.
+	if n != nil && (n.Bridge != m.cfg.Bridge || n.Gateway != gw.String() || n.GuardMetric != m.cfg.GuardMetric) {
+		// Another bridge or range: hosts cannot be kept on it. (Another guard metric:
+		// the routes of the old one would stay behind.)
 		m.log.Info("the host network changed since the last run; removing the old one", "oldBridge", n.Bridge, "oldGateway", n.Gateway)
 		if err := m.teardownAll(ctx, false); err != nil {
 			return err
@@ -167,7 +174,7 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 		return err
 	}
 	if n == nil {
-		n = &networkRecord{Bridge: m.cfg.Bridge, Gateway: gw.String(), GuardMetric: guardMetric}
+		n = &networkRecord{Bridge: m.cfg.Bridge, Gateway: gw.String(), GuardMetric: m.cfg.GuardMetric}
 		if err := m.record(func() { m.j.Network = n }); err != nil {
 			return err
 		}
@@ -193,6 +200,9 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	if m.cfg.VIPPool.IsValid() {
 		guards = append(guards, m.cfg.VIPPool)
 	}
+	for _, p := range m.cfg.Peers {
+		guards = append(guards, p.Range)
+	}
 	if err := m.setGuards(ctx, guards); err != nil {
 		return err
 	}
@@ -204,6 +214,9 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	if err := m.setBridgeTable(ctx, gw); err != nil {
 		return err
 	}
+	if err := m.setPeerRules(ctx); err != nil {
+		return err
+	}
 	if err := m.setupVIP(ctx); err != nil {
 		return err
 	}
@@ -213,6 +226,60 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	// with an ICMP unreachable. The setting goes with the bridge.
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+m.cfg.Bridge+"/forwarding", []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("turning on forwarding for bridge %s: %w", m.cfg.Bridge, err)
+	}
+	return nil
+}
+
+// peerRulePriority is the priority of the rules sending what arrives on the bridge for
+// a peer's range or a guard CIDR to the main table: before the bridge's table.
+const peerRulePriority = bridgeRulePriority - 1
+
+// setPeerRules makes, when the cloud has peers, the rules that route what arrives on
+// the bridge for a peer's range or a guard CIDR by the main table: it holds the peers'
+// connected ranges, every cloud's routes into the guards (SetRoutes adds them there too)
+// and the guard routes, so a destination no cloud routes is unreachable, as in the
+// bridge's own table. Each rule is recorded before it is added.
+func (m *Machine) setPeerRules(ctx context.Context) error {
+	n := m.j.Network
+	var want []string
+	if len(m.cfg.Peers) > 0 {
+		for _, p := range m.cfg.Peers {
+			want = append(want, p.Range.String())
+		}
+		for _, g := range m.cfg.Guards {
+			want = append(want, g.String())
+		}
+	}
+	prio := strconv.Itoa(peerRulePriority)
+	for _, to := range n.PeerRules {
+		if !slices.Contains(want, to) {
+			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", m.cfg.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil && !said(err, "No such file") {
+				return fmt.Errorf("removing the peer rule to %s: %w", to, err)
+			}
+		}
+	}
+	if err := m.record(func() {
+		n.PeerRules = slices.DeleteFunc(n.PeerRules, func(to string) bool { return !slices.Contains(want, to) })
+		for _, to := range want {
+			if !slices.Contains(n.PeerRules, to) {
+				n.PeerRules = append(n.PeerRules, to)
+			}
+		}
+		n.PeerRulePriority = peerRulePriority
+	}); err != nil {
+		return err
+	}
+	for _, to := range want {
+		have, err := m.exec(ctx, "", "ip", "-4", "rule", "show", "iif", m.cfg.Bridge, "to", to, "lookup", "main", "priority", prio)
+		if err != nil {
+			return fmt.Errorf("reading routing rules: %w", err)
+		}
+		if strings.TrimSpace(have) != "" {
+			continue
+		}
+		if _, err := m.exec(ctx, "", "ip", "-4", "rule", "add", "iif", m.cfg.Bridge, "to", to, "lookup", "main", "priority", prio); err != nil {
+			return fmt.Errorf("adding the peer rule of bridge %s to %s: %w", m.cfg.Bridge, to, err)
+		}
 	}
 	return nil
 }
@@ -345,8 +412,14 @@ func (m *Machine) setChain(ctx context.Context) error {
 	rules := [][]string{
 		{"-F", chain},
 		{"-A", chain, "-i", br, "-o", br, "-j", "ACCEPT"},
-		{"-A", chain, "-i", br, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
 	}
+	// Peers' hosts are nodes of the same cluster: traffic between the bridges passes.
+	for _, p := range m.cfg.Peers {
+		rules = append(rules,
+			[]string{"-A", chain, "-i", br, "-o", p.Bridge, "-j", "ACCEPT"},
+			[]string{"-A", chain, "-i", p.Bridge, "-o", br, "-j", "ACCEPT"})
+	}
+	rules = append(rules, []string{"-A", chain, "-i", br, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"})
 	if m.cfg.VIPPool.IsValid() {
 		// A host whose kube-proxy has no rule for a VIP yet sends to the machine: that
 		// VIP refuses it, as the machine's own clients are refused where no listener is.
@@ -395,6 +468,13 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 	}
 	if err := m.deleteBridge(ctx, n.Sink); err != nil {
 		errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
+	}
+	for _, to := range n.PeerRules {
+		for range 100 {
+			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil {
+				break
+			}
+		}
 	}
 	for _, r := range n.Routes {
 		if err := m.delRoute(ctx, "", r.Destination.String()+" via "+r.Via.String()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,89 @@ func TestRoutesRoute(t *testing.T) {
 		}
 	}()
 	tn.checkClean(t, before, forward)
+}
+
+// TestPeersRouteBetweenClouds opens two machines, peers of each other (two local clouds
+// of one hybrid cluster) that share a guard CIDR (the pod range), and checks that a host
+// of one reaches a host of the other, directly and through the other's route into the
+// shared guard; that without the route the guarded address is refused; that each guards
+// the other's range, so once one is gone nothing for it leaves the machine; and that
+// closing both leaves the machine as it was.
+func TestPeersRouteBetweenClouds(t *testing.T) {
+	ta, tb := newTestNet(t, 12), newTestNet(t, 13)
+	tb.cfg.Guards = ta.cfg.Guards
+	tb.cfg.GuardMetric = hosts.DefaultGuardMetric + 1
+	ta.cfg.Peers = []hosts.Peer{{Bridge: tb.cfg.Bridge, Range: tb.cfg.Range}}
+	tb.cfg.Peers = []hosts.Peer{{Bridge: ta.cfg.Bridge, Range: ta.cfg.Range}}
+	markers := append(ta.markers, tb.markers...)
+	before := hoststest.Snapshot(t, markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	ctx := context.Background()
+	func() {
+		ma, mb := ta.open(t), tb.open(t)
+		defer closeMachine(t, ma)
+		defer closeMachine(t, mb)
+		podCIDR := netip.PrefixFrom(ta.guard(16), 28)
+		server := netip.AddrPortFrom(ta.guard(17), 8080)
+		a := sleeper(ta, 2, "i-00000000000a", "a")
+		b := hosts.HostSpec{
+			ID: "i-00000000000b", Name: "b", Address: tb.addr(3),
+			BootCommand: []string{"sh", "-c", `ip addr add "$SERVE/32" dev lo && exec "$0" -test.run=none`, os.Args[0]},
+			Env:         map[string]string{helperEnv: "listen", "SERVE": server.Addr().String(), "HELPER_ADDR": "0.0.0.0:8080"},
+		}
+		if err := ma.Start(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := mb.Start(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, mb, b.ID, "helper listening on")
+		stA, _ := ma.Status(a.ID)
+
+		reach := func(dst netip.AddrPort) error {
+			got, err := dial(stA.NetNS, dst, 5*time.Second)
+			if err == nil && got != "hello from b" {
+				t.Fatalf("the server answered %q", got)
+			}
+			return err
+		}
+		if err := reach(netip.AddrPortFrom(b.Address, 8080)); err != nil {
+			t.Errorf("host a does not reach host b of the peer cloud at its address: %v", err)
+		}
+		start := time.Now()
+		if err := reach(server); err == nil {
+			t.Error("host a reaches b's pod address before any route to it exists")
+		} else if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("an unrouted address of the shared guard failed only after %s: it should be refused at once", took)
+		}
+		if err := mb.SetRoutes(ctx, []hosts.Route{{Destination: podCIDR, Via: b.Address}}); err != nil {
+			t.Fatalf("setting the peer's route: %v", err)
+		}
+		if err := reach(server); err != nil {
+			t.Errorf("host a does not reach b's pod address through the peer cloud's route: %v", err)
+		}
+		// Each machine guards the other's range at its own metric.
+		for _, c := range []struct {
+			m    testNet
+			peer netip.Prefix
+		}{{ta, tb.cfg.Range}, {tb, ta.cfg.Range}} {
+			out, err := exec.Command("ip", "route", "show", "type", "unreachable", c.peer.String()).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "metric "+strconv.Itoa(metricOf(c.m))) {
+				t.Errorf("no guard of metric %d for the peer range %s: %q %v", metricOf(c.m), c.peer, out, err)
+			}
+		}
+	}()
+	if after := hoststest.Snapshot(t, markers...); after != before {
+		t.Errorf("the machine changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := hoststest.Sysctl(t, "net/ipv4/ip_forward"); got != forward {
+		t.Errorf("net.ipv4.ip_forward is %s, was %s", got, forward)
+	}
+}
+
+func metricOf(tn testNet) int {
+	if tn.cfg.GuardMetric == 0 {
+		return hosts.DefaultGuardMetric
+	}
+	return tn.cfg.GuardMetric
 }
