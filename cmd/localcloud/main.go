@@ -73,6 +73,8 @@ type options struct {
 	hosts, cleanup  bool
 	bridge, hostDir string
 	guards          []string
+	peers           []string
+	guardMetric     int
 	hostStopTimeout time.Duration
 }
 
@@ -102,6 +104,8 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.hosts, "hosts", false, "enable host instances: real hosts on this machine in namespaces on a bridge (needs root)")
 	fs.StringVar(&o.bridge, "bridge", hosts.DefaultBridge, "with --hosts: the bridge the local cloud creates and attaches hosts to")
 	fs.StringArrayVar(&o.guards, "guard-cidr", nil, "with --hosts: a CIDR that must never leave the machine (a cluster's pod or Service range), repeatable; routes to hosts may only send destinations inside one")
+	fs.StringArrayVar(&o.peers, "peer", nil, "with --hosts: another local cloud's network on this machine, BRIDGE=CIDR (its bridge and instance range), whose hosts are nodes of the same cluster: traffic between the clouds' hosts passes; repeatable")
+	fs.IntVar(&o.guardMetric, "guard-metric", hosts.DefaultGuardMetric, "with --hosts: the metric of the guard routes; local clouds that are peers and guard the same CIDRs need one each")
 	fs.StringVar(&o.hostDir, "host-dir", "", "directory of the hosts' journal, namespace files and state directories (default: the state file's path + \".hosts\")")
 	fs.DurationVar(&o.hostStopTimeout, "host-stop-timeout", hosts.DefaultStopTimeout, "with --hosts: how long a stopping host's boot command has after SIGTERM before every process of the host is killed")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove from this machine everything the host directory records (hosts, namespaces, mounts, bridge, routes, iptables chain, cgroups, host directories) and exit; for a cloud that was killed and will not be started again")
@@ -215,8 +219,8 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 // then must not be given with.
 func (o *options) hostsConfig() (*hosts.Config, error) {
 	if !o.hosts {
-		if len(o.guards) > 0 || o.bridge != hosts.DefaultBridge || o.hostStopTimeout != hosts.DefaultStopTimeout {
-			return nil, errors.New("--bridge, --guard-cidr and --host-stop-timeout need --hosts")
+		if len(o.guards) > 0 || len(o.peers) > 0 || o.bridge != hosts.DefaultBridge || o.hostStopTimeout != hosts.DefaultStopTimeout || o.guardMetric != hosts.DefaultGuardMetric {
+			return nil, errors.New("--bridge, --guard-cidr, --guard-metric, --peer and --host-stop-timeout need --hosts")
 		}
 		return nil, nil
 	}
@@ -226,7 +230,21 @@ func (o *options) hostsConfig() (*hosts.Config, error) {
 	if o.hostStopTimeout <= 0 {
 		return nil, fmt.Errorf("--host-stop-timeout must be positive, got %s", o.hostStopTimeout)
 	}
-	cfg := &hosts.Config{Dir: o.hostDir, Bridge: o.bridge, StopTimeout: o.hostStopTimeout}
+	if o.guardMetric < 1 {
+		return nil, fmt.Errorf("--guard-metric %d: want a positive route metric", o.guardMetric)
+	}
+	cfg := &hosts.Config{Dir: o.hostDir, Bridge: o.bridge, StopTimeout: o.hostStopTimeout, GuardMetric: o.guardMetric}
+	for _, p := range o.peers {
+		bridge, cidr, _ := strings.Cut(p, "=")
+		r, err := netip.ParsePrefix(cidr)
+		if err != nil || bridge == "" || !r.Addr().Is4() {
+			return nil, fmt.Errorf("--peer %q: want BRIDGE=CIDR, such as nephele1=10.89.0.0/24", p)
+		}
+		if err := hosts.ValidateBridgeName(bridge); err != nil {
+			return nil, fmt.Errorf("--peer %q: %w", p, err)
+		}
+		cfg.Peers = append(cfg.Peers, hosts.Peer{Bridge: bridge, Range: r})
+	}
 	for _, g := range o.guards {
 		p, err := netip.ParsePrefix(g)
 		if err != nil || !p.Addr().Is4() || p.Bits() == 0 {
