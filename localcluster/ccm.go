@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/waitfor"
+	"github.com/nephele-dev/nephele/manager/clouds"
+	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // StartCCM starts nephele's cloud-controller-manager with the local provider, where
@@ -63,7 +68,7 @@ func (c *Cluster) migratingRoutes() bool {
 }
 
 func (c *Cluster) startCCM(ctx context.Context) (string, error) {
-	cloudConfig, err := c.writeCloudConfig()
+	cloudArgs, err := c.ccmCloudArgs()
 	if err != nil {
 		return "", err
 	}
@@ -71,23 +76,22 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	args := append([]string{
-		"--cloud-provider=local",
-		"--cloud-config=" + cloudConfig,
-		"--kubeconfig=" + c.Env.Kubeconfig,
-		"--authentication-kubeconfig=" + c.Env.Kubeconfig,
-		"--authorization-kubeconfig=" + c.Env.Kubeconfig,
-		"--cluster-name=" + c.cfg.ClusterName,
+	args := append(cloudArgs,
+		"--kubeconfig="+c.Env.Kubeconfig,
+		"--authentication-kubeconfig="+c.Env.Kubeconfig,
+		"--authorization-kubeconfig="+c.Env.Kubeconfig,
+		"--cluster-name="+c.cfg.ClusterName,
 		// Routes: every node's pod CIDR to its instance, the only way pods of different
 		// nodes reach each other.
 		"--configure-cloud-routes=true",
-		"--cluster-cidr=" + c.cfg.ClusterCIDR.String(),
+		"--cluster-cidr="+c.cfg.ClusterCIDR.String(),
 		// As in production: the fence on cloud calls and `nephele migrate` rely on it,
 		// and a fresh control plane has no lease to wait for.
 		"--leader-elect=true",
 		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-	}, c.cfg.CCMArgs...)
+		"--secure-port="+strconv.Itoa(port),
+	)
+	args = append(args, c.cfg.CCMArgs...)
 	p, err := c.Env.StartProcess("cloud-controller-manager", args...)
 	if err != nil {
 		return "", err
@@ -96,6 +100,41 @@ func (c *Cluster) startCCM(ctx context.Context) (string, error) {
 	c.CCMURL = "https://127.0.0.1:" + strconv.Itoa(port)
 	err = WaitForCCM(ctx, p, c.CCMURL)
 	return c.CCMURL, err
+}
+
+// ccmCloudArgs are the CCM's flags naming its cloud: the local provider and its cloud
+// config, or in a hybrid cluster --clouds-config with both clouds, the first the
+// default (its nodes declare nothing, and it adopts them).
+func (c *Cluster) ccmCloudArgs() ([]string, error) {
+	if c.Second == nil {
+		cloudConfig, err := c.writeCloudConfig()
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--cloud-provider=local", "--cloud-config=" + cloudConfig}, nil
+	}
+	f := clouds.File{APIVersion: clouds.APIVersion, Kind: clouds.Kind}
+	for _, lc := range c.Clouds() {
+		path, err := writeCloudConfig(lc)
+		if err != nil {
+			return nil, err
+		}
+		class := FirstCloudClass
+		if lc.Name == SecondCloud {
+			class = SecondCloudClass
+		}
+		f.Clouds = append(f.Clouds, clouds.Cloud{Name: lc.Name, Provider: local.ProviderName, CloudConfig: path,
+			LoadBalancerClass: class, Default: lc == c.first})
+	}
+	data, err := f.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(c.cfg.cloudDir(), "clouds.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return nil, fmt.Errorf("write the clouds config: %w", err)
+	}
+	return []string{"--clouds-config=" + path}, nil
 }
 
 // CCMStarted reports whether the cloud-controller-manager was started: by Start, or by
@@ -107,9 +146,14 @@ func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout(ctx))
 	defer cancel()
 	var pending []string
+	owned := 0
 	initialized := func(ctx context.Context) error {
-		pending = pending[:0]
+		pending, owned = pending[:0], 0
 		for _, n := range c.Nodes {
+			if !n.Owned() {
+				continue // nobody initializes it
+			}
+			owned++
 			node, err := c.Env.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -132,19 +176,24 @@ func (c *Cluster) waitNodesInitialized(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d/%d", len(c.Nodes), len(c.Nodes)), nil
+	return fmt.Sprintf("%d/%d", owned, owned), nil
 }
 
 // Initialized reports whether the CCM has initialized n, and if not, what is missing:
-// the uninitialized taint gone, a local:// provider ID, zone, region and instance type.
+// the uninitialized taint gone, a provider ID of the local cloud it declares (local://
+// without a declaration), zone, region and instance type.
 func Initialized(n *corev1.Node) (bool, string) {
 	for _, t := range n.Spec.Taints {
 		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
 			return false, "still tainted " + cloudproviderapi.TaintExternalCloudProvider
 		}
 	}
-	if !strings.HasPrefix(n.Spec.ProviderID, "local://") {
-		return false, fmt.Sprintf("provider ID %q, want local://...", n.Spec.ProviderID)
+	scheme := FirstCloud
+	if p := n.Labels[cloud.LabelNodePlatform]; p != "" {
+		scheme = p
+	}
+	if !strings.HasPrefix(n.Spec.ProviderID, scheme+"://") {
+		return false, fmt.Sprintf("provider ID %q, want %s://...", n.Spec.ProviderID, scheme)
 	}
 	for _, l := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion, corev1.LabelInstanceTypeStable} {
 		if n.Labels[l] == "" {

@@ -51,8 +51,12 @@ type Cluster struct {
 	CCMURL string
 	// Kubectl is the path of kubectl in BinDir.
 	Kubectl string
+	// Second is a hybrid cluster's second local cloud (Config.Hybrid); nil otherwise.
+	// The fields above from Cloud to Gateway are the first's.
+	Second *LocalCloud
 
 	cfg         Config
+	first       *LocalCloud
 	cloudProc   *controlplane.Process
 	registryLog *os.File
 	pushed      map[string]registry.Pushed // the images Start pushed, by name
@@ -63,15 +67,34 @@ type Cluster struct {
 	stopErr  error
 }
 
-// Node is one node of the cluster: a host instance of the local cloud.
+// Node is one node of the cluster: a host instance of a local cloud.
 type Node struct {
-	// Name is the Node's and the instance's name, node-1, node-2, ...
+	// Name is the Node's and the instance's name, node-1, node-2, ... (in a hybrid
+	// cluster's second cloud node-b1, ...; the unowned node is node-unowned).
 	Name string
 	// InstanceID is the cloud's ID of its instance.
 	InstanceID string
-	// Address is its InternalIP, on the bridge.
+	// Address is its InternalIP, on its cloud's bridge.
 	Address netip.Addr
+	// Cloud is the name of the local cloud the instance is in: FirstCloud, or
+	// SecondCloud.
+	Cloud string
+	// Platform is the platform the node declares (cloud.LabelNodePlatform), "" for
+	// none: a node of a hybrid cluster's second cloud declares SecondCloud, the unowned
+	// node UnownedPlatform.
+	Platform string
 }
+
+// Owned reports whether a cloud of the CCM owns n: every node but a hybrid cluster's
+// unowned one.
+func (n Node) Owned() bool { return n.Platform != UnownedPlatform }
+
+// UnownedNodeName is the name of a hybrid cluster's unowned node (Hybrid.UnownedNode).
+const UnownedNodeName = "node-unowned"
+
+// SecondCloudNodeName is the name of the i-th node of a hybrid cluster's second cloud,
+// counting from 0.
+func SecondCloudNodeName(i int) string { return "node-b" + strconv.Itoa(i+1) }
 
 // Config returns the cluster's configuration, defaults filled in.
 func (c *Cluster) Config() Config { return c.cfg }
@@ -147,6 +170,14 @@ func (c *Cluster) start(ctx context.Context) error {
 			return "", err
 		}},
 	)
+	if h := c.cfg.Hybrid; h != nil {
+		n += h.Nodes
+		if h.UnownedNode {
+			n++
+		}
+		steps = append(steps,
+			step{"start the second local cloud (hosts on " + h.Bridge + ", a peer of " + c.cfg.Bridge + ")", c.startSecondCloud})
+	}
 	if real {
 		steps = append(steps, step{"create " + plural(n, "host instance") + " booting nephele node boot", c.createNodes})
 	} else {
@@ -181,7 +212,7 @@ func (c *Cluster) cleanPrevious(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, d := range []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.nodesDir(), c.cfg.registryDir()} {
+	for _, d := range []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.secondCloudDir(), c.cfg.nodesDir(), c.cfg.registryDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			return "", fmt.Errorf("remove the previous run's %s: %w", d, err)
 		}
@@ -231,6 +262,9 @@ func (c *Cluster) Wait(ctx context.Context) error {
 		case <-tick.C:
 		}
 		procs := []*controlplane.Process{c.cloudProc, c.CCM}
+		if c.Second != nil {
+			procs = append(procs, c.Second.proc)
+		}
 		if c.Env != nil {
 			procs = append(procs, c.Env.Processes()...)
 		}
@@ -251,7 +285,11 @@ func (c *Cluster) Wait(ctx context.Context) error {
 // cloud-controller-manager's, the local cloud's, and the nodes' (while they run, in
 // their hosts' directories; after Stop, in Dir/nodes).
 func (c *Cluster) LogDirs() []string {
-	return []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.hostDir(), c.cfg.nodesDir(), c.cfg.registryDir()}
+	dirs := []string{c.cfg.runDir(), c.cfg.cloudDir(), c.cfg.hostDir(), c.cfg.nodesDir(), c.cfg.registryDir()}
+	if c.cfg.Hybrid != nil {
+		dirs = append(dirs, c.cfg.secondCloudDir(), c.cfg.secondHostDir())
+	}
+	return dirs
 }
 
 // plural says "1 node", "2 nodes".

@@ -107,6 +107,9 @@ type Config struct {
 	// CCMReplicas is the CCM Deployment's replicas (CCMInCluster, CCMOperator); default
 	// render.DefaultReplicas.
 	CCMReplicas int
+	// Hybrid, when set, spans the cluster over two local clouds (docs/hybrid.md).
+	// Real nodes and a CCM process only.
+	Hybrid *Hybrid
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
 	// but uninitialized and nothing routes pod traffic between them, until StartCCM.
 	DeferCCM bool
@@ -118,6 +121,52 @@ type Config struct {
 	// Progress receives every step of Start and Stop; nil runs them silently.
 	Progress Progress
 }
+
+// Hybrid is the second local cloud of a hybrid cluster (Config.Hybrid): a cloud of its
+// own (Dir/cloud-b, its hosts in Dir/hosts-b) on a bridge and ranges of its own, a
+// peer of the first (hosts.Peer), so that pods reach each other across the clouds
+// through each cloud's routes. Its nodes declare platform SecondCloud, and one CCM
+// process serves both clouds (--clouds-config), each with its own load balancer class:
+// the first, the default, also serves Services without a class.
+type Hybrid struct {
+	// Nodes is the second cloud's number of nodes; default 1. Config.Nodes, Nodes and
+	// the unowned node together are at most MaxNodes.
+	Nodes int
+	// Bridge is the second cloud's bridge; default DefaultHybridBridge.
+	Bridge string
+	// InstanceCIDR is the second cloud's instance range; default DefaultHybridRange.
+	InstanceCIDR netip.Prefix
+	// VIPPool is the second cloud's VIP pool; default DefaultHybridVIPPool.
+	VIPPool netip.Prefix
+	// UnownedNode adds a node, a host of the first cloud, that declares platform
+	// UnownedPlatform: no cloud of the CCM owns it, so nothing may initialize, route,
+	// balance to or delete it. It keeps the uninitialized taint.
+	UnownedNode bool
+}
+
+// A hybrid cluster's clouds: the names (and provider-ID schemes, and platforms) and the
+// load balancer classes.
+const (
+	// FirstCloud is the first cloud's name and provider-ID scheme, the local provider's.
+	FirstCloud = "local"
+	// SecondCloud is the second cloud's name and provider-ID scheme.
+	SecondCloud = "local-b"
+	// FirstCloudClass and SecondCloudClass are the clouds' load balancer classes.
+	FirstCloudClass  = "nephele.dev/local"
+	SecondCloudClass = "nephele.dev/local-b"
+	// UnownedPlatform is the platform the unowned node declares: no cloud's.
+	UnownedPlatform = "on-prem"
+	// DefaultHybridBridge is the second cloud's default bridge.
+	DefaultHybridBridge = "nephele1"
+)
+
+// Default ranges of the second cloud: beside hosts.DefaultRange and
+// hosts.DefaultVIPPool, outside the default pod and Service ranges and the ranges the
+// real-node tests take (clustertest: 10.86 and 10.87).
+var (
+	DefaultHybridRange   = netip.MustParsePrefix("10.90.0.0/16")
+	DefaultHybridVIPPool = netip.MustParsePrefix("10.91.0.0/16")
+)
 
 // CCMMode is where a cluster runs nephele's cloud-controller-manager.
 type CCMMode string
@@ -261,6 +310,9 @@ func (c *Config) complete() error {
 			}
 		}
 	}
+	if c.Hybrid != nil {
+		errs = append(errs, c.completeHybrid()...)
+	}
 	if c.ClusterName == "" {
 		c.ClusterName = DefaultClusterName
 	}
@@ -302,9 +354,79 @@ func (c *Config) complete() error {
 	return nil
 }
 
+// completeHybrid checks Config.Hybrid and fills in its defaults.
+func (c *Config) completeHybrid() field.ErrorList {
+	var errs field.ErrorList
+	h := *c.Hybrid
+	c.Hybrid = &h
+	path := field.NewPath("hybrid")
+	bad := func(name string, value any, format string, args ...any) {
+		errs = append(errs, field.Invalid(path.Child(name), value, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeMode != NodesReal {
+		errs = append(errs, field.Invalid(path, "set", "a hybrid cluster needs real nodes: two clouds' networks with pods between them"))
+	}
+	if c.CCM != "" && c.CCM != CCMProcess {
+		errs = append(errs, field.Invalid(path, "set", fmt.Sprintf("the CCM of a hybrid cluster runs as a process (ccm %s): one manager serves both clouds with --clouds-config", CCMProcess)))
+	}
+	if h.Nodes == 0 {
+		h.Nodes = 1
+	}
+	total := c.Nodes + h.Nodes
+	if h.UnownedNode {
+		total++
+	}
+	if h.Nodes < 1 || total > MaxNodes {
+		bad("nodes", h.Nodes, "want at least 1, and at most %d nodes in all (%d in the first cloud)", MaxNodes, c.Nodes)
+	}
+	if h.Bridge == "" {
+		h.Bridge = DefaultHybridBridge
+	}
+	if err := hosts.ValidateBridgeName(h.Bridge); err != nil {
+		bad("bridge", h.Bridge, "%v", err)
+	} else if h.Bridge == c.Bridge {
+		bad("bridge", h.Bridge, "the first cloud's bridge: the second needs its own")
+	}
+	if !h.InstanceCIDR.IsValid() {
+		h.InstanceCIDR = DefaultHybridRange
+	}
+	h.InstanceCIDR = h.InstanceCIDR.Masked()
+	if !h.VIPPool.IsValid() {
+		h.VIPPool = DefaultHybridVIPPool
+	}
+	h.VIPPool = h.VIPPool.Masked()
+	if err := hosts.ValidateRange(h.InstanceCIDR); err != nil {
+		bad("instanceCIDR", h.InstanceCIDR.String(), "%v", err)
+	} else if max := 1<<(32-h.InstanceCIDR.Bits()) - 2; h.Nodes > max-1 {
+		bad("instanceCIDR", h.InstanceCIDR.String(), "room for %s, fewer than %d nodes", plural(max-1, "host"), h.Nodes)
+	}
+	if err := hosts.ValidateVIPPool(h.VIPPool); err != nil {
+		bad("vipPool", h.VIPPool.String(), "%v", err)
+	}
+	for _, r := range []struct {
+		name string
+		p    netip.Prefix
+	}{{"instanceCIDR", c.InstanceCIDR}, {"clusterCIDR", c.ClusterCIDR}, {"serviceCIDR", c.ServiceCIDR}, {"vipPool", c.VIPPool}} {
+		if h.InstanceCIDR.Overlaps(r.p) {
+			bad("instanceCIDR", h.InstanceCIDR.String(), "overlaps %s %s", r.name, r.p)
+		}
+		if h.VIPPool.Overlaps(r.p) {
+			bad("vipPool", h.VIPPool.String(), "overlaps %s %s", r.name, r.p)
+		}
+	}
+	if h.InstanceCIDR.Overlaps(h.VIPPool) {
+		bad("vipPool", h.VIPPool.String(), "overlaps the second cloud's instance range %s", h.InstanceCIDR)
+	}
+	return errs
+}
+
 // Directories of a cluster in Config.Dir.
 func (c *Config) runDir() string      { return filepath.Join(c.Dir, "run") }
 func (c *Config) cloudDir() string    { return filepath.Join(c.Dir, "cloud") }
 func (c *Config) hostDir() string     { return filepath.Join(c.Dir, "hosts") }
+
+// The second cloud's directories, in a hybrid cluster.
+func (c *Config) secondCloudDir() string { return filepath.Join(c.Dir, "cloud-b") }
+func (c *Config) secondHostDir() string  { return filepath.Join(c.Dir, "hosts-b") }
 func (c *Config) nodesDir() string    { return filepath.Join(c.Dir, "nodes") }
 func (c *Config) registryDir() string { return filepath.Join(c.Dir, "registry") }

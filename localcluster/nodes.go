@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/kubenode"
@@ -33,9 +34,25 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var created []string
+	type planned struct {
+		name, platform string
+		cloud          *LocalCloud
+	}
+	var plan []planned
 	for i := range c.cfg.Nodes {
-		name := NodeName(i)
+		plan = append(plan, planned{name: NodeName(i), cloud: c.first})
+	}
+	if h := c.cfg.Hybrid; h != nil {
+		for i := range h.Nodes {
+			plan = append(plan, planned{name: SecondCloudNodeName(i), platform: SecondCloud, cloud: c.Second})
+		}
+		if h.UnownedNode {
+			plan = append(plan, planned{name: UnownedNodeName, platform: UnownedPlatform, cloud: c.first})
+		}
+	}
+	var created []string
+	for _, pn := range plan {
+		name := pn.name
 		// The Node authorizer and NodeRestriction know a kubelet by this identity.
 		cert, key, err := c.Env.IssueClientCertificate("kubelet-"+name, "system:node:"+name, "system:nodes")
 		if err != nil {
@@ -61,6 +78,11 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 			Registries:   c.nodeRegistries(),
 			SandboxImage: images.Pause.Ref(images.DefaultVersion),
 		}
+		if pn.platform != "" {
+			// Declared when the Node registers, as KEP-5778 asks (docs/hybrid.md):
+			// the one platform label NodeRestriction lets a kubelet set on itself.
+			cfg.NodeLabels = map[string]string{cloud.LabelNodePlatform: pn.platform}
+		}
 		data, err := yaml.Marshal(cfg)
 		if err != nil {
 			return "", fmt.Errorf("node %s: %w", name, err)
@@ -69,7 +91,7 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 		if err := os.WriteFile(path, append([]byte("# NodeConfig of "+name+", written by nephele's localcluster.\n"), data...), 0o644); err != nil {
 			return "", fmt.Errorf("node %s: %w", name, err)
 		}
-		inst, err := c.Cloud.CreateInstance(ctx, api.InstanceSpec{
+		inst, err := pn.cloud.Client.CreateInstance(ctx, api.InstanceSpec{
 			Name:        name,
 			Kind:        api.InstanceHost,
 			BootCommand: []string{filepath.Join(c.cfg.BinDir, "nephele"), "node", "boot", "--config", path},
@@ -81,7 +103,7 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		c.Nodes = append(c.Nodes, Node{Name: name, InstanceID: inst.ID, Address: addr})
+		c.Nodes = append(c.Nodes, Node{Name: name, InstanceID: inst.ID, Address: addr, Cloud: pn.cloud.Name, Platform: pn.platform})
 		created = append(created, inst.ID+" "+addr.String())
 	}
 	return strings.Join(created, ", "), nil
@@ -149,14 +171,14 @@ func (c *Cluster) nodeDiagnostics(ctx context.Context) error {
 	var b strings.Builder
 	for _, n := range c.Nodes {
 		fmt.Fprintf(&b, "\nnode %s (%s):", n.Name, n.InstanceID)
-		dir := hosts.HostDir(c.cfg.hostDir(), n.InstanceID)
+		dir := hosts.HostDir(c.cloudOf(n).hostDir, n.InstanceID)
 		if st, err := kubenode.ReadStatus(filepath.Join(dir, "node", "status.json")); err == nil {
 			fmt.Fprintf(&b, " runtime phase %s", st.Phase)
 			if st.Error != "" {
 				fmt.Fprintf(&b, ", error: %s", st.Error)
 			}
 		}
-		if out, err := c.Cloud.Console(ctx, n.InstanceID, 1500); err == nil {
+		if out, err := c.cloudOf(n).Client.Console(ctx, n.InstanceID, 1500); err == nil {
 			fmt.Fprintf(&b, "\n  console (%s):\n    %s", out.Path, strings.ReplaceAll(strings.TrimSpace(out.Output), "\n", "\n    "))
 		}
 		fmt.Fprintf(&b, "\n  logs: %s", filepath.Join(dir, "node", "logs"))
@@ -180,7 +202,7 @@ func IsReady(node *corev1.Node) bool {
 func (c *Cluster) NodeStatus(name string) (*kubenode.Status, error) {
 	for _, n := range c.Nodes {
 		if n.Name == name {
-			return kubenode.ReadStatus(filepath.Join(hosts.HostDir(c.cfg.hostDir(), n.InstanceID), "node", "status.json"))
+			return kubenode.ReadStatus(filepath.Join(hosts.HostDir(c.cloudOf(n).hostDir, n.InstanceID), "node", "status.json"))
 		}
 	}
 	return nil, fmt.Errorf("localcluster: no node %s", name)

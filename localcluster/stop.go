@@ -89,6 +89,9 @@ func (c *Cluster) stop(ctx context.Context) error {
 	if c.registryLog != nil {
 		errs = append(errs, c.registryLog.Close())
 	}
+	if c.Second != nil && c.Second.proc != nil {
+		step("stop the second local cloud", stopProcs(c.Second.proc))
+	}
 	if c.cloudProc != nil {
 		step("stop the local cloud", stopProcs(c.cloudProc))
 	}
@@ -179,9 +182,10 @@ func (c *Cluster) stopNodes(ctx context.Context) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			inst, err := c.Cloud.GetInstance(ctx, n.InstanceID)
+			cl := c.cloudOf(n).Client
+			inst, err := cl.GetInstance(ctx, n.InstanceID)
 			if err == nil && inst.State == api.InstanceRunning {
-				_, err = c.Cloud.StopInstance(ctx, n.InstanceID)
+				_, err = cl.StopInstance(ctx, n.InstanceID)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -210,7 +214,7 @@ func (c *Cluster) stopNodes(ctx context.Context) (string, error) {
 func (c *Cluster) removeHosts(ctx context.Context) (string, error) {
 	var kept []string
 	for _, n := range c.Nodes {
-		dir := hosts.HostDir(c.cfg.hostDir(), n.InstanceID)
+		dir := hosts.HostDir(c.cloudOf(n).hostDir, n.InstanceID)
 		if _, err := os.Stat(dir); err != nil {
 			continue // terminated: the cloud removed it
 		}

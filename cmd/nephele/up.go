@@ -45,6 +45,8 @@ type upOptions struct {
 	serviceCIDR  string
 	bridge       string
 	ccm          string
+	hybridNodes  int
+	unownedNode  bool
 	timeout      time.Duration
 	e2e          e2eOptions
 }
@@ -132,6 +134,10 @@ docs/conformance.md.`,
 		", a process on this machine; "+string(localcluster.CCMInCluster)+", a Deployment installed with kubectl from the manifests of nephele manifests, its image pulled from the cluster's registry; or "+
 		string(localcluster.CCMOperator)+", nephele-operator installed from its manifests, managing the CCM of a CloudControllerManager")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on starting, and on each smoke check")
+	fs.IntVar(&o.hybridNodes, "hybrid-nodes", 0, "make the cluster hybrid: this many nodes in a second local cloud (bridge "+localcluster.DefaultHybridBridge+", "+
+		localcluster.DefaultHybridRange.String()+", VIPs "+localcluster.DefaultHybridVIPPool.String()+"), one CCM serving both clouds, each with its load balancer class ("+
+		localcluster.FirstCloudClass+", the default, and "+localcluster.SecondCloudClass+"); real nodes and --ccm "+string(localcluster.CCMProcess)+" only; docs/hybrid.md")
+	fs.BoolVar(&o.unownedNode, "unowned-node", false, "with --hybrid-nodes: add a node that declares platform "+localcluster.UnownedPlatform+", which no cloud owns and nothing may touch")
 	fs.BoolVar(&o.e2e.run, "e2e", false, "run upstream's e2e suite against the cluster (make e2e-bins), stop, and exit 0 only if no test failed")
 	fs.StringVar(&o.e2e.focus, "e2e-focus", "", "ginkgo --focus of the main suite instead of the load balancer and sig-network Conformance tests")
 	fs.StringVar(&o.e2e.skip, "e2e-skip", "", "ginkgo --skip of the main suite instead of cloud-provider-kind's skip list (less its two load balancer skips)")
@@ -161,6 +167,9 @@ func (o *upOptions) config() (localcluster.Config, error) {
 	}
 	if o.e2e.run && (o.e2e.parallel < 1 || o.e2e.timeout <= 0) {
 		errs = append(errs, fmt.Errorf("--e2e-parallel %d, --e2e-timeout %s: want positive values", o.e2e.parallel, o.e2e.timeout))
+	}
+	if o.hybridNodes < 0 || o.unownedNode && o.hybridNodes == 0 {
+		errs = append(errs, fmt.Errorf("--hybrid-nodes %d: want at least 1 for a hybrid cluster (--unowned-node needs one), or 0", o.hybridNodes))
 	}
 	if o.nodes < 1 {
 		// localcluster takes 0 for its default; a flag of 0 is a mistake.
@@ -192,6 +201,9 @@ func (o *upOptions) config() (localcluster.Config, error) {
 	}
 	if o.kwok {
 		cfg.NodeMode = localcluster.NodesKwok
+	}
+	if o.hybridNodes > 0 {
+		cfg.Hybrid = &localcluster.Hybrid{Nodes: o.hybridNodes, UnownedNode: o.unownedNode}
 	}
 	if len(errs) > 0 {
 		return cfg, errors.Join(errs...)
@@ -230,6 +242,7 @@ func (o *upOptions) config() (localcluster.Config, error) {
 var upFlags = map[string]string{
 	"nodes": "--nodes", "bridge": "--bridge", "instanceCIDR": "--instance-cidr", "clusterCIDR": "--cluster-cidr",
 	"serviceCIDR": "--service-cidr", "vipPool": "--vip-pool", "ccm": "--ccm", "dir": "--dir", "binDir": "--bin-dir",
+	"hybrid": "--hybrid-nodes", "hybrid.nodes": "--hybrid-nodes",
 }
 
 // upFlagErrors says a localcluster.ConfigError's problems in terms of up's flags: one

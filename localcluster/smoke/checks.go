@@ -34,6 +34,9 @@ type smoke struct {
 	hcPort int32 // the Service's health check node port
 	lbName string
 
+	// classSvcs are a hybrid cluster's Services, one per cloud (services).
+	classSvcs []*classService
+
 	// Real nodes only.
 	probes  []probe
 	serving string // the node of the one replica left after scaling down
@@ -44,6 +47,9 @@ type smoke struct {
 func (s *smoke) nodeChecks() []check {
 	var list []check
 	for _, n := range s.c.Nodes {
+		if !n.Owned() {
+			continue
+		}
 		list = append(list, check{"node " + n.Name + " initialized by the CCM", func(ctx context.Context) (string, error) {
 			return s.nodeInitialized(ctx, n.Name)
 		}})
@@ -203,6 +209,19 @@ func (s *smoke) everyBackendHealthy(ctx context.Context) (string, error) {
 		return nil
 	})
 	return fmt.Sprintf("%s: %s", lb.Name, describeBackends(lb)), err
+}
+
+// ownedNodes are the names of the nodes a cloud of the CCM owns, sorted: every node but a
+// hybrid cluster's unowned one.
+func (s *smoke) ownedNodes() []string {
+	var out []string
+	for _, n := range s.c.Nodes {
+		if n.Owned() {
+			out = append(out, n.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // clusterNodes are the names of the nodes still in the cluster, sorted.

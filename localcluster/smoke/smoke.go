@@ -82,9 +82,12 @@ func Run(ctx context.Context, c *localcluster.Cluster, opts Options) (Result, er
 		},
 	}}
 	var before, after []check
-	if s.cfg.NodeMode == localcluster.NodesReal {
+	switch {
+	case s.cfg.Hybrid != nil:
+		before, after = s.hybridChecks()
+	case s.cfg.NodeMode == localcluster.NodesReal:
 		before, after = s.realChecks()
-	} else {
+	default:
 		after = s.kwokChecks()
 	}
 	res := Result{NotRun: len(before) + len(after)}
