@@ -78,6 +78,10 @@ type NodeOwnership struct {
 	// here like any other, but OwnedBySibling says so: the manager does own it, so
 	// nobody needs telling.
 	Siblings []NodeOwnership
+	// Quiet, for one of several clouds (Siblings), leaves the NotOwned Events of nodes
+	// no cloud of the manager owns to the one cloud that is not quiet (the default), so
+	// such a node is told once per controller, naming every cloud's platforms.
+	Quiet bool
 }
 
 // OwnedBySibling reports whether one of o's Siblings owns node.
@@ -113,6 +117,9 @@ type Verdict struct {
 	Reason string
 
 	platforms []string
+	// siblings are the ownerships of the manager's other clouds, whose platforms the
+	// explanation names too.
+	siblings []NodeOwnership
 	// value is what decided: the provider ID's scheme or the declared platform; for
 	// NotOwnedBadProviderID and NotOwnedConflict the offending values.
 	value, other string
@@ -120,7 +127,14 @@ type Verdict struct {
 
 // Detail says, for a person, what decided the verdict.
 func (v Verdict) Detail() string {
-	mine := strings.Join(v.platforms, ", ")
+	all := v.platforms
+	if len(v.siblings) > 0 {
+		all = slices.Clone(all)
+		for _, s := range v.siblings {
+			all = append(all, s.Platforms...)
+		}
+	}
+	mine := strings.Join(all, ", ")
 	switch v.Reason {
 	case OwnedAll:
 		return "this CCM owns every node"
@@ -179,7 +193,7 @@ func (o NodeOwnership) Decide(node *corev1.Node) Verdict {
 	if o.OwnsEveryNode() {
 		return Verdict{Owned: true, Reason: OwnedAll}
 	}
-	v := Verdict{platforms: o.Platforms}
+	v := Verdict{platforms: o.Platforms, siblings: o.Siblings}
 	if id := node.Spec.ProviderID; id != "" {
 		scheme, _, ok := strings.Cut(id, "://")
 		switch {

@@ -123,6 +123,7 @@ func (c ControllerConfig) forCloud(src clouds.Source, p cloud.Provider, multi bo
 	}
 	if !src.Default {
 		c.Ownership.Undeclared = cloud.UndeclaredIgnore
+		c.Ownership.Quiet = true
 	}
 	return c
 }

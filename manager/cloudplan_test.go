@@ -71,6 +71,9 @@ func TestBuildClouds(t *testing.T) {
 			west.LoadBalancerClass != "x.dev/west" || west.ServeUnclassed {
 			t.Errorf("west = %+v", west)
 		}
+		if east.Ownership.Quiet || !west.Ownership.Quiet {
+			t.Errorf("quiet: east %t, west %t; want only the default to tell about nodes nobody owns", east.Ownership.Quiet, west.Ownership.Quiet)
+		}
 		// Each knows the other as its sibling, so neither tells about the other's nodes.
 		undeclared := &corev1.Node{}
 		if !west.Ownership.OwnedBySibling(undeclared) || east.Ownership.OwnedBySibling(undeclared) {

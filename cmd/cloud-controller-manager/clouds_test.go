@@ -245,8 +245,8 @@ func TestSeveralClouds(t *testing.T) {
 		t.Errorf("east's budget was cut %v times", cuts)
 	}
 
-	// The on-premises node: untouched, and told why by both node-touching controllers
-	// of both clouds. The clouds' nodes: no NotOwned Event, though each cloud leaves the
+	// The on-premises node: untouched, and told why by the default cloud's node and
+	// lifecycle controllers. The clouds' nodes: no NotOwned Event, though each cloud leaves the
 	// other's alone.
 	got, err := nodes.Get(ctx, onPrem.Name, metav1.GetOptions{})
 	if err != nil {
@@ -266,10 +266,14 @@ func TestSeveralClouds(t *testing.T) {
 			t.Errorf("NotOwned Event on %s, a node of the manager's: %s", e.InvolvedObject.Name, e.Message)
 			continue
 		}
+		if !strings.Contains(e.Message, "(east, west)") {
+			t.Errorf("NotOwned Event on the on-premises node names not both clouds' platforms: %s", e.Message)
+		}
 		onPremTold++
 	}
-	if onPremTold == 0 {
-		t.Error("no NotOwned Event on the on-premises node")
+	// One per controller that tells (node, lifecycle), from the default cloud only.
+	if onPremTold != 2 {
+		t.Errorf("%d NotOwned Events on the on-premises node, want 2 (the default cloud's node and lifecycle controllers)", onPremTold)
 	}
 	select {
 	case <-ccm.Done():

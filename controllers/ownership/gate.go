@@ -72,8 +72,9 @@ func (g *Gate) Owns(node *corev1.Node) bool {
 	g.mu.Unlock()
 	if first {
 		g.skipped.WithLabelValues(g.controller, v.Reason).Inc()
-		// Another cloud of the same manager owns it: its own controller acts on it.
-		if g.recorder != nil && !g.policy.OwnedBySibling(node) {
+		// Another cloud of the same manager owns it (its own controller acts on it), or
+		// the manager's default cloud tells about it.
+		if g.recorder != nil && !g.policy.Quiet && !g.policy.OwnedBySibling(node) {
 			g.recorder.Eventf(node, corev1.EventTypeNormal, EventNotOwned, "%s leaves this node alone: %s", g.controller, v.Detail())
 		}
 	}

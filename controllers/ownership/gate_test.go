@@ -170,9 +170,18 @@ func TestGateTellsNothingOfASiblingsNode(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "nephele_node_ownership_skipped_total"); n != 3 {
 		t.Errorf("skip series = %d, want 3 (counted all the same)", n)
 	}
-	// A node nobody in the manager owns is still told.
+	// A node nobody in the manager owns is told, naming every cloud's platforms.
 	g.Owns(node("d", "aws:///i-1", nil))
-	if events := drain(rec); len(events) != 1 {
-		t.Errorf("events for a node no cloud of the manager owns = %q, want one", events)
+	if events := drain(rec); len(events) != 1 || !strings.Contains(events[0], "(west, east)") {
+		t.Errorf("events for a node no cloud of the manager owns = %q, want one naming west and east", events)
+	}
+	// Unless this cloud is quiet: the default cloud tells.
+	west.Quiet = true
+	quiet, err := New(west, "cloud-node-controller", rec, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet.Owns(node("e", "aws:///i-2", nil)); len(drain(rec)) != 0 {
+		t.Error("a quiet cloud told about a node nobody owns")
 	}
 }
