@@ -40,6 +40,14 @@ func TestConfigComplete(t *testing.T) {
 		{"replicas of a process", func(c *Config) { c.CCMReplicas = 3 }, "only a CCM in the cluster"},
 		{"unknown CCM mode", func(c *Config) { c.CCM = "sidecar" }, `ccm: Unsupported value: "sidecar": supported values: "process", "in-cluster", "operator"`},
 		{"overlapping ranges", func(c *Config) { c.ServiceCIDR = netip.MustParsePrefix("10.244.128.0/20") }, "serviceCIDR: Invalid value: \"10.244.128.0/20\": overlaps clusterCIDR 10.244.0.0/16"},
+		{"hybrid", func(c *Config) { c.Hybrid = &Hybrid{UnownedNode: true} }, ""},
+		{"hybrid with kwok nodes", func(c *Config) { c.NodeMode = NodesKwok; c.Hybrid = &Hybrid{} }, "hybrid: Invalid value: \"set\": a hybrid cluster needs real nodes"},
+		{"hybrid with the CCM in the cluster", func(c *Config) { c.CCM = CCMInCluster; c.Hybrid = &Hybrid{} }, "the CCM of a hybrid cluster runs as a process"},
+		{"hybrid with too many nodes", func(c *Config) { c.Nodes = MaxNodes - 1; c.Hybrid = &Hybrid{UnownedNode: true} }, "hybrid.nodes: Invalid value: 1: want at least 1, and at most 20 nodes in all"},
+		{"hybrid on the first cloud's bridge", func(c *Config) { c.Hybrid = &Hybrid{Bridge: "nephele0"} }, "hybrid.bridge: Invalid value: \"nephele0\": the first cloud's bridge"},
+		{"hybrid range over the first's", func(c *Config) { c.Hybrid = &Hybrid{InstanceCIDR: netip.MustParsePrefix("10.88.128.0/24")} }, "hybrid.instanceCIDR: Invalid value: \"10.88.128.0/24\": overlaps instanceCIDR 10.88.0.0/16"},
+		{"hybrid VIP pool over the pod range", func(c *Config) { c.Hybrid = &Hybrid{VIPPool: netip.MustParsePrefix("10.244.9.0/24")} }, "hybrid.vipPool: Invalid value: \"10.244.9.0/24\": overlaps clusterCIDR"},
+		{"hybrid VIP pool on loopback", func(c *Config) { c.Hybrid = &Hybrid{VIPPool: netip.MustParsePrefix("127.9.0.0/24")} }, "hybrid.vipPool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +70,14 @@ func TestConfigComplete(t *testing.T) {
 	if c.Nodes != DefaultNodes || c.Bridge != "nephele0" || c.InstanceCIDR.String() != "10.88.0.0/16" ||
 		c.ClusterCIDR.String() != "10.244.0.0/16" || c.ServiceCIDR.String() != "10.96.0.0/16" || c.VIPPool.String() != "10.89.0.0/16" || c.Progress == nil {
 		t.Errorf("defaults: %+v", c)
+	}
+	h := valid()
+	h.Hybrid = &Hybrid{}
+	if err := h.complete(); err != nil {
+		t.Fatal(err)
+	}
+	if *h.Hybrid != (Hybrid{Nodes: 1, Bridge: DefaultHybridBridge, InstanceCIDR: DefaultHybridRange, VIPPool: DefaultHybridVIPPool}) {
+		t.Errorf("hybrid defaults: %+v", *h.Hybrid)
 	}
 	if !strings.HasSuffix(c.Dir, "/cluster") || !strings.HasPrefix(c.Dir, "/") {
 		t.Errorf("Dir %q is not made absolute", c.Dir)

@@ -64,6 +64,13 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"e2e with --kwok", false, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour} }, "--e2e: not with --smoke or --kwok"},
 		{"e2e with --smoke", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour}; o.smoke = true }, "--e2e: not with --smoke or --kwok"},
 		{"e2e without ginkgo nodes", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, timeout: time.Hour} }, "--e2e-parallel 0"},
+		{"hybrid", true, func(o *upOptions) { o.hybridNodes, o.unownedNode = 2, true }, ""},
+		{"hybrid with --kwok", false, func(o *upOptions) { o.hybridNodes = 1 }, "--hybrid-nodes set: a hybrid cluster needs real nodes"},
+		{"hybrid with the CCM in the cluster", true, func(o *upOptions) { o.hybridNodes, o.ccm = 1, "in-cluster" }, "the CCM of a hybrid cluster runs as a process"},
+		{"unowned node without hybrid", true, func(o *upOptions) { o.unownedNode = true }, "--hybrid-nodes 0: want at least 1 for a hybrid cluster"},
+		{"hybrid bridge without hybrid", true, func(o *upOptions) { o.hybridBridge = "br9" }, "--hybrid-nodes 0"},
+		{"hybrid range over the first cloud's", true, func(o *upOptions) { o.hybridNodes, o.hybridInstanceCIDR = 1, "10.88.9.0/24" }, "--hybrid-instance-cidr 10.88.9.0/24: overlaps --instance-cidr 10.88.0.0/16"},
+		{"hybrid bad VIP pool", true, func(o *upOptions) { o.hybridNodes, o.hybridVIPPool = 1, "ten" }, "--hybrid-vip-pool"},
 		{"several problems at once", false, func(o *upOptions) { o.nodes = -1; o.vipPool = "x" }, "--vip-pool"},
 	}
 	for _, tt := range tests {

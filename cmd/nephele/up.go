@@ -47,8 +47,12 @@ type upOptions struct {
 	ccm          string
 	hybridNodes  int
 	unownedNode  bool
-	timeout      time.Duration
-	e2e          e2eOptions
+	// hybridBridge, hybridInstanceCIDR and hybridVIPPool are the second cloud's.
+	hybridBridge       string
+	hybridInstanceCIDR string
+	hybridVIPPool      string
+	timeout            time.Duration
+	e2e                e2eOptions
 }
 
 // e2eOptions are the flags of `nephele up --e2e`.
@@ -137,6 +141,9 @@ docs/conformance.md.`,
 	fs.IntVar(&o.hybridNodes, "hybrid-nodes", 0, "make the cluster hybrid: this many nodes in a second local cloud (bridge "+localcluster.DefaultHybridBridge+", "+
 		localcluster.DefaultHybridRange.String()+", VIPs "+localcluster.DefaultHybridVIPPool.String()+"), one CCM serving both clouds, each with its load balancer class ("+
 		localcluster.FirstCloudClass+", the default, and "+localcluster.SecondCloudClass+"); real nodes and --ccm "+string(localcluster.CCMProcess)+" only; docs/hybrid.md")
+	fs.StringVar(&o.hybridBridge, "hybrid-bridge", "", "with --hybrid-nodes: the second cloud's bridge (default "+localcluster.DefaultHybridBridge+")")
+	fs.StringVar(&o.hybridInstanceCIDR, "hybrid-instance-cidr", "", "with --hybrid-nodes: the second cloud's node range (default "+localcluster.DefaultHybridRange.String()+")")
+	fs.StringVar(&o.hybridVIPPool, "hybrid-vip-pool", "", "with --hybrid-nodes: the second cloud's VIP range (default "+localcluster.DefaultHybridVIPPool.String()+")")
 	fs.BoolVar(&o.unownedNode, "unowned-node", false, "with --hybrid-nodes: add a node that declares platform "+localcluster.UnownedPlatform+", which no cloud owns and nothing may touch")
 	fs.BoolVar(&o.e2e.run, "e2e", false, "run upstream's e2e suite against the cluster (make e2e-bins), stop, and exit 0 only if no test failed")
 	fs.StringVar(&o.e2e.focus, "e2e-focus", "", "ginkgo --focus of the main suite instead of the load balancer and sig-network Conformance tests")
@@ -168,8 +175,8 @@ func (o *upOptions) config() (localcluster.Config, error) {
 	if o.e2e.run && (o.e2e.parallel < 1 || o.e2e.timeout <= 0) {
 		errs = append(errs, fmt.Errorf("--e2e-parallel %d, --e2e-timeout %s: want positive values", o.e2e.parallel, o.e2e.timeout))
 	}
-	if o.hybridNodes < 0 || o.unownedNode && o.hybridNodes == 0 {
-		errs = append(errs, fmt.Errorf("--hybrid-nodes %d: want at least 1 for a hybrid cluster (--unowned-node needs one), or 0", o.hybridNodes))
+	if o.hybridNodes < 0 || o.hybridNodes == 0 && (o.unownedNode || o.hybridBridge != "" || o.hybridInstanceCIDR != "" || o.hybridVIPPool != "") {
+		errs = append(errs, fmt.Errorf("--hybrid-nodes %d: want at least 1 for a hybrid cluster (--unowned-node and the --hybrid-* flags need one), or 0", o.hybridNodes))
 	}
 	if o.nodes < 1 {
 		// localcluster takes 0 for its default; a flag of 0 is a mistake.
@@ -203,7 +210,8 @@ func (o *upOptions) config() (localcluster.Config, error) {
 		cfg.NodeMode = localcluster.NodesKwok
 	}
 	if o.hybridNodes > 0 {
-		cfg.Hybrid = &localcluster.Hybrid{Nodes: o.hybridNodes, UnownedNode: o.unownedNode}
+		cfg.Hybrid = &localcluster.Hybrid{Nodes: o.hybridNodes, UnownedNode: o.unownedNode, Bridge: o.hybridBridge,
+			InstanceCIDR: prefix("hybrid-instance-cidr", o.hybridInstanceCIDR), VIPPool: prefix("hybrid-vip-pool", o.hybridVIPPool)}
 	}
 	if len(errs) > 0 {
 		return cfg, errors.Join(errs...)
@@ -242,7 +250,8 @@ func (o *upOptions) config() (localcluster.Config, error) {
 var upFlags = map[string]string{
 	"nodes": "--nodes", "bridge": "--bridge", "instanceCIDR": "--instance-cidr", "clusterCIDR": "--cluster-cidr",
 	"serviceCIDR": "--service-cidr", "vipPool": "--vip-pool", "ccm": "--ccm", "dir": "--dir", "binDir": "--bin-dir",
-	"hybrid": "--hybrid-nodes", "hybrid.nodes": "--hybrid-nodes",
+	"hybrid": "--hybrid-nodes", "hybrid.nodes": "--hybrid-nodes", "hybrid.bridge": "--hybrid-bridge",
+	"hybrid.instanceCIDR": "--hybrid-instance-cidr", "hybrid.vipPool": "--hybrid-vip-pool",
 }
 
 // upFlagErrors says a localcluster.ConfigError's problems in terms of up's flags: one

@@ -30,6 +30,27 @@ var machineSysctls = []string{
 	"kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
 
+// singleCloudChecks are checks every smoke run of a cluster of one cloud passes.
+var singleCloudChecks = []string{
+	"PASS pod-to-pod across nodes fails: no route in the cloud yet",
+	"PASS pod-to-pod across nodes works through the routes",
+	"PASS a route deleted behind the controller's back breaks pod-to-pod",
+	"PASS the route controller's drift check restores it",
+	"PASS HTTP through the VIP reaches pods on every node",
+	"PASS the VIP keeps the client's address (ipMode VIP)",
+	"PASS a pod reaches the Service through the VIP",
+	"PASS kubectl logs shows a pod's log",
+	"PASS kubectl exec runs a command in a pod",
+	"PASS scaled to one replica, only its node is healthy and answers",
+	"PASS the lifecycle controller deletes the terminated instance's Node",
+	"PASS the pod comes back on another node",
+	"PASS nephele migrate check passes",
+	"PASS an unprivileged user reads no credential and plants nothing in the state directory",
+	"PASS etcd answers no client without its certificate, and no pod reaches it",
+	"PASS the registry takes no push or delete but nephele up's, from the machine or a pod",
+	"PASS the CCM's cloud credential makes no instance and sets no fault; a pod without one gets 401",
+}
+
 // TestUpRealNodes runs `nephele up` on real nodes twice in one state directory: a run
 // killed with SIGKILL, which leaves its hosts running on the machine, then a smoke run
 // that must clean up after it and pass every check (pods on every node; pod-to-pod
@@ -37,7 +58,9 @@ var machineSysctls = []string{
 // failing when a route is deleted behind its back and working once its drift check
 // restored it; a LoadBalancer Service with externalTrafficPolicy Local through the
 // cloud's VIP and kube-proxy's health checks; kubectl logs and exec; a terminated
-// instance's Node deleted and its pod back on another node). Afterwards the machine must
+// instance's Node deleted and its pod back on another node), with the CCM as a process,
+// in the cluster and managed by the operator, and then on a hybrid cluster of two local
+// clouds and an unowned node (hybridChecks in localcluster/smoke). Afterwards the machine must
 // be as before: namespaces, links, routes, mounts, iptables rules, cgroups, sysctls and
 // processes.
 func TestUpRealNodes(t *testing.T) {
@@ -61,7 +84,10 @@ func TestUpRealNodes(t *testing.T) {
 	r := clustertest.NewRanges(t, "nphup")
 	bridge, instanceRange, vipPool := r.Bridge, r.InstanceCIDR.String(), r.VIPPool.String()
 	clusterCIDR, serviceCIDR := r.ClusterCIDR.String(), r.ServiceCIDR.String()
-	markers := append(slices.Clone(r.Markers), dir)
+	// The hybrid run's second cloud: a slot of its own (its pod and Service ranges go
+	// unused: the clouds share the first's).
+	r2 := clustertest.NewRanges(t, "nphhy")
+	markers := append(slices.Concat(r.Markers, r2.Markers), dir)
 	before := hoststest.Snapshot(t, markers...)
 	sysctls := readSysctls(t)
 
@@ -92,26 +118,11 @@ func TestUpRealNodes(t *testing.T) {
 			t.Fatalf("nephele up --smoke exited %d, want 0", code)
 		}
 		out := p.Output()
-		for _, want := range append(want,
-			"PASS pod-to-pod across nodes fails: no route in the cloud yet",
-			"PASS pod-to-pod across nodes works through the routes",
-			"PASS a route deleted behind the controller's back breaks pod-to-pod",
-			"PASS the route controller's drift check restores it",
-			"PASS HTTP through the VIP reaches pods on every node",
-			"PASS the VIP keeps the client's address (ipMode VIP)",
-			"PASS a pod reaches the Service through the VIP",
-			"PASS kubectl logs shows a pod's log",
-			"PASS kubectl exec runs a command in a pod",
-			"PASS scaled to one replica, only its node is healthy and answers",
-			"PASS the lifecycle controller deletes the terminated instance's Node",
-			"PASS the pod comes back on another node",
-			"PASS nephele migrate check passes",
-			"PASS an unprivileged user reads no credential and plants nothing in the state directory",
-			"PASS etcd answers no client without its certificate, and no pod reaches it",
-			"PASS the registry takes no push or delete but nephele up's, from the machine or a pod",
-			"PASS the CCM's cloud credential makes no instance and sets no fault; a pod without one gets 401",
-			"remove the hosts, keeping the nodes' logs",
-		) {
+		want = append(want, "remove the hosts, keeping the nodes' logs")
+		if !slices.Contains(extra, "--hybrid-nodes=1") {
+			want = append(want, singleCloudChecks...)
+		}
+		for _, want := range want {
 			if !strings.Contains(out, want) {
 				t.Errorf("output does not contain %q", want)
 			}
@@ -134,6 +145,21 @@ func TestUpRealNodes(t *testing.T) {
 	t.Run("smoke passes with the CCM managed by the operator", func(t *testing.T) {
 		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
 			"PASS the operator copies no Secret from outside its config namespace", "smoke: PASSED (29 checks)")
+	})
+	// A hybrid cluster (docs/hybrid.md): a second local cloud of one node, a peer of the
+	// first, and a node that declares a platform nobody owns; one CCM for both clouds.
+	t.Run("smoke passes on a hybrid cluster", func(t *testing.T) {
+		smoke(t, []string{"--hybrid-nodes=1", "--unowned-node", "--hybrid-bridge", r2.Bridge,
+			"--hybrid-instance-cidr", r2.InstanceCIDR.String(), "--hybrid-vip-pool", r2.VIPPool.String()},
+			"start the second local cloud (hosts on "+r2.Bridge+", a peer of "+bridge+")",
+			"PASS node node-b1 initialized by the CCM: local-b://",
+			"PASS node node-unowned, which declares platform on-prem, is left alone",
+			"PASS every node's pod CIDR routed in the cloud that owns the node, and in no other",
+			"PASS pod-to-pod across nodes and clouds works through each cloud's routes: node-1 -> node-2, node-2 -> node-b1, node-b1 -> node-1",
+			"PASS a LoadBalancer Service of each class gets a VIP of its own cloud",
+			"PASS HTTP through each cloud's VIP reaches the demo pods",
+			"PASS node node-unowned is still left alone",
+			"smoke: PASSED (13 checks)")
 	})
 
 	assertNothingRuns(t, dir)
