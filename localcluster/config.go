@@ -424,9 +424,9 @@ func (c *Config) completeHybrid() field.ErrorList {
 func (c *Config) runDir() string      { return filepath.Join(c.Dir, "run") }
 func (c *Config) cloudDir() string    { return filepath.Join(c.Dir, "cloud") }
 func (c *Config) hostDir() string     { return filepath.Join(c.Dir, "hosts") }
+func (c *Config) nodesDir() string    { return filepath.Join(c.Dir, "nodes") }
+func (c *Config) registryDir() string { return filepath.Join(c.Dir, "registry") }
 
 // The second cloud's directories, in a hybrid cluster.
 func (c *Config) secondCloudDir() string { return filepath.Join(c.Dir, "cloud-b") }
 func (c *Config) secondHostDir() string  { return filepath.Join(c.Dir, "hosts-b") }
-func (c *Config) nodesDir() string    { return filepath.Join(c.Dir, "nodes") }
-func (c *Config) registryDir() string { return filepath.Join(c.Dir, "registry") }

@@ -44,7 +44,7 @@ type runPlan struct {
 	migrationLease  *LeaseConfig
 	cloudCall       cloudCallConfig
 	stallTimeout    time.Duration
-	startInterval time.Duration
+	startInterval   time.Duration
 	// useServiceAccounts is --use-service-account-credentials.
 	useServiceAccounts bool
 	resync             time.Duration

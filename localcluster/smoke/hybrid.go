@@ -204,12 +204,12 @@ func (s *smoke) classServices(ctx context.Context) (string, error) {
 				return err
 			}
 			if len(live.Status.LoadBalancer.Ingress) == 0 {
-				return fmt.Errorf("Service %s has no ingress yet", cs.name)
+				return fmt.Errorf("no ingress yet for Service %s", cs.name)
 			}
 			cs.vip = live.Status.LoadBalancer.Ingress[0].IP
 			vip, err := netip.ParseAddr(cs.vip)
 			if err != nil || !cs.cloud.VIPPool.Contains(vip) {
-				return fmt.Errorf("Service %s has VIP %q, not of cloud %s's pool %s", cs.name, cs.vip, cs.cloud.Name, cs.cloud.VIPPool)
+				return fmt.Errorf("VIP %q of Service %s is not of cloud %s's pool %s", cs.vip, cs.name, cs.cloud.Name, cs.cloud.VIPPool)
 			}
 			lbs, err := cs.cloud.Client.ListLoadBalancers(ctx, s.cfg.ClusterName)
 			if err != nil {

@@ -90,7 +90,7 @@ type File struct {
 	// ProxyHealthzPort is an int64 so that a value out of range is reported as such,
 	// not as a decoding error.
 	ProxyHealthzPort *int64 `json:"proxyHealthzPort,omitempty"`
-	ProviderIDScheme string  `json:"providerIDScheme,omitempty"`
+	ProviderIDScheme string `json:"providerIDScheme,omitempty"`
 }
 
 // Marshal returns f as the YAML of a --cloud-config file, after a comment line saying
