@@ -379,6 +379,16 @@ func (c *Config) completeHybrid() field.ErrorList {
 	if h.Nodes < 1 || total > MaxNodes {
 		bad("nodes", h.Nodes, "want at least 1, and at most %d nodes in all (%d in the first cloud)", MaxNodes, c.Nodes)
 	}
+	// Every node of both clouds takes a pod CIDR; the unowned node is a host of the
+	// first cloud.
+	if perNode := 1 << (nodeCIDRMaskSize - c.ClusterCIDR.Bits()); c.ClusterCIDR.IsValid() && c.ClusterCIDR.Bits() < nodeCIDRMaskSize && total > perNode {
+		bad("nodes", h.Nodes, "%d pod CIDRs of /%d in clusterCIDR %s, fewer than the %d nodes of both clouds", perNode, nodeCIDRMaskSize, c.ClusterCIDR, total)
+	}
+	if h.UnownedNode && c.InstanceCIDR.IsValid() && c.InstanceCIDR.Bits() < 31 {
+		if max := 1<<(32-c.InstanceCIDR.Bits()) - 2; c.Nodes+1 > max-1 {
+			bad("unownedNode", true, "instanceCIDR %s has room for %s, fewer than the %d nodes and the unowned node", c.InstanceCIDR, plural(max-1, "host"), c.Nodes)
+		}
+	}
 	if h.Bridge == "" {
 		h.Bridge = DefaultHybridBridge
 	}

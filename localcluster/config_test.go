@@ -47,6 +47,16 @@ func TestConfigComplete(t *testing.T) {
 		{"hybrid on the first cloud's bridge", func(c *Config) { c.Hybrid = &Hybrid{Bridge: "nephele0"} }, "hybrid.bridge: Invalid value: \"nephele0\": the first cloud's bridge"},
 		{"hybrid range over the first's", func(c *Config) { c.Hybrid = &Hybrid{InstanceCIDR: netip.MustParsePrefix("10.88.128.0/24")} }, "hybrid.instanceCIDR: Invalid value: \"10.88.128.0/24\": overlaps instanceCIDR 10.88.0.0/16"},
 		{"hybrid VIP pool over the pod range", func(c *Config) { c.Hybrid = &Hybrid{VIPPool: netip.MustParsePrefix("10.244.9.0/24")} }, "hybrid.vipPool: Invalid value: \"10.244.9.0/24\": overlaps clusterCIDR"},
+		{"hybrid beyond the pod CIDRs", func(c *Config) {
+			c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/22")
+			c.Nodes = 3
+			c.Hybrid = &Hybrid{Nodes: 1, UnownedNode: true}
+		}, "hybrid.nodes: Invalid value: 1: 4 pod CIDRs of /24 in clusterCIDR 10.244.0.0/22, fewer than the 5 nodes of both clouds"},
+		{"unowned node beyond the first range", func(c *Config) {
+			c.InstanceCIDR = netip.MustParsePrefix("10.88.0.0/29")
+			c.Nodes = 5
+			c.Hybrid = &Hybrid{UnownedNode: true}
+		}, "hybrid.unownedNode: Invalid value: true: instanceCIDR 10.88.0.0/29 has room for 5 hosts, fewer than the 5 nodes and the unowned node"},
 		{"hybrid VIP pool on loopback", func(c *Config) { c.Hybrid = &Hybrid{VIPPool: netip.MustParsePrefix("127.9.0.0/24")} }, "hybrid.vipPool"},
 	}
 	for _, tt := range tests {

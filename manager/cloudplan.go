@@ -60,8 +60,12 @@ func buildClouds(cfg CompletedConfig, registry *cloud.Registry) ([]cloudPlan, er
 	}
 	for i := range plans {
 		own := plans[i].controllers.Ownership
-		if err := own.Validate(); err != nil || own.OwnsEveryNode() {
-			return nil, fmt.Errorf("invalid value for --clouds-config: clouds[%d] (%s): provider %s's platforms %q are no provider-ID schemes (%v): name them in platforms",
+		if own.OwnsEveryNode() {
+			return nil, fmt.Errorf("invalid value for --clouds-config: clouds[%d] (%s): provider %s's platforms %q own every node: name the cloud's provider-ID schemes in platforms",
+				i, plans[i].name, plans[i].provider.ProviderName(), own.Platforms)
+		}
+		if err := own.Validate(); err != nil {
+			return nil, fmt.Errorf("invalid value for --clouds-config: clouds[%d] (%s): provider %s's platforms %q: %w: name the cloud's provider-ID schemes in platforms",
 				i, plans[i].name, plans[i].provider.ProviderName(), own.Platforms, err)
 		}
 		for j := range i {

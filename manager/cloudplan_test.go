@@ -99,7 +99,7 @@ func TestBuildClouds(t *testing.T) {
 		{"a cloud config the provider refuses", []clouds.Source{source("east", "east", true), source("west", "fail", false)},
 			"invalid value for --clouds-config: clouds[1] (west).cloudConfig /west: creating cloud provider \"schemes\": token: required"},
 		{"a platform that is no scheme", []clouds.Source{source("east", "East_1", true)},
-			`invalid value for --clouds-config: clouds[0] (east): provider schemes's platforms ["East_1"] are no provider-ID schemes`},
+			`invalid value for --clouds-config: clouds[0] (east): provider schemes's platforms ["East_1"]: platform "East_1"`},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {

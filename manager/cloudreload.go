@@ -17,6 +17,7 @@ import (
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/internal/promreg"
 	"github.com/nephele-dev/nephele/internal/smallfile"
+	"github.com/nephele-dev/nephele/manager/clouds"
 )
 
 // Events of a cloud config reload, recorded on the manager's leader election Lease.
@@ -26,7 +27,7 @@ const (
 )
 
 // maxCloudConfigSize bounds what a reload reads of --cloud-config and the files it names.
-const maxCloudConfigSize = 1 << 20
+const maxCloudConfigSize = clouds.MaxFileSize
 
 // cloudReloader rebuilds the provider when --cloud-config, or a file the provider says
 // its configuration names (cloud.ConfigFileLister), changes, and swaps it in. A
@@ -180,7 +181,7 @@ func (c *cloudReloader) check(ctx context.Context) {
 	data, err := smallfile.Read(c.path, maxCloudConfigSize)
 	if err != nil {
 		// A Secret being rewritten, say: keep the running provider and say so.
-		c.refuse(fmt.Errorf("reading --cloud-config %s: %w", c.path, err))
+		c.refuse(fmt.Errorf("reading the cloud config %s: %w", c.path, err))
 		return
 	}
 	running := configFiles(c.swap.current())

@@ -93,6 +93,26 @@ func TestSwapProviderRefusesOtherCapabilities(t *testing.T) {
 	}
 }
 
+// platformsProvider is a provider of fixed name and platforms.
+type platformsProvider struct {
+	cloud.Provider
+	platforms []string
+}
+
+func (p platformsProvider) ProviderPlatforms() []string { return p.platforms }
+
+func TestSwapProviderRefusesOtherPlatforms(t *testing.T) {
+	base := newFake(t, "fake", fakecloud.CapRoutes)
+	s := newSwapProvider(platformsProvider{base, []string{"east"}})
+	if err := s.fits(platformsProvider{base, []string{"east"}}); err != nil {
+		t.Errorf("swap to a provider of the same platforms: %v", err)
+	}
+	err := s.fits(platformsProvider{base, []string{"west"}})
+	if err == nil || !strings.Contains(err.Error(), `provider-ID schemes ["west"]; running with ["east"]`) {
+		t.Errorf("swap to a provider of other platforms = %v, want a refusal naming both", err)
+	}
+}
+
 // reloadFixture is a reloader over a config file in a temporary directory whose
 // "provider" is a fake; content "fail" does not build, "panic" panics, "no-routes" lacks
 // routes, and init fails while initErr is set.
@@ -236,7 +256,7 @@ func TestCloudReloader(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.check(ctx)
-	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "reading --cloud-config") {
+	if err := f.ready(); err == nil || !strings.Contains(err.Error(), "reading the cloud config") {
 		t.Errorf("a missing file: ready = %v", err)
 	}
 }

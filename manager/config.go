@@ -71,11 +71,9 @@ type completedConfig struct {
 	// options are the flags as given, copied.
 	options Options
 	specs   []ControllerSpec
-	// cloudConfig is the content of --cloud-config, nil when none was given; the
-	// provider factory reads it, and the file is read exactly once.
-	cloudConfig []byte
-	// clouds are the clouds the manager serves, their configurations read: one from
-	// --cloud-provider and --cloud-config (Name empty), or those of --clouds-config.
+	// clouds are the clouds the manager serves, their configurations read once: one
+	// from --cloud-provider and --cloud-config (Name empty), or those of
+	// --clouds-config.
 	clouds []clouds.Source
 	// enabledControllers are the canonical names --controllers enables, in
 	// registration order.
@@ -98,8 +96,14 @@ type CompletedConfig struct {
 // Options returns a copy of the options the configuration was completed from.
 func (c CompletedConfig) Options() Options { return c.options }
 
-// CloudConfig returns the content of --cloud-config, nil when none was given.
-func (c CompletedConfig) CloudConfig() []byte { return c.cloudConfig }
+// CloudConfig returns the content of --cloud-config, nil when none was given (and with
+// --clouds-config, whose clouds each have their own).
+func (c CompletedConfig) CloudConfig() []byte {
+	if c.MultiCloud() || len(c.clouds) == 0 {
+		return nil
+	}
+	return c.clouds[0].Config
+}
 
 // EnabledControllers returns the canonical names of the controllers --controllers
 // enables, in registration order.

@@ -824,8 +824,8 @@ func (o *Options) completeClouds(v *validator, r *completedConfig) {
 		if o.CloudProvider == "" {
 			v.add("cloud-provider", `"": required: the name of the cloud provider (or --clouds-config for several)`)
 		}
-		src := clouds.Source{Cloud: clouds.Cloud{Provider: o.CloudProvider, CloudConfig: o.CloudConfigFile,
-			LoadBalancerClass: o.LoadBalancerClass, Platforms: slices.Clone(o.CloudProviderPlatforms)}}
+		// The class and platforms stay the flags' (ControllerConfig, withPlatforms).
+		src := clouds.Source{Cloud: clouds.Cloud{Provider: o.CloudProvider, CloudConfig: o.CloudConfigFile}}
 		if o.CloudConfigFile != "" {
 			// As a reload reads it (cloudReloader): bounded, and a FIFO or device at the
 			// path is refused instead of hanging the start.
@@ -833,7 +833,7 @@ func (o *Options) completeClouds(v *validator, r *completedConfig) {
 			if err != nil {
 				v.add("cloud-config", "%s", err)
 			}
-			r.cloudConfig, src.Config = data, data
+			src.Config = data
 		}
 		r.clouds = []clouds.Source{src}
 		return
@@ -853,8 +853,13 @@ func (o *Options) completeClouds(v *validator, r *completedConfig) {
 		}
 	}
 	srcs, err := clouds.Load(o.CloudsConfigFile)
-	if err != nil {
+	var invalid *clouds.InvalidError
+	switch {
+	case errors.As(err, &invalid):
 		v.add("clouds-config", "%s: %s", o.CloudsConfigFile, err)
+		return
+	case err != nil:
+		v.add("clouds-config", "%s", err) // it names the file
 		return
 	}
 	r.clouds = srcs

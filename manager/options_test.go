@@ -158,7 +158,7 @@ controllerLeaders: []
 		{"clouds-config beside cloud-provider-platforms", multi(func(o *Options) { o.CloudProviderPlatforms = []string{"b"} }),
 			"invalid value for --cloud-provider-platforms: not with --clouds-config, where each cloud names its own: remove --cloud-provider-platforms"},
 		{"clouds-config missing", multi(func(o *Options) { o.CloudsConfigFile = missing }),
-			"invalid value for --clouds-config: " + missing + ": open " + missing + ": no such file or directory"},
+			"invalid value for --clouds-config: open " + missing + ": no such file or directory"},
 		{"clouds-config cloud without credentials", multi(func(o *Options) { o.CloudsConfigFile = badClouds }),
 			"invalid value for --clouds-config: " + badClouds + ": clouds[0] (a).cloudConfig: required: the provider's configuration, with this cloud's own credentials"},
 		{"cloud-call-timeout zero", func(o *Options) { o.CloudCallTimeout = 0 },

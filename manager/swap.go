@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,14 +36,17 @@ func (c capabilities) String() string {
 type swapProvider struct {
 	name string
 	caps capabilities
-	cur  atomic.Pointer[providerBox]
+	// platforms are the provider's provider-ID schemes, which node ownership was
+	// decided with at start.
+	platforms []string
+	cur       atomic.Pointer[providerBox]
 }
 
 // providerBox holds a provider for atomic.Pointer, which cannot hold an interface.
 type providerBox struct{ p cloud.Provider }
 
 func newSwapProvider(p cloud.Provider) *swapProvider {
-	s := &swapProvider{name: p.ProviderName(), caps: capabilitiesOf(p)}
+	s := &swapProvider{name: p.ProviderName(), caps: capabilitiesOf(p), platforms: cloud.Platforms(p)}
 	s.cur.Store(&providerBox{p})
 	return s
 }
@@ -58,6 +62,11 @@ func (s *swapProvider) fits(p cloud.Provider) error {
 	}
 	if c := capabilitiesOf(p); c != s.caps {
 		return fmt.Errorf("the reloaded configuration changes the provider's capabilities (%s; running with %s): restart the manager to apply it", c, s.caps)
+	}
+	// Which nodes are whose was decided with the platforms at start; another scheme
+	// would write provider IDs no controller here owns.
+	if pl := cloud.Platforms(p); !slices.Equal(pl, s.platforms) {
+		return fmt.Errorf("the reloaded configuration changes the provider's platforms (provider-ID schemes %q; running with %q): restart the manager to apply it", pl, s.platforms)
 	}
 	return nil
 }

@@ -136,13 +136,19 @@ func (c *Config) complete() error {
 		guards[g.Masked()] = true
 	}
 	c.Guards = slices.SortedFunc(maps.Keys(guards), comparePrefix)
+	c.Peers = slices.Clone(c.Peers)
+	seen := map[string]bool{}
 	for i, p := range c.Peers {
 		if err := ValidateBridgeName(p.Bridge); err != nil {
-			return fmt.Errorf("peer %d: %w", i, err)
+			return fmt.Errorf("peer %s: %w", p.Bridge, err)
 		}
-		if p.Bridge == c.Bridge {
-			return fmt.Errorf("peer %d: bridge %s is this cloud's own", i, p.Bridge)
+		switch {
+		case p.Bridge == c.Bridge:
+			return fmt.Errorf("peer %s: the bridge is this cloud's own", p.Bridge)
+		case seen[p.Bridge]:
+			return fmt.Errorf("peer %s: named twice", p.Bridge)
 		}
+		seen[p.Bridge] = true
 		if err := ValidateRange(p.Range); err != nil {
 			return fmt.Errorf("peer %s: %w", p.Bridge, err)
 		}
@@ -150,6 +156,11 @@ func (c *Config) complete() error {
 		for _, q := range append([]netip.Prefix{c.Range}, c.Guards...) {
 			if q.Overlaps(p.Range) {
 				return fmt.Errorf("peer %s: its range %s overlaps %s of this cloud's", p.Bridge, p.Range, q)
+			}
+		}
+		for _, q := range c.Peers[:i] {
+			if q.Range.Overlaps(p.Range) {
+				return fmt.Errorf("peer %s: its range %s overlaps peer %s's %s", p.Bridge, p.Range, q.Bridge, q.Range)
 			}
 		}
 	}
@@ -164,7 +175,11 @@ func (c *Config) complete() error {
 			return err
 		}
 		c.VIPPool = c.VIPPool.Masked()
-		for _, p := range append([]netip.Prefix{c.Range}, c.Guards...) {
+		others := append([]netip.Prefix{c.Range}, c.Guards...)
+		for _, p := range c.Peers {
+			others = append(others, p.Range)
+		}
+		for _, p := range others {
 			if p.Overlaps(c.VIPPool) {
 				return fmt.Errorf("VIP pool %s overlaps %s: VIPs must be addresses no host, pod or Service has", c.VIPPool, p)
 			}

@@ -56,10 +56,11 @@ func netnsPath(name string) string { return "/run/netns/" + name }
 
 // machineRoute is one IPv4 route of the machine, as `ip -j route show table all` has it.
 type machineRoute struct {
-	Type  string `json:"type"`
-	Dst   string `json:"dst"`
-	Dev   string `json:"dev"`
-	Table string `json:"table"`
+	Type   string `json:"type"`
+	Dst    string `json:"dst"`
+	Dev    string `json:"dev"`
+	Table  string `json:"table"`
+	Metric int    `json:"metric"`
 }
 
 func (r machineRoute) prefix() (netip.Prefix, bool) {
@@ -121,14 +122,33 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 		// A peer's range is guarded here too; its own routes are the peer's.
 		wanted = append(wanted, p.Range)
 	}
+	// A peer is another local cloud's bridge, which may not exist yet: never an
+	// interface that leads off the machine.
+	for _, r := range routes {
+		if r.Dst == "default" && peers[r.Dev] {
+			return fmt.Errorf("peer %s carries the machine's default route: a peer must be another local cloud's bridge", r.Dev)
+		}
+	}
+	for _, p := range m.cfg.Peers {
+		if linkExists(p.Bridge) && !isBridge(p.Bridge) {
+			return fmt.Errorf("peer %s is a network interface that is no bridge: a peer must be another local cloud's bridge", p.Bridge)
+		}
+	}
 	for _, r := range routes {
 		p, ok := r.prefix()
 		if !ok || r.Table == "local" || ourTables[r.Table] || r.Dev == m.cfg.Bridge || ours[p] && (r.Type == "unreachable" || r.Dev == "") {
 			continue
 		}
-		// With peers, the ranges the clouds share are theirs too: a peer's bridge, its
-		// routes into a guard, its guard routes (unreachable, of its own metric).
-		if len(peers) > 0 && (peers[r.Dev] || r.Type == "unreachable" && slices.Contains(wanted, p)) {
+		if len(peers) > 0 && r.Type == "unreachable" && slices.Contains(wanted, p) {
+			// A peer's guard of a range the clouds share. At this cloud's own metric
+			// it would be one route for both, and the first to stop would remove it.
+			if r.Metric == m.cfg.GuardMetric {
+				return fmt.Errorf("another local cloud guards %s at metric %d, this one's guard metric: give each peer a guard metric of its own", p, r.Metric)
+			}
+			continue
+		}
+		// A peer's bridge, and its routes into the ranges the clouds share.
+		if peers[r.Dev] {
 			continue
 		}
 		for i, w := range wanted {
@@ -203,6 +223,10 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	for _, p := range m.cfg.Peers {
 		guards = append(guards, p.Range)
 	}
+	// A rule no longer wanted goes before the guard it relied on.
+	if err := m.setPeerRules(ctx, false); err != nil {
+		return err
+	}
 	if err := m.setGuards(ctx, guards); err != nil {
 		return err
 	}
@@ -214,7 +238,7 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	if err := m.setBridgeTable(ctx, gw); err != nil {
 		return err
 	}
-	if err := m.setPeerRules(ctx); err != nil {
+	if err := m.setPeerRules(ctx, true); err != nil {
 		return err
 	}
 	if err := m.setupVIP(ctx); err != nil {
@@ -238,8 +262,10 @@ const peerRulePriority = bridgeRulePriority - 1
 // the bridge for a peer's range or a guard CIDR by the main table: it holds the peers'
 // connected ranges, every cloud's routes into the guards (SetRoutes adds them there too)
 // and the guard routes, so a destination no cloud routes is unreachable, as in the
-// bridge's own table. Each rule is recorded before it is added.
-func (m *Machine) setPeerRules(ctx context.Context) error {
+// bridge's own table. It removes the rules no longer wanted, and with add adds the
+// wanted ones, each recorded before it is added: setupNetwork removes before it changes
+// the guards and adds once they stand.
+func (m *Machine) setPeerRules(ctx context.Context, add bool) error {
 	n := m.j.Network
 	var want []string
 	if len(m.cfg.Peers) > 0 {
@@ -253,13 +279,20 @@ func (m *Machine) setPeerRules(ctx context.Context) error {
 	prio := strconv.Itoa(peerRulePriority)
 	for _, to := range n.PeerRules {
 		if !slices.Contains(want, to) {
-			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", m.cfg.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil && !said(err, "No such file") {
+			if err := m.delRules(ctx, "iif", n.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil {
 				return fmt.Errorf("removing the peer rule to %s: %w", to, err)
 			}
 		}
 	}
 	if err := m.record(func() {
 		n.PeerRules = slices.DeleteFunc(n.PeerRules, func(to string) bool { return !slices.Contains(want, to) })
+	}); err != nil {
+		return err
+	}
+	if !add {
+		return nil
+	}
+	if err := m.record(func() {
 		for _, to := range want {
 			if !slices.Contains(n.PeerRules, to) {
 				n.PeerRules = append(n.PeerRules, to)
@@ -382,6 +415,20 @@ func (m *Machine) setGuards(ctx context.Context, want []netip.Prefix) error {
 
 // delRoute deletes a route of the machine (netns "") or of a namespace; a route already
 // gone is not an error.
+// delRules deletes every IPv4 routing rule that selector matches (an earlier run may
+// have added one twice); none is no error.
+func (m *Machine) delRules(ctx context.Context, selector ...string) error {
+	for range 100 {
+		if _, err := m.exec(ctx, "", "ip", append([]string{"-4", "rule", "del"}, selector...)...); err != nil {
+			if said(err, "No such file or directory", "No such process") {
+				return nil
+			}
+			return err
+		}
+	}
+	return fmt.Errorf("rule %s: still there after 100 deletions", strings.Join(selector, " "))
+}
+
 func (m *Machine) delRoute(ctx context.Context, netns string, spec string) error {
 	args := []string{"route", "del"}
 	if netns != "" {
@@ -442,8 +489,8 @@ func (m *Machine) setChain(ctx context.Context) error {
 	return nil
 }
 
-// teardownNetwork removes what the network record names: routes, guards, the chain and
-// the bridge. It goes on after a failure and returns every error.
+// teardownNetwork removes what the network record names: routes, the peer rules, guards,
+// the chain and the bridge. It goes on after a failure and returns every error.
 func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error {
 	var errs []error
 	// The load balancers first: nothing is sent to a host through them any more.
@@ -457,10 +504,8 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 	}
 	if n.Table != 0 {
 		table := strconv.FormatUint(uint64(n.Table), 10)
-		for range 100 {
-			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
-				break
-			}
+		if err := m.delRules(ctx, "iif", n.Bridge, "lookup", table, "priority", strconv.Itoa(n.RulePriority)); err != nil {
+			errs = append(errs, fmt.Errorf("removing the routing rule of bridge %s: %w", n.Bridge, err))
 		}
 		if _, err := m.exec(ctx, "", "ip", "-4", "route", "flush", "table", table); err != nil && !said(err, "FIB table does not exist") {
 			errs = append(errs, fmt.Errorf("removing routing table %s: %w", table, err))
@@ -470,10 +515,8 @@ func (m *Machine) teardownNetwork(ctx context.Context, n *networkRecord) []error
 		errs = append(errs, fmt.Errorf("removing sink interface %s: %w", n.Sink, err))
 	}
 	for _, to := range n.PeerRules {
-		for range 100 {
-			if _, err := m.exec(ctx, "", "ip", "-4", "rule", "del", "iif", n.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil {
-				break
-			}
+		if err := m.delRules(ctx, "iif", n.Bridge, "to", to, "lookup", "main", "priority", strconv.Itoa(n.PeerRulePriority)); err != nil {
+			errs = append(errs, fmt.Errorf("removing the peer rule of bridge %s to %s: %w", n.Bridge, to, err))
 		}
 	}
 	for _, r := range n.Routes {

@@ -124,8 +124,9 @@ func TestRoutesRoute(t *testing.T) {
 // of one hybrid cluster) that share a guard CIDR (the pod range), and checks that a host
 // of one reaches a host of the other, directly and through the other's route into the
 // shared guard; that without the route the guarded address is refused; that each guards
-// the other's range, so once one is gone nothing for it leaves the machine; and that
-// closing both leaves the machine as it was.
+// the other's range, so once one is gone what its hosts were sent is refused on the
+// machine; and that closing both leaves the machine as it was. A peer that is no bridge,
+// and a peer guarding the shared range at the same metric, are refused.
 func TestPeersRouteBetweenClouds(t *testing.T) {
 	ta, tb := newTestNet(t, 12), newTestNet(t, 13)
 	tb.cfg.Guards = ta.cfg.Guards
@@ -137,8 +138,25 @@ func TestPeersRouteBetweenClouds(t *testing.T) {
 	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
 	ctx := context.Background()
 	func() {
-		ma, mb := ta.open(t), tb.open(t)
+		ma := ta.open(t)
 		defer closeMachine(t, ma)
+		same := tb.cfg
+		same.GuardMetric = 0
+		if m, err := hosts.Open(ctx, same); err == nil {
+			closeMachine(t, m)
+			t.Fatal("a peer guarding the shared range at the same metric was opened")
+		} else if !strings.Contains(err.Error(), "give each peer a guard metric of its own") {
+			t.Errorf("opening a peer of the same guard metric: %v", err)
+		}
+		notBridge := tb.cfg
+		notBridge.Peers = []hosts.Peer{{Bridge: "lo", Range: ta.cfg.Range}}
+		if m, err := hosts.Open(ctx, notBridge); err == nil {
+			closeMachine(t, m)
+			t.Fatal("a machine with peer lo was opened")
+		} else if !strings.Contains(err.Error(), "peer lo is a network interface that is no bridge") {
+			t.Errorf("opening with peer lo: %v", err)
+		}
+		mb := tb.open(t)
 		defer closeMachine(t, mb)
 		podCIDR := netip.PrefixFrom(ta.guard(16), 28)
 		server := netip.AddrPortFrom(ta.guard(17), 8080)
@@ -188,6 +206,14 @@ func TestPeersRouteBetweenClouds(t *testing.T) {
 			if err != nil || !strings.Contains(string(out), "metric "+strconv.Itoa(metricOf(c.m))) {
 				t.Errorf("no guard of metric %d for the peer range %s: %q %v", metricOf(c.m), c.peer, out, err)
 			}
+		}
+		// The second cloud gone, what a host sends its range is refused at once.
+		closeMachine(t, mb)
+		start = time.Now()
+		if err := reach(netip.AddrPortFrom(b.Address, 8080)); err == nil {
+			t.Error("host a reaches the gone peer's address")
+		} else if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("the gone peer's address failed only after %s: it should be refused at once", took)
 		}
 	}()
 	if after := hoststest.Snapshot(t, markers...); after != before {

@@ -2,6 +2,7 @@ package clouds
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -18,9 +19,9 @@ const (
 	Kind       = "CloudsConfiguration"
 )
 
-// maxFileSize bounds the --clouds-config file and each cloud config it names, as the
-// manager bounds --cloud-config: a device or a huge file is refused, not read forever.
-const maxFileSize = 1 << 20
+// MaxFileSize bounds the --clouds-config file and each cloud config it names, and the
+// manager's --cloud-config: a device or a huge file is refused, not read forever.
+const MaxFileSize = 1 << 20
 
 // File is the --clouds-config file:
 //
@@ -89,7 +90,7 @@ func (e *InvalidError) Error() string { return strings.Join(e.Problems, "; ") }
 
 // Load reads the file at path, checks it, and reads every cloud config it names.
 func Load(path string) ([]Source, error) {
-	data, err := smallfile.Read(path, maxFileSize)
+	data, err := smallfile.Read(path, MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func Load(path string) ([]Source, error) {
 	out := make([]Source, 0, len(f.Clouds))
 	var problems []string
 	for i, c := range f.Clouds {
-		config, err := smallfile.Read(c.CloudConfig, maxFileSize)
+		config, err := smallfile.Read(c.CloudConfig, MaxFileSize)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s.cloudConfig: %v", field(i, c), err))
 			continue
@@ -158,13 +159,13 @@ func Parse(data []byte) (*File, error) {
 		if c.Provider == "" {
 			add("%s.provider: required: the name of the cloud's provider", at)
 		}
-		switch j, dup := configs[c.CloudConfig]; {
+		switch j, dup := configs[filepath.Clean(c.CloudConfig)]; {
 		case c.CloudConfig == "":
 			add("%s.cloudConfig: required: the provider's configuration, with this cloud's own credentials", at)
 		case dup:
 			add("%s.cloudConfig: %s is also clouds[%d]'s: each cloud has its own configuration and credentials", at, c.CloudConfig, j)
 		default:
-			configs[c.CloudConfig] = i
+			configs[filepath.Clean(c.CloudConfig)] = i
 		}
 		switch j, dup := classes[c.LoadBalancerClass]; {
 		case c.LoadBalancerClass == "":

@@ -45,6 +45,7 @@ func TestParse(t *testing.T) {
 		{name: "no provider", yaml: header + strings.Replace(twoClouds, "  provider: local\n  cloudConfig: /etc/west.yaml", "  cloudConfig: /etc/west.yaml", 1), wantErr: []string{"clouds[1] (west).provider: required"}},
 		{name: "no credentials", yaml: header + strings.Replace(twoClouds, "  cloudConfig: /etc/west.yaml\n", "", 1), wantErr: []string{"clouds[1] (west).cloudConfig: required: the provider's configuration, with this cloud's own credentials"}},
 		{name: "one config for two clouds", yaml: header + strings.Replace(twoClouds, "/etc/west.yaml", "/etc/east.yaml", 1), wantErr: []string{"clouds[1] (west).cloudConfig: /etc/east.yaml is also clouds[0]'s"}},
+		{name: "one config for two clouds, spelt otherwise", yaml: header + strings.Replace(twoClouds, "/etc/west.yaml", "/etc/./east.yaml", 1), wantErr: []string{"clouds[1] (west).cloudConfig: /etc/./east.yaml is also clouds[0]'s"}},
 		{name: "no class", yaml: header + strings.Replace(twoClouds, "  loadBalancerClass: nephele.dev/west\n", "", 1), wantErr: []string{"clouds[1] (west).loadBalancerClass: required"}},
 		{name: "class twice", yaml: header + strings.Replace(twoClouds, "nephele.dev/west", "nephele.dev/east", 1), wantErr: []string{`clouds[1] (west).loadBalancerClass: "nephele.dev/east" is also clouds[0]'s`}},
 		{name: "class not a qualified name", yaml: header + strings.Replace(twoClouds, "nephele.dev/west", "a b", 1), wantErr: []string{`clouds[1] (west).loadBalancerClass: "a b": must be a qualified name`}},
