@@ -119,12 +119,8 @@ func (c *Cluster) ccmCloudArgs() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		class := FirstCloudClass
-		if lc.Name == SecondCloud {
-			class = SecondCloudClass
-		}
 		f.Clouds = append(f.Clouds, clouds.Cloud{Name: lc.Name, Provider: local.ProviderName, CloudConfig: path,
-			LoadBalancerClass: class, Default: lc == c.first})
+			LoadBalancerClass: lc.Class(), Default: lc == c.first})
 	}
 	data, err := f.Marshal()
 	if err != nil {

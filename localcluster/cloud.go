@@ -53,6 +53,15 @@ type LocalCloud struct {
 	proc         *controlplane.Process
 }
 
+// Class is the load balancer class of the cloud's Services in a hybrid cluster:
+// FirstCloudClass or SecondCloudClass.
+func (lc *LocalCloud) Class() string {
+	if lc.Name == SecondCloud {
+		return SecondCloudClass
+	}
+	return FirstCloudClass
+}
+
 // cloudSpec is what launchCloud starts a local cloud with.
 type cloudSpec struct {
 	name, dir, hostDir, bridge string

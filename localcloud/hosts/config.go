@@ -95,6 +95,29 @@ type Peer struct {
 	Range netip.Prefix
 }
 
+// guardedRange is a range the machine guards, and what it is, for messages.
+type guardedRange struct {
+	prefix netip.Prefix
+	what   string
+}
+
+// guarded returns every range the machine keeps from leaving it, each with an
+// unreachable route: the instance range, the guard CIDRs, the VIP pool and the peers'
+// ranges (their own routes are the peers').
+func (c *Config) guarded() []guardedRange {
+	out := []guardedRange{{c.Range, "instance range"}}
+	for _, g := range c.Guards {
+		out = append(out, guardedRange{g, "guard CIDR"})
+	}
+	if c.VIPPool.IsValid() {
+		out = append(out, guardedRange{c.VIPPool, "VIP pool"})
+	}
+	for _, p := range c.Peers {
+		out = append(out, guardedRange{p.Range, "peer " + p.Bridge + "'s range"})
+	}
+	return out
+}
+
 // DefaultGuardMetric is the default Config.GuardMetric: higher than any route the
 // kernel or the machine adds, so the bridge's own connected route for the instance range
 // wins while the bridge is up, and the guard catches everything else.

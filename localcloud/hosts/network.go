@@ -112,15 +112,14 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 			}
 		}
 	}
-	wanted := append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)
-	if m.cfg.VIPPool.IsValid() {
-		wanted = append(wanted, m.cfg.VIPPool)
+	guarded := m.cfg.guarded()
+	wanted := make([]netip.Prefix, len(guarded))
+	for i, g := range guarded {
+		wanted[i] = g.prefix
 	}
 	peers := map[string]bool{}
 	for _, p := range m.cfg.Peers {
 		peers[p.Bridge] = true
-		// A peer's range is guarded here too; its own routes are the peer's.
-		wanted = append(wanted, p.Range)
 	}
 	// A peer is another local cloud's bridge, which may not exist yet: never an
 	// interface that leads off the machine.
@@ -151,22 +150,15 @@ func (m *Machine) checkOverlaps(ctx context.Context) error {
 		if peers[r.Dev] {
 			continue
 		}
-		for i, w := range wanted {
-			if !w.Overlaps(p) {
+		for _, w := range guarded {
+			if !w.prefix.Overlaps(p) {
 				continue
-			}
-			what := "instance range"
-			switch {
-			case w == m.cfg.VIPPool && i > len(m.cfg.Guards):
-				what = "VIP pool"
-			case i > 0:
-				what = "guard CIDR"
 			}
 			via := r.Dev
 			if via == "" {
 				via = r.Type
 			}
-			return fmt.Errorf("%s %s overlaps the machine's route to %s (%s): choose a range no route of the machine's uses", what, w, p, via)
+			return fmt.Errorf("%s %s overlaps the machine's route to %s (%s): choose a range no route of the machine's uses", w.what, w.prefix, p, via)
 		}
 	}
 	return nil
@@ -216,12 +208,9 @@ func (m *Machine) setupNetwork(ctx context.Context) error {
 	// business answering or routing anything else for them.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+m.cfg.Bridge+"/disable_ipv6", []byte("1"), 0o644)
 
-	guards := append([]netip.Prefix{m.cfg.Range}, m.cfg.Guards...)
-	if m.cfg.VIPPool.IsValid() {
-		guards = append(guards, m.cfg.VIPPool)
-	}
-	for _, p := range m.cfg.Peers {
-		guards = append(guards, p.Range)
+	var guards []netip.Prefix
+	for _, g := range m.cfg.guarded() {
+		guards = append(guards, g.prefix)
 	}
 	// A rule no longer wanted goes before the guard it relied on.
 	if err := m.setPeerRules(ctx, false); err != nil {

@@ -312,8 +312,11 @@ func (s *smoke) listenerClosed(port int) func(context.Context) (string, error) {
 }
 
 // get makes one HTTP GET through the VIP and returns the body of a 200 answer.
-func (s *smoke) get(ctx context.Context, port int) ([]byte, error) {
-	url := "http://" + net.JoinHostPort(s.vip, fmt.Sprint(port)) + "/"
+func (s *smoke) get(ctx context.Context, port int) ([]byte, error) { return s.getAt(ctx, s.vip, port) }
+
+// getAt makes one HTTP GET to vip:port and returns the body of a 200 answer.
+func (s *smoke) getAt(ctx context.Context, vip string, port int) ([]byte, error) {
+	url := "http://" + net.JoinHostPort(vip, fmt.Sprint(port)) + "/"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -2,16 +2,11 @@ package smoke
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -164,9 +159,10 @@ func (s *smoke) routesByOwner(ctx context.Context) (string, error) {
 // class) and the second's (its class).
 func (s *smoke) services() []*classService {
 	if s.classSvcs == nil {
+		second := s.cloudNamed(localcluster.SecondCloud)
 		s.classSvcs = []*classService{
 			{name: ServiceName, cloud: s.cloudNamed(localcluster.FirstCloud)},
-			{name: ServiceName + "-b", class: ptr.To(localcluster.SecondCloudClass), cloud: s.cloudNamed(localcluster.SecondCloud)},
+			{name: ServiceName + "-b", class: ptr.To(second.Class()), cloud: second},
 		}
 	}
 	return s.classSvcs
@@ -244,7 +240,9 @@ func (s *smoke) classVIPsAnswer(ctx context.Context) (string, error) {
 		var a demoAnswer
 		err := s.eventually(ctx, func(ctx context.Context) error {
 			var err error
-			a, err = s.getVIP(ctx, cs.vip)
+			if a, err = s.getDemoAt(ctx, cs.vip); err == nil && a.Pod == "" {
+				err = errors.New("an answer naming no pod")
+			}
 			return err
 		})
 		if err != nil {
@@ -253,35 +251,6 @@ func (s *smoke) classVIPsAnswer(ctx context.Context) (string, error) {
 		got = append(got, fmt.Sprintf("%s answered by %s on %s", cs.vip, a.Pod, a.Node))
 	}
 	return strings.Join(got, ", "), nil
-}
-
-// getVIP makes one HTTP GET of the demo server through vip and decodes the answer.
-func (s *smoke) getVIP(ctx context.Context, vip string) (demoAnswer, error) {
-	var a demoAnswer
-	url := "http://" + net.JoinHostPort(vip, strconv.Itoa(demoPort)) + "/"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return a, err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return a, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return a, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return a, fmt.Errorf("GET %s: %s %q", url, resp.Status, raw)
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("GET %s: %q: %w", url, raw, err)
-	}
-	if a.Pod == "" {
-		return a, errors.New("an answer naming no pod")
-	}
-	return a, nil
 }
 
 // deleteClassServices deletes the Services and waits until neither cloud has a load

@@ -75,14 +75,17 @@ func (s *smoke) demoService(ctx context.Context) (string, error) {
 }
 
 // getDemo makes one request through the VIP and decodes the demo server's answer.
-func (s *smoke) getDemo(ctx context.Context) (demoAnswer, error) {
+func (s *smoke) getDemo(ctx context.Context) (demoAnswer, error) { return s.getDemoAt(ctx, s.vip) }
+
+// getDemoAt makes one request to the demo server through vip and decodes its answer.
+func (s *smoke) getDemoAt(ctx context.Context, vip string) (demoAnswer, error) {
 	var a demoAnswer
-	raw, err := s.get(ctx, demoPort)
+	raw, err := s.getAt(ctx, vip, demoPort)
 	if err != nil {
 		return a, err
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("through the VIP: %q: %w", raw, err)
+		return a, fmt.Errorf("through VIP %s: %q: %w", vip, raw, err)
 	}
 	return a, nil
 }
