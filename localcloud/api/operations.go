@@ -23,6 +23,14 @@ const (
 	OpRoutesList   = "routes.list"
 	OpRoutesCreate = "routes.create"
 	OpRoutesDelete = "routes.delete"
+
+	OpVolumesCreate = "volumes.create"
+	OpVolumesGet    = "volumes.get"
+	OpVolumesList   = "volumes.list"
+	OpVolumesDelete = "volumes.delete"
+	OpVolumesAttach = "volumes.attach"
+	OpVolumesDetach = "volumes.detach"
+	OpVolumesExpand = "volumes.expand"
 )
 
 // Operations returns every operation name, grouped by resource.
@@ -32,6 +40,8 @@ func Operations() []string {
 		OpInstancesStart, OpInstancesTerminate, OpInstancesDelete, OpInstancesConsole,
 		OpLBEnsure, OpLBUpdate, OpLBDelete, OpLBGet, OpLBList,
 		OpRoutesList, OpRoutesCreate, OpRoutesDelete,
+		OpVolumesCreate, OpVolumesGet, OpVolumesList, OpVolumesDelete,
+		OpVolumesAttach, OpVolumesDetach, OpVolumesExpand,
 	}
 }
 

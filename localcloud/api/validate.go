@@ -109,16 +109,30 @@ func (s *InstanceSpec) Validate() error {
 			return fieldErr(field+".type", "%q: want one of InternalIP, ExternalIP, Hostname, InternalDNS, ExternalDNS", a.Type)
 		}
 	}
-	for k, v := range s.Labels {
-		field := fmt.Sprintf("spec.labels[%q]", k)
-		if k == "" || len(k) > maxLabelKey || strings.ContainsAny(k, " \t\r\n") {
-			return fieldErr(field, "invalid label key")
-		}
-		if len(v) > maxLabelVal || strings.ContainsAny(v, " \t\r\n") {
-			return fieldErr(field, "invalid label value %q", v)
-		}
+	if err := validateLabels("spec.labels", s.Labels); err != nil {
+		return err
 	}
 	return s.validateHost()
+}
+
+// maxLabels bounds the labels of one object.
+const maxLabels = 64
+
+// validateLabels checks the labels of an instance or volume.
+func validateLabels(field string, labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return fieldErr(field, "%d labels, at most %d allowed", len(labels), maxLabels)
+	}
+	for k, v := range labels {
+		f := fmt.Sprintf("%s[%q]", field, k)
+		if k == "" || len(k) > maxLabelKey || strings.ContainsAny(k, " \t\r\n") {
+			return fieldErr(f, "invalid label key")
+		}
+		if len(v) > maxLabelVal || strings.ContainsAny(v, " \t\r\n") {
+			return fieldErr(f, "invalid label value %q", v)
+		}
+	}
+	return nil
 }
 
 // Limits of a host's boot command, environment and private paths.

@@ -15,9 +15,9 @@ import (
 )
 
 // journalVersion is written into new journals; a newer one is refused rather than misread.
-// Version 2 added the load balancer data plane (networkRecord.VIP), which an older cloud
-// would not know to remove.
-const journalVersion = 2
+// Version 2 added the load balancer data plane (networkRecord.VIP) and version 3 the
+// volumes' loop devices (Disks), which an older cloud would not know to remove.
+const journalVersion = 3
 
 // journalName and lockName are files in the machine's directory.
 const (
@@ -37,6 +37,9 @@ type journal struct {
 	// CreatedDirs are directories created on the machine's file system as mount points
 	// of private paths; they are removed, if empty, once no host is up.
 	CreatedDirs []string `json:"createdDirs,omitempty"`
+	// Disks are the volumes attached to hosts, by volume ID: a loop device over the
+	// volume's file and a link to it in the host's directory.
+	Disks map[string]*diskRecord `json:"disks,omitempty"`
 }
 
 // networkRecord is the shared network: the bridge, its guards and the routes on the
@@ -99,7 +102,7 @@ type upRecord struct {
 // empty reports whether the journal records nothing left on the machine but host
 // directories.
 func (j *journal) empty() bool {
-	if j.Network != nil || len(j.CreatedDirs) > 0 {
+	if j.Network != nil || len(j.CreatedDirs) > 0 || len(j.Disks) > 0 {
 		return false
 	}
 	for _, h := range j.Hosts {
@@ -315,6 +318,11 @@ func (j *journal) validate(dir string) error {
 				samePath(field+".up.mountns", up.MountNS, filepath.Join(nsDir, h.ID+".mnt"))
 				samePath(field+".up.utsns", up.UTSNS, filepath.Join(nsDir, h.ID+".uts"))
 			}
+		}
+	}
+	for key, d := range j.Disks {
+		if err := d.validate(key); err != nil {
+			bad(fmt.Sprintf("disks[%q]", key), "%v", err)
 		}
 	}
 	for i, d := range j.CreatedDirs {

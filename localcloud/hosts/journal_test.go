@@ -41,6 +41,9 @@ func validJournal(dir string) *journal {
 				Cgroup: cgroupPath(br, "i-000000000001"),
 			},
 		}},
+		Disks: map[string]*diskRecord{"vol-000000000001": {
+			Volume: "vol-000000000001", Host: "i-000000000001", File: "/var/lib/cloud/state.db.volumes/vol-000000000001.img", Device: "/dev/loop7",
+		}},
 	}
 }
 
@@ -93,6 +96,14 @@ func TestJournalRefusesWhatNepheleWouldNotMake(t *testing.T) {
 		{"/run as a created directory", func(j *journal) { j.CreatedDirs = []string{"/run"} }, "createdDirs[0]"},
 		{"a relative created directory", func(j *journal) { j.CreatedDirs = []string{"var/lib/x"} }, "createdDirs[0]"},
 		{"/ as a created directory", func(j *journal) { j.CreatedDirs = []string{"/"} }, "createdDirs[0]"},
+		{"a disk being bound", func(j *journal) { j.Disks["vol-000000000001"].Device = "" }, ""},
+		{"a disk device that is no loop device", func(j *journal) { j.Disks["vol-000000000001"].Device = "/dev/sda" }, `disks["vol-000000000001"]`},
+		{"a disk file that is no volume's", func(j *journal) { j.Disks["vol-000000000001"].File = "/etc/shadow" }, `disks["vol-000000000001"]`},
+		{"a relative disk file", func(j *journal) {
+			j.Disks["vol-000000000001"].File = "../vol-000000000001.img"
+		}, `disks["vol-000000000001"]`},
+		{"a disk under another key", func(j *journal) { j.Disks["vol-000000000002"] = j.Disks["vol-000000000001"] }, `disks["vol-000000000002"]`},
+		{"a disk of a host that is a path", func(j *journal) { j.Disks["vol-000000000001"].Host = "../.." }, `disks["vol-000000000001"]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -109,8 +109,8 @@ type Status struct {
 // changed, never while a command runs or a process is waited for or killed, so Status
 // answers while hosts start and stop. A host's op lock serializes its lifecycle (start,
 // stop, remove, adopt, the restart after its boot process exits); the commands and kill
-// loops of a host run under it. routesMu serializes programming routes. The order is
-// op, then routesMu, then mu.
+// loops of a host run under it. routesMu serializes programming routes, diskMu the
+// volumes' devices. The order is op, then routesMu or diskMu, then mu.
 type Machine struct {
 	cfg  Config
 	log  logr.Logger
@@ -124,6 +124,8 @@ type Machine struct {
 	routesMu sync.Mutex
 	// vipMu serializes SetLoadBalancers.
 	vipMu sync.Mutex
+	// diskMu serializes attaching, detaching and resizing volumes' devices.
+	diskMu sync.Mutex
 
 	mu     sync.Mutex
 	j      *journal
@@ -491,7 +493,8 @@ func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
 	m.mu.Lock()
 	recs := maps.Clone(m.j.Hosts)
 	m.mu.Unlock()
-	var errs []error
+	// Disks first: their links are in the hosts' directories.
+	errs := m.teardownDisks()
 	for id, rec := range recs {
 		if err := m.teardownHost(ctx, rec); err != nil {
 			errs = append(errs, err)

@@ -82,6 +82,14 @@ func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	ep("POST /v1/clusters/{cluster}/routes", api.OpRoutesCreate, s.createRoute)
 	ep("DELETE /v1/clusters/{cluster}/routes/{name}", api.OpRoutesDelete, s.deleteRoute)
 
+	ep("POST /v1/volumes", api.OpVolumesCreate, s.createVolume)
+	ep("GET /v1/volumes", api.OpVolumesList, s.listVolumes)
+	ep("GET /v1/volumes/{id}", api.OpVolumesGet, s.getVolume)
+	ep("DELETE /v1/volumes/{id}", api.OpVolumesDelete, s.deleteVolume)
+	ep("POST /v1/volumes/{id}/attach", api.OpVolumesAttach, s.attachVolume)
+	ep("POST /v1/volumes/{id}/detach", api.OpVolumesDetach, s.detachVolume)
+	ep("POST /v1/volumes/{id}/expand", api.OpVolumesExpand, s.expandVolume)
+
 	admin := func(pattern string, h handler) { mux.Handle(pattern, s.admin(h)) }
 	admin("GET /admin/faults", s.getFaults)
 	admin("PUT /admin/faults", s.replaceFaults)

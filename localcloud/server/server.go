@@ -83,6 +83,15 @@ type Config struct {
 	// DataPlane configures the load balancer data plane. Its Logger and Metrics are set
 	// by the server.
 	DataPlane dataplane.Config
+	// VolumeDir holds the volumes' files ("<volume ID>.img", sparse); created if
+	// missing. Empty is DefaultVolumeDir(StatePath).
+	VolumeDir string
+	// MaxVolumeSize bounds a volume's size, a multiple of api.VolumeSizeUnit; 0 is
+	// api.DefaultMaxVolumeSize.
+	MaxVolumeSize int64
+	// VolumeAttachLimit is how many volumes one instance takes; 0 is
+	// api.DefaultVolumeAttachLimit.
+	VolumeAttachLimit int
 	// Hosts, when set, enables host instances (localcloud/hosts): real hosts on this
 	// machine, which needs root. Its Range is InstanceCIDR (hosts.DefaultRange when that
 	// is unset) and its Logger the server's; an empty Dir is DefaultHostDir(StatePath).
@@ -116,6 +125,9 @@ func (c *Config) defaults() error {
 		c.InstanceType = DefaultInstanceType
 	}
 	if err := c.hostsDefaults(); err != nil {
+		return err
+	}
+	if err := c.volumeDefaults(); err != nil {
 		return err
 	}
 	if !c.InstanceCIDR.IsValid() {
@@ -177,6 +189,11 @@ type Server struct {
 	// instances serializes the changes to one instance, so that its record and its
 	// host on the machine change together.
 	instances keylock.Locks
+	// volumes serializes the changes to one volume, so that its record, its file and
+	// its device change together; volumeNames serializes creates by name. An attach or
+	// detach locks the instance first, then the volume.
+	volumes     keylock.Locks
+	volumeNames keylock.Locks
 	// routeMu serializes reading the routes and programming them into the machine, so
 	// an older reading never overwrites a newer one.
 	routeMu sync.Mutex
@@ -234,6 +251,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		_ = s.store.Close()
 		return nil, err
+	}
+	if err := s.openVolumes(ctx); err != nil {
+		return fail(fmt.Errorf("volumes: %w", err))
 	}
 	if err := s.startPlane(reg); err != nil {
 		return fail(fmt.Errorf("starting the data plane: %w", err))

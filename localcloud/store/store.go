@@ -28,8 +28,8 @@ var (
 
 // schemaVersion is written into new files; a file with a newer version is refused
 // rather than misread, and an older one is migrated when opened (see migrations).
-// Version 2 added the route destination index.
-const schemaVersion = 2
+// Version 2 added the route destination index, version 3 the volumes.
+const schemaVersion = 3
 
 var (
 	bucketMeta          = []byte("meta")
@@ -41,7 +41,10 @@ var (
 	// bucketRouteDests holds, per cluster, a bucket from a route's destination CIDR to
 	// its name: a new route's conflict check is one lookup, not a scan of the table.
 	bucketRouteDests = []byte("route-destinations")
-	keySchema        = []byte("schema")
+	bucketVolumes    = []byte("volumes")
+	// bucketVolumeNames maps a volume's name to its ID: names are unique.
+	bucketVolumeNames = []byte("volume-names")
+	keySchema         = []byte("schema")
 )
 
 // Store is the local cloud's state file. It is safe for concurrent use.
@@ -112,7 +115,7 @@ func initialize(db *bolt.DB) error {
 		return err
 	}
 	return db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketInstances, bucketInstanceNames, bucketLBs, bucketVIPs, bucketRoutes, bucketRouteDests} {
+		for _, b := range [][]byte{bucketMeta, bucketInstances, bucketInstanceNames, bucketLBs, bucketVIPs, bucketRoutes, bucketRouteDests, bucketVolumes, bucketVolumeNames} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", b, err)
 			}
@@ -191,6 +194,9 @@ func migrate(tx *bolt.Tx, from int) error {
 	switch from {
 	case 1:
 		return indexRouteDestinations(tx)
+	case 2:
+		// The volume buckets were created with the others: nothing to convert.
+		return nil
 	default:
 		return fmt.Errorf("no migration from schema version %d", from)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -384,8 +385,8 @@ func TestOpenMigratesSchemaOneToTheRouteIndex(t *testing.T) {
 		version = string(tx.Bucket(bucketMeta).Get(keySchema))
 		return nil
 	})
-	if version != "2" {
-		t.Errorf("schema version after migration = %q, want 2", version)
+	if want := strconv.Itoa(schemaVersion); version != want {
+		t.Errorf("schema version after migration = %q, want %s", version, want)
 	}
 	// The index knows the old routes: a second route to one of their destinations
 	// conflicts, the same route again is found, and a deleted one frees its destination.

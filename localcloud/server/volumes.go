@@ -1,0 +1,361 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/hosts"
+)
+
+// DefaultVolumeDir is where a cloud keeps its volumes' files when Config.VolumeDir is
+// empty: beside the state file.
+func DefaultVolumeDir(statePath string) string { return statePath + ".volumes" }
+
+// volumeFileSuffix ends the name of a volume's file: "<volume ID>.img".
+const volumeFileSuffix = ".img"
+
+// volumeDefaults completes the volume configuration.
+func (c *Config) volumeDefaults() error {
+	if c.VolumeDir == "" {
+		c.VolumeDir = DefaultVolumeDir(c.StatePath)
+	}
+	dir, err := filepath.Abs(c.VolumeDir)
+	if err != nil {
+		return fmt.Errorf("volume directory %s: %w", c.VolumeDir, err)
+	}
+	c.VolumeDir = dir
+	if c.MaxVolumeSize == 0 {
+		c.MaxVolumeSize = api.DefaultMaxVolumeSize
+	}
+	if c.MaxVolumeSize < 0 || c.MaxVolumeSize%api.VolumeSizeUnit != 0 {
+		return fmt.Errorf("maximum volume size %d: want a positive multiple of %d bytes (1 MiB)", c.MaxVolumeSize, api.VolumeSizeUnit)
+	}
+	if c.VolumeAttachLimit == 0 {
+		c.VolumeAttachLimit = api.DefaultVolumeAttachLimit
+	}
+	if c.VolumeAttachLimit < 0 {
+		return fmt.Errorf("volume attach limit %d: want a positive number", c.VolumeAttachLimit)
+	}
+	return nil
+}
+
+// volumeFile is a volume's backing file.
+func (s *Server) volumeFile(id string) string {
+	return filepath.Join(s.cfg.VolumeDir, id+volumeFileSuffix)
+}
+
+// sizeFile makes a volume's file (sparse) with at least size bytes; a file already
+// bigger is left as it is.
+func sizeFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating volume file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("volume file %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("volume file %s is not a regular file", path)
+	}
+	if info.Size() < size {
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("sizing volume file %s to %d bytes: %w", path, size, err)
+		}
+	}
+	return nil
+}
+
+// openVolumes brings the volume directory to the state: every volume has its file, of
+// at least its size (a crash between storing a volume and sizing its file), and a file
+// no volume names (a crash between deleting a volume and its file) is removed. With
+// hosts, the volumes attached to hosts get their devices back and the machine's other
+// devices are detached.
+func (s *Server) openVolumes(ctx context.Context) error {
+	if err := os.MkdirAll(s.cfg.VolumeDir, 0o700); err != nil {
+		return fmt.Errorf("creating the volume directory: %w", err)
+	}
+	vols, err := s.store.ListVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, v := range vols {
+		known[v.ID+volumeFileSuffix] = true
+		if err := sizeFile(s.volumeFile(v.ID), v.SizeBytes); err != nil {
+			return fmt.Errorf("volume %s: %w", v.ID, err)
+		}
+	}
+	entries, err := os.ReadDir(s.cfg.VolumeDir)
+	if err != nil {
+		return fmt.Errorf("reading the volume directory: %w", err)
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "vol-") && strings.HasSuffix(name, volumeFileSuffix) && !known[name] {
+			s.log.Info("removing the file of a deleted volume", "file", name)
+			if err := os.Remove(filepath.Join(s.cfg.VolumeDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing the file of a deleted volume: %w", err)
+			}
+		}
+	}
+	if s.machine == nil {
+		return nil
+	}
+	var want []hosts.DiskSpec
+	for _, v := range vols {
+		if v.State != api.VolumeAttached {
+			continue
+		}
+		inst, err := s.store.GetInstance(ctx, v.AttachedTo)
+		if err != nil || !inst.IsHost() || inst.State == api.InstanceTerminated {
+			continue
+		}
+		want = append(want, hosts.DiskSpec{Volume: v.ID, Host: v.AttachedTo, File: s.volumeFile(v.ID)})
+	}
+	// A device that cannot be made again does not stop the cloud: the volume's answer
+	// has no device, and an attach retries.
+	if err := s.machine.SyncDisks(ctx, want); err != nil {
+		s.log.Error(err, "bringing the volumes' devices to the state")
+	}
+	return nil
+}
+
+// decorateVolume adds an attached volume's device to an answer.
+func (s *Server) decorateVolume(v *api.Volume) {
+	if s.machine == nil || v.State != api.VolumeAttached {
+		return
+	}
+	if d, ok := s.machine.Disk(v.ID); ok {
+		v.Device, v.DevicePath = d.Device, d.Link
+	}
+}
+
+func (s *Server) createVolume(c *call) (int, any, error) {
+	var spec api.VolumeSpec
+	if err := decode(c, "spec", &spec); err != nil {
+		return 0, nil, err
+	}
+	if err := spec.Validate(s.cfg.Zones, s.cfg.MaxVolumeSize); err != nil {
+		return 0, nil, err
+	}
+	spec.SizeBytes = api.RoundVolumeSize(spec.SizeBytes)
+	ctx := c.r.Context()
+	// By name: two creates of one name are one volume, and its file is sized once.
+	defer s.volumeNames.Lock(spec.Name)()
+	vol, created, err := s.store.CreateVolume(ctx, spec, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	defer s.volumes.Lock(vol.ID)()
+	// Also for a volume that existed: a crash may have come between its record and its
+	// file.
+	if err := sizeFile(s.volumeFile(vol.ID), vol.SizeBytes); err != nil {
+		if created {
+			// Applied entirely or not at all.
+			if _, derr := s.store.DeleteVolume(context.WithoutCancel(ctx), vol.ID); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+		return 0, nil, fmt.Errorf("volume %s: %w", vol.ID, err)
+	}
+	s.decorateVolume(&vol)
+	if created {
+		return http.StatusCreated, vol, nil
+	}
+	return http.StatusOK, vol, nil
+}
+
+func (s *Server) getVolume(c *call) (int, any, error) {
+	vol, err := s.store.GetVolume(c.r.Context(), c.r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	s.decorateVolume(&vol)
+	return http.StatusOK, vol, nil
+}
+
+func (s *Server) listVolumes(c *call) (int, any, error) {
+	q, err := query(c, "name")
+	if err != nil {
+		return 0, nil, err
+	}
+	list := api.VolumeList{Items: []api.Volume{}}
+	if name, ok := q["name"]; ok {
+		if err := api.ValidateObjectName("name", name); err != nil {
+			return 0, nil, err
+		}
+		vol, err := s.store.GetVolumeByName(c.r.Context(), name)
+		switch {
+		case err == nil:
+			list.Items = append(list.Items, vol)
+		case !isNotFound(err):
+			return 0, nil, err
+		}
+	} else if list.Items, err = s.store.ListVolumes(c.r.Context()); err != nil {
+		return 0, nil, err
+	}
+	for i := range list.Items {
+		s.decorateVolume(&list.Items[i])
+	}
+	return http.StatusOK, list, nil
+}
+
+func (s *Server) deleteVolume(c *call) (int, any, error) {
+	id := c.r.PathValue("id")
+	defer s.volumes.Lock(id)()
+	if _, err := s.store.DeleteVolume(c.r.Context(), id); err != nil {
+		return 0, nil, err
+	}
+	// A crash before this leaves the file, which the next start removes.
+	if err := os.Remove(s.volumeFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, fmt.Errorf("volume %s is deleted, but its file is not: %w", id, err)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// decodeAttachment reads an attach or detach request and locks the instance, then the
+// volume (the order instance actions take them in too).
+func (s *Server) decodeAttachment(c *call) (id string, att api.VolumeAttachment, unlock func(), err error) {
+	if err := decode(c, "", &att); err != nil {
+		return "", att, nil, err
+	}
+	if err := api.ValidateObjectName("instanceID", att.InstanceID); err != nil {
+		return "", att, nil, err
+	}
+	id = c.r.PathValue("id")
+	unlockInstance := s.instances.Lock(att.InstanceID)
+	unlockVolume := s.volumes.Lock(id)
+	return id, att, func() { unlockVolume(); unlockInstance() }, nil
+}
+
+func (s *Server) attachVolume(c *call) (int, any, error) {
+	id, att, unlock, err := s.decodeAttachment(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unlock()
+	ctx := c.r.Context()
+	vol, changed, err := s.store.AttachVolume(ctx, id, att.InstanceID, s.cfg.VolumeAttachLimit, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.attachDevice(ctx, &vol); err != nil {
+		if changed {
+			// Applied entirely or not at all.
+			if _, _, derr := s.store.DetachVolume(context.WithoutCancel(ctx), id, att.InstanceID, time.Now().UTC()); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+		return 0, nil, fmt.Errorf("attaching volume %s to instance %s: %w", id, att.InstanceID, err)
+	}
+	s.decorateVolume(&vol)
+	return http.StatusOK, vol, nil
+}
+
+// attachDevice makes the block device of a volume attached to a host (also when it was
+// attached already: a device may have failed before). An instance that is a record
+// gets no device.
+func (s *Server) attachDevice(ctx context.Context, vol *api.Volume) error {
+	if s.machine == nil {
+		return nil
+	}
+	inst, err := s.store.GetInstance(ctx, vol.AttachedTo)
+	if err != nil || !inst.IsHost() {
+		return err
+	}
+	_, err = s.machine.AttachDisk(ctx, hosts.DiskSpec{Volume: vol.ID, Host: inst.ID, File: s.volumeFile(vol.ID)})
+	return err
+}
+
+func (s *Server) detachVolume(c *call) (int, any, error) {
+	id, att, unlock, err := s.decodeAttachment(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unlock()
+	ctx := c.r.Context()
+	vol, err := s.store.GetVolume(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	// The device goes first: a failure leaves the volume attached, and a detach again
+	// finishes it.
+	if s.machine != nil && vol.State == api.VolumeAttached && vol.AttachedTo == att.InstanceID {
+		if err := s.machine.DetachDisk(ctx, id); err != nil {
+			return 0, nil, err
+		}
+	}
+	vol, _, err = s.store.DetachVolume(ctx, id, att.InstanceID, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, vol, nil
+}
+
+func (s *Server) expandVolume(c *call) (int, any, error) {
+	var req api.VolumeExpansion
+	if err := decode(c, "", &req); err != nil {
+		return 0, nil, err
+	}
+	if err := api.ValidateVolumeSize("sizeBytes", req.SizeBytes, s.cfg.MaxVolumeSize); err != nil {
+		return 0, nil, err
+	}
+	id := c.r.PathValue("id")
+	defer s.volumes.Lock(id)()
+	ctx := c.r.Context()
+	vol, _, err := s.store.ExpandVolume(ctx, id, api.RoundVolumeSize(req.SizeBytes), time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	// Also when the size did not change: a crash may have come between the record
+	// and the file (the next start sizes it too).
+	if err := sizeFile(s.volumeFile(id), vol.SizeBytes); err != nil {
+		return 0, nil, fmt.Errorf("volume %s has %d bytes recorded, but its file is not grown: %w", id, vol.SizeBytes, err)
+	}
+	if s.machine != nil {
+		if err := s.machine.ResizeDisk(ctx, id); err != nil {
+			return 0, nil, fmt.Errorf("volume %s has grown, but its device has not: %w", id, err)
+		}
+	}
+	s.decorateVolume(&vol)
+	return http.StatusOK, vol, nil
+}
+
+// detachInstanceVolumes detaches every volume of an instance being terminated or
+// deleted, as a cloud does, devices first; the caller holds the instance's lock.
+func (s *Server) detachInstanceVolumes(ctx context.Context, instanceID string) error {
+	vols, err := s.store.ListVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if v.State != api.VolumeAttached || v.AttachedTo != instanceID {
+			continue
+		}
+		if err := s.detachFrom(ctx, v.ID, instanceID); err != nil && !isNotFound(err) {
+			return fmt.Errorf("detaching volume %s from instance %s: %w", v.ID, instanceID, err)
+		}
+	}
+	return nil
+}
+
+// detachFrom detaches one volume from an instance under the volume's lock.
+func (s *Server) detachFrom(ctx context.Context, id, instanceID string) error {
+	defer s.volumes.Lock(id)()
+	if s.machine != nil {
+		if err := s.machine.DetachDisk(ctx, id); err != nil {
+			return err
+		}
+	}
+	_, _, err := s.store.DetachVolume(ctx, id, instanceID, time.Now().UTC())
+	return err
+}
