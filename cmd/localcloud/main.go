@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nephele-dev/nephele/internal/atomicfile"
 	"github.com/nephele-dev/nephele/localcloud/api"
@@ -76,6 +77,10 @@ type options struct {
 	peers           []string
 	guardMetric     int
 	hostStopTimeout time.Duration
+
+	volumeDir         string
+	maxVolumeSize     string
+	volumeAttachLimit int
 }
 
 func (o *options) flags(fs *pflag.FlagSet) {
@@ -108,6 +113,9 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.guardMetric, "guard-metric", hosts.DefaultGuardMetric, "with --hosts: the metric of the guard routes; local clouds that are peers and guard the same CIDRs need one each")
 	fs.StringVar(&o.hostDir, "host-dir", "", "directory of the hosts' journal, namespace files and state directories (default: the state file's path + \".hosts\")")
 	fs.DurationVar(&o.hostStopTimeout, "host-stop-timeout", hosts.DefaultStopTimeout, "with --hosts: how long a stopping host's boot command has after SIGTERM before every process of the host is killed")
+	fs.StringVar(&o.volumeDir, "volume-dir", "", "directory of the volumes' files, sparse, one per volume (default: the state file's path + \".volumes\")")
+	fs.StringVar(&o.maxVolumeSize, "max-volume-size", "1Ti", "the largest volume a create or expand may ask for, a quantity in whole MiB (\"64Gi\")")
+	fs.IntVar(&o.volumeAttachLimit, "volume-attach-limit", api.DefaultVolumeAttachLimit, "how many volumes one instance takes")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove from this machine everything the host directory records (hosts, namespaces, mounts, bridge, routes, iptables chain, cgroups, host directories) and exit; for a cloud that was killed and will not be started again")
 }
 
@@ -191,21 +199,31 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	maxVolume, err := resource.ParseQuantity(o.maxVolumeSize)
+	if err != nil || maxVolume.Value() <= 0 || maxVolume.Value()%api.VolumeSizeUnit != 0 {
+		return cfg, fmt.Errorf("--max-volume-size %q: want a positive quantity in whole MiB, such as 64Gi or 1Ti", o.maxVolumeSize)
+	}
+	if o.volumeAttachLimit < 1 {
+		return cfg, fmt.Errorf("--volume-attach-limit %d: want at least 1", o.volumeAttachLimit)
+	}
 	cfg = server.Config{
-		StatePath:     o.state,
-		Listen:        o.listen,
-		Token:         token,
-		CCMToken:      ccmToken,
-		ServingCAFile: o.servingCAFile,
-		Region:        o.region,
-		Zones:         o.zones,
-		InstanceType:  o.instanceType,
-		InstanceCIDR:  instanceCIDR,
-		VIPPool:       vipPool,
-		Faults:        rules,
-		FaultSeed:     o.faultSeed,
-		Logger:        log,
-		Hosts:         hostsCfg,
+		VolumeDir:         o.volumeDir,
+		MaxVolumeSize:     maxVolume.Value(),
+		VolumeAttachLimit: o.volumeAttachLimit,
+		StatePath:         o.state,
+		Listen:            o.listen,
+		Token:             token,
+		CCMToken:          ccmToken,
+		ServingCAFile:     o.servingCAFile,
+		Region:            o.region,
+		Zones:             o.zones,
+		InstanceType:      o.instanceType,
+		InstanceCIDR:      instanceCIDR,
+		VIPPool:           vipPool,
+		Faults:            rules,
+		FaultSeed:         o.faultSeed,
+		Logger:            log,
+		Hosts:             hostsCfg,
 	}
 	cfg.DataPlane.HealthInterval = o.healthInterval
 	cfg.DataPlane.HealthTimeout = o.healthTimeout

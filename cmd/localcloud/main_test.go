@@ -143,6 +143,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{name: "bad log format", args: []string{"--state", state, "--token-file", tokenFile, "--logging-format", "xml"}, want: "--logging-format"},
 		{name: "unknown flag", args: []string{"--state", state, "--token-file", tokenFile, "--colour"}, want: "colour"},
 		{name: "extra argument", args: []string{"--state", state, "--token-file", tokenFile, "serve"}, want: "unexpected arguments"},
+		{name: "volume size not a quantity", args: []string{"--state", state, "--token-file", tokenFile, "--max-volume-size", "big"}, want: "--max-volume-size"},
+		{name: "volume size not whole MiB", args: []string{"--state", state, "--token-file", tokenFile, "--max-volume-size", "1500Ki"}, want: "--max-volume-size"},
+		{name: "no volume per instance", args: []string{"--state", state, "--token-file", tokenFile, "--volume-attach-limit", "0"}, want: "--volume-attach-limit"},
 		{name: "bad listen address", args: []string{"--state", state, "--token-file", tokenFile, "--listen", "256.0.0.1:1"}, want: "listening"},
 	}
 	for _, tt := range tests {
