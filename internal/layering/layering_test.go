@@ -26,7 +26,7 @@ var layers = []struct {
 		"internal/pki", "internal/procstat", "internal/promreg", "internal/waitfor", "internal/nodeagent", "internal/securedir", "internal/smallfile"}},
 	{"contract", []string{"cloud"}},
 	{"runtime", []string{"manager"}},
-	{"controllers", []string{"controllers"}},
+	{"controllers", []string{"controllers", "csi"}},
 	{"clouds", []string{"localcloud", "providers"}},
 	{"machine", []string{"controlplane", "images", "kubenode"}},
 	{"shipping", []string{"deploy", "operator"}},

@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // VolumeState is where a volume is in its life.
@@ -36,8 +38,8 @@ type VolumeSpec struct {
 	// existing volume (200), with another zone or size AlreadyExists (409), so a
 	// caller that lost an answer asks again and gets the volume it made.
 	Name string `json:"name"`
-	// Zone is where the volume lives; it attaches only to instances of that zone.
-	// Required: one of the cloud's zones.
+	// Zone is where the volume lives; it attaches only to instances of that zone. One
+	// of the cloud's zones; empty is the first of them.
 	Zone string `json:"zone"`
 	// SizeBytes is the volume's size, rounded up to VolumeSizeUnit: more than 0 and at
 	// most the cloud's maximum.
@@ -96,7 +98,7 @@ func RoundVolumeSize(n int64) int64 {
 // Validate checks a volume create request against the cloud's zones and maximum size.
 // Fields are named under "spec.".
 func (s *VolumeSpec) Validate(zones []string, maxSize int64) error {
-	if err := ValidateObjectName("spec.name", s.Name); err != nil {
+	if err := ValidateVolumeName("spec.name", s.Name); err != nil {
 		return err
 	}
 	if err := validateZone("spec.zone", s.Zone, zones); err != nil {
@@ -106,6 +108,30 @@ func (s *VolumeSpec) Validate(zones []string, maxSize int64) error {
 		return err
 	}
 	return validateLabels("spec.labels", s.Labels)
+}
+
+// MaxVolumeNameLen bounds a volume's name: CSI's bound of a name, 128 bytes.
+const MaxVolumeNameLen = 128
+
+// ValidateVolumeName checks a volume name: 1 to 128 bytes of printable UTF-8 without
+// white space. Names are chosen by a CSI CO (the PV's name) or another tool, so they
+// are not held to the cloud's object names; they travel in bodies and query strings
+// only, never in a path.
+func ValidateVolumeName(field, name string) error {
+	switch {
+	case name == "":
+		return fieldErr(field, "required")
+	case len(name) > MaxVolumeNameLen:
+		return fieldErr(field, "%d bytes, at most %d allowed", len(name), MaxVolumeNameLen)
+	case !utf8.ValidString(name):
+		return fieldErr(field, "%q is not UTF-8", name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fieldErr(field, "%q: want printable characters without white space", name)
+		}
+	}
+	return nil
 }
 
 // validateZone checks that zone is one of the cloud's zones.

@@ -182,6 +182,11 @@ func answerError(req *http.Request, resp *http.Response) error {
 		}
 	case http.StatusBadRequest:
 		e.sentinel = cloud.ErrInvalid
+	case http.StatusConflict:
+		e.sentinel = cloud.ErrConflict
+		if e.Reason == api.ReasonAlreadyExists {
+			e.sentinel = cloud.ErrAlreadyExists
+		}
 	case http.StatusNotImplemented:
 		e.sentinel = cloud.ErrNotImplemented
 	case http.StatusTooManyRequests:

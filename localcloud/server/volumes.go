@@ -144,6 +144,9 @@ func (s *Server) createVolume(c *call) (int, any, error) {
 	if err := decode(c, "spec", &spec); err != nil {
 		return 0, nil, err
 	}
+	if spec.Zone == "" {
+		spec.Zone = s.cfg.Zones[0]
+	}
 	if err := spec.Validate(s.cfg.Zones, s.cfg.MaxVolumeSize); err != nil {
 		return 0, nil, err
 	}
@@ -190,7 +193,7 @@ func (s *Server) listVolumes(c *call) (int, any, error) {
 	}
 	list := api.VolumeList{Items: []api.Volume{}}
 	if name, ok := q["name"]; ok {
-		if err := api.ValidateObjectName("name", name); err != nil {
+		if err := api.ValidateVolumeName("name", name); err != nil {
 			return 0, nil, err
 		}
 		vol, err := s.store.GetVolumeByName(c.r.Context(), name)

@@ -49,6 +49,8 @@ var (
 	_ cloud.InstanceLister = instances{}
 	_ cloud.LoadBalancers  = loadBalancers{}
 	_ cloud.Routes         = routes{}
+	_ cloud.VolumeProvider = (*Provider)(nil)
+	_ cloud.Volumes        = volumes{}
 )
 
 // NewFromConfig returns the provider for cfg. Zero RequestTimeout, ListPageSize and
