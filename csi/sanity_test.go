@@ -3,6 +3,7 @@ package csi_test
 import (
 	"context"
 	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,6 +33,11 @@ const (
 // this machine. It needs root.
 func TestSanity(t *testing.T) {
 	hoststest.RequireRoot(t)
+	for _, tool := range []string{"blkid", "fsck", "mkfs.ext4", "resize2fs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: the node service formats, checks and grows volumes with it (make node-deps installs it)", tool)
+		}
+	}
 	markers := []string{bridge, "10.250.16.", "10.251.16."}
 	before := hoststest.Snapshot(t, markers...)
 	t.Cleanup(func() {

@@ -31,6 +31,12 @@ deps=(
 	"unshare util-linux creating a host's persistent mount namespace"
 	# The local cloud and the tests set up veths, bridges and routes with ip(8).
 	"ip iproute2 host veths, bridges and routes"
+	# nephele's CSI node plugin finds a volume's file system, checks it, formats a new
+	# volume ext4 and grows it (k8s.io/mount-utils runs these).
+	"blkid util-linux finding a volume's file system"
+	"fsck util-linux checking a volume's file system before it is mounted"
+	"mkfs.ext4 e2fsprogs formatting a new volume"
+	"resize2fs e2fsprogs growing a volume's file system"
 )
 
 # The e2e test images (images/e2eimages: agnhost, glibc-dns-testing, nginx, busybox) are

@@ -57,6 +57,10 @@ var nodeDeps = []nodeDep{
 	{"nsenter", "util-linux"},
 	{"unshare", "util-linux"},
 	{"ip", "iproute2"},
+	{"blkid", "util-linux"},
+	{"fsck", "util-linux"},
+	{"mkfs.ext4", "e2fsprogs"},
+	{"resize2fs", "e2fsprogs"},
 }
 
 // Capabilities real nodes need besides being root: the machine may be a container that
