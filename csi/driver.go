@@ -83,6 +83,9 @@ func New(cfg Config) (*Driver, error) {
 	return d, nil
 }
 
+// Name returns the driver's name.
+func (d *Driver) Name() string { return d.cfg.Name }
+
 // Register adds the driver's services to s: Identity always, Controller and Node as
 // configured.
 func (d *Driver) Register(s grpc.ServiceRegistrar) {

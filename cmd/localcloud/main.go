@@ -58,6 +58,7 @@ type options struct {
 	listen, addressFile, state    string
 	token, tokenFile              string
 	ccmTokenFile                  string
+	csiTokenFile                  string
 	region, instanceType          string
 	zones                         []string
 	instanceCIDR, vipPool         string
@@ -92,6 +93,7 @@ func (o *options) flags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("token")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the administrator's API bearer token: every operation (required)")
 	fs.StringVar(&o.ccmTokenFile, "ccm-token-file", "", "file holding a second bearer token with a cloud-controller-manager's role: read instances, manage load balancers and routes; anything else answers it 403")
+	fs.StringVar(&o.csiTokenFile, "csi-token-file", "", "file holding a bearer token with a CSI driver's role: manage volumes, read instances; anything else answers it 403")
 	fs.StringVar(&o.region, "region", server.DefaultRegion, "region of instances created without one")
 	fs.StringSliceVar(&o.zones, "zones", server.DefaultZones, "zones given round-robin to instances created without one")
 	fs.StringVar(&o.instanceType, "instance-type", server.DefaultInstanceType, "instance type of instances created without one")
@@ -151,6 +153,12 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 	var ccmToken string
 	if o.ccmTokenFile != "" {
 		if ccmToken, err = readToken("--ccm-token-file", o.ccmTokenFile); err != nil {
+			return cfg, err
+		}
+	}
+	var csiToken string
+	if o.csiTokenFile != "" {
+		if csiToken, err = readToken("--csi-token-file", o.csiTokenFile); err != nil {
 			return cfg, err
 		}
 	}
@@ -214,6 +222,7 @@ func (o *options) config(stderr io.Writer) (server.Config, error) {
 		Listen:            o.listen,
 		Token:             token,
 		CCMToken:          ccmToken,
+		CSIToken:          csiToken,
 		ServingCAFile:     o.servingCAFile,
 		Region:            o.region,
 		Zones:             o.zones,

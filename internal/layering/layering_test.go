@@ -46,7 +46,7 @@ var forbidden = [][2]string{{"deploy", "operator"}, {"controllers", "manager/ins
 var kits = []string{"internal/testkit", "cloud/cloudtest", "internal/layering"}
 
 // binaries are the commands users run, which must not link the testing package.
-var binaries = []string{"cmd/nephele", "cmd/cloud-controller-manager"}
+var binaries = []string{"cmd/nephele", "cmd/cloud-controller-manager", "cmd/csi-driver"}
 
 type pkg struct {
 	ImportPath string

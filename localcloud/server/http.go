@@ -146,19 +146,33 @@ func IsCCMOperation(op string) bool {
 	return false
 }
 
+// IsCSIOperation reports whether op is something a CSI driver's controller does, and so
+// something the CSI token may do: every volume operation, and reading instances (a node's
+// instance by its name).
+func IsCSIOperation(op string) bool {
+	switch op {
+	case api.OpVolumesCreate, api.OpVolumesGet, api.OpVolumesList, api.OpVolumesDelete,
+		api.OpVolumesAttach, api.OpVolumesDetach, api.OpVolumesExpand,
+		api.OpInstancesList, api.OpInstancesGet:
+		return true
+	}
+	return false
+}
+
 // role is who a request's token says the caller is.
 type role int
 
 const (
 	roleNone role = iota
 	roleCCM
+	roleCSI
 	roleAdmin
 )
 
 // endpoint wraps an operation's handler: authentication, authorization, faults,
 // metrics, answers.
 func (s *Server) endpoint(op string, h handler) http.Handler {
-	ccm := IsCCMOperation(op)
+	ccm, csi := IsCCMOperation(op), IsCSIOperation(op)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
@@ -170,6 +184,11 @@ func (s *Server) endpoint(op string, h handler) http.Handler {
 		case roleCCM:
 			if !ccm {
 				s.forbidden(rec, op)
+				return
+			}
+		case roleCSI:
+			if !csi {
+				s.forbiddenCSI(rec, op)
 				return
 			}
 		}
@@ -223,6 +242,9 @@ func (s *Server) admin(h handler) http.Handler {
 		case roleCCM:
 			s.forbidden(w, r.Method+" "+r.URL.Path)
 			return
+		case roleCSI:
+			s.forbiddenCSI(w, r.Method+" "+r.URL.Path)
+			return
 		}
 		s.serve(w, r, faults.Decision{}, h)
 	})
@@ -261,6 +283,9 @@ func (s *Server) roleOf(r *http.Request) role {
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1 {
 		return roleAdmin
 	}
+	if s.cfg.CSIToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.CSIToken)) == 1 {
+		return roleCSI
+	}
 	for _, ccm := range *s.ccmTokens.Load() {
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(ccm)) == 1 {
 			return roleCCM
@@ -273,6 +298,13 @@ func (s *Server) roleOf(r *http.Request) role {
 func (s *Server) forbidden(w http.ResponseWriter, what string) {
 	writeJSON(w, http.StatusForbidden, api.Error{
 		Message: fmt.Sprintf("%s: the CCM's token may only read instances and manage load balancers and routes", what),
+		Reason:  api.ReasonForbidden})
+}
+
+// forbiddenCSI answers a CSI driver's token asking for what only the administrator may do.
+func (s *Server) forbiddenCSI(w http.ResponseWriter, what string) {
+	writeJSON(w, http.StatusForbidden, api.Error{
+		Message: fmt.Sprintf("%s: the CSI driver's token may only manage volumes and read instances", what),
 		Reason:  api.ReasonForbidden})
 }
 

@@ -8,42 +8,50 @@ import (
 	"github.com/nephele-dev/nephele/localcloud/server"
 )
 
-// TestCCMTokenHasTheCCMsRole tries every endpoint with the CCM's token, the
-// administrator's and none: the CCM's reads instances and manages load balancers and
-// routes, and is refused (403, saying so) everything else, above all making instances,
-// whose boot command runs as root on the machine, and faults; the administrator's may do
-// everything. Before the split the one token did everything.
-func TestCCMTokenHasTheCCMsRole(t *testing.T) {
-	const ccmToken = "ccm-test-token"
-	c := startCloud(t, func(cfg *server.Config) { cfg.CCMToken = ccmToken })
+// TestTokensHaveTheirRoles tries every endpoint with the CCM's token, the CSI driver's,
+// the administrator's and none: the CCM's reads instances and manages load balancers and
+// routes, the CSI driver's manages volumes and reads instances, and each is refused (403,
+// saying so) everything else, above all making instances, whose boot command runs as
+// root on the machine, and faults; the administrator's may do everything. Before the
+// split the one token did everything.
+func TestTokensHaveTheirRoles(t *testing.T) {
+	const ccmToken, csiToken = "ccm-test-token", "csi-test-token"
+	c := startCloud(t, func(cfg *server.Config) { cfg.CCMToken, cfg.CSIToken = ccmToken, csiToken })
 	lb := `{"ports":[{"protocol":"TCP","port":80,"nodePort":30080}],"backends":[]}`
 	tests := []struct {
 		method, path, body string
-		ccm                bool // the CCM's token may
+		ccm, csi           bool // the CCM's, the CSI driver's token may
 	}{
-		{"GET", "/v1/instances", "", true},
-		{"GET", "/v1/instances/i-000000000001", "", true},
-		{"GET", "/v1/instances/by-name/node-1", "", true},
-		{"POST", "/v1/instances", `{"name":"evil","kind":"host","bootCommand":["sh","-c","id"]}`, false},
-		{"POST", "/v1/instances", `{"name":"record"}`, false},
-		{"POST", "/v1/instances/i-000000000001/stop", "", false},
-		{"POST", "/v1/instances/i-000000000001/start", "", false},
-		{"POST", "/v1/instances/i-000000000001/terminate", "", false},
-		{"DELETE", "/v1/instances/i-000000000001", "", false},
-		{"GET", "/v1/consoles/i-000000000001", "", false},
-		{"GET", "/v1/loadbalancers", "", true},
-		{"PUT", "/v1/loadbalancers/web", lb, true},
-		{"GET", "/v1/loadbalancers/web", "", true},
-		{"PUT", "/v1/loadbalancers/web/backends", `{"backends":[]}`, true},
-		{"DELETE", "/v1/loadbalancers/web", "", true},
-		{"GET", "/v1/clusters/k/routes", "", true},
-		{"POST", "/v1/clusters/k/routes", `{"destinationCIDR":"10.244.1.0/24","targetInstance":"i-000000000001"}`, true},
-		{"DELETE", "/v1/clusters/k/routes/r1", "", true},
-		{"GET", "/admin/faults", "", false},
-		{"PUT", "/admin/faults", `[]`, false},
-		{"PUT", "/admin/faults/lb.ensure", `{"operation":"lb.ensure","outage":true}`, false},
-		{"DELETE", "/admin/faults", "", false},
-		{"GET", "/metrics", "", false},
+		{"GET", "/v1/instances", "", true, true},
+		{"GET", "/v1/instances/i-000000000001", "", true, true},
+		{"GET", "/v1/instances/by-name/node-1", "", true, true},
+		{"POST", "/v1/instances", `{"name":"evil","kind":"host","bootCommand":["sh","-c","id"]}`, false, false},
+		{"POST", "/v1/instances", `{"name":"record"}`, false, false},
+		{"POST", "/v1/instances/i-000000000001/stop", "", false, false},
+		{"POST", "/v1/instances/i-000000000001/start", "", false, false},
+		{"POST", "/v1/instances/i-000000000001/terminate", "", false, false},
+		{"DELETE", "/v1/instances/i-000000000001", "", false, false},
+		{"GET", "/v1/consoles/i-000000000001", "", false, false},
+		{"GET", "/v1/loadbalancers", "", true, false},
+		{"PUT", "/v1/loadbalancers/web", lb, true, false},
+		{"GET", "/v1/loadbalancers/web", "", true, false},
+		{"PUT", "/v1/loadbalancers/web/backends", `{"backends":[]}`, true, false},
+		{"DELETE", "/v1/loadbalancers/web", "", true, false},
+		{"GET", "/v1/clusters/k/routes", "", true, false},
+		{"POST", "/v1/clusters/k/routes", `{"destinationCIDR":"10.244.1.0/24","targetInstance":"i-000000000001"}`, true, false},
+		{"DELETE", "/v1/clusters/k/routes/r1", "", true, false},
+		{"GET", "/admin/faults", "", false, false},
+		{"PUT", "/admin/faults", `[]`, false, false},
+		{"PUT", "/admin/faults/lb.ensure", `{"operation":"lb.ensure","outage":true}`, false, false},
+		{"DELETE", "/admin/faults", "", false, false},
+		{"GET", "/metrics", "", false, false},
+		{"POST", "/v1/volumes", `{"name":"v","sizeBytes":1048576}`, false, true},
+		{"GET", "/v1/volumes", "", false, true},
+		{"GET", "/v1/volumes/vol-000000000001", "", false, true},
+		{"POST", "/v1/volumes/vol-000000000001/attach", `{"instanceID":"i-000000000001"}`, false, true},
+		{"POST", "/v1/volumes/vol-000000000001/detach", `{"instanceID":"i-000000000001"}`, false, true},
+		{"POST", "/v1/volumes/vol-000000000001/expand", `{"sizeBytes":2097152}`, false, true},
+		{"DELETE", "/v1/volumes/vol-000000000001", "", false, true},
 	}
 	do := func(method, path, body, tok string) (int, string) {
 		t.Helper()
@@ -76,6 +84,13 @@ func TestCCMTokenHasTheCCMsRole(t *testing.T) {
 				t.Errorf("with the CCM's token: %d %s, want 403 Forbidden", code, body)
 			case tt.ccm && (code == http.StatusForbidden || code == http.StatusUnauthorized):
 				t.Errorf("with the CCM's token: %d %s, want it allowed", code, body)
+			}
+			code, body = do(tt.method, tt.path, tt.body, csiToken)
+			switch {
+			case !tt.csi && (code != http.StatusForbidden || !strings.Contains(body, "Forbidden")):
+				t.Errorf("with the CSI driver's token: %d %s, want 403 Forbidden", code, body)
+			case tt.csi && (code == http.StatusForbidden || code == http.StatusUnauthorized):
+				t.Errorf("with the CSI driver's token: %d %s, want it allowed", code, body)
 			}
 			if code, body := do(tt.method, tt.path, tt.body, token); code == http.StatusForbidden || code == http.StatusUnauthorized {
 				t.Errorf("with the administrator's token: %d %s, want it allowed", code, body)

@@ -57,6 +57,10 @@ type Config struct {
 	// else, making or stopping instances (whose boot command runs as root on the
 	// machine), consoles, faults and metrics, answers it 403. It must differ from Token.
 	CCMToken string
+	// CSIToken, when set, is a bearer token with a CSI driver's role (IsCSIOperation):
+	// every volume operation, and reading instances to find a node's. Everything else
+	// answers it 403. It must differ from Token and CCMToken.
+	CSIToken string
 	// Region, Zones and InstanceType are given to instances created without them;
 	// zones go round-robin in creation order.
 	Region       string
@@ -110,6 +114,14 @@ func (c *Config) defaults() error {
 	if c.CCMToken != "" {
 		if err := checkCCMToken(c.Token, c.CCMToken); err != nil {
 			return err
+		}
+	}
+	if c.CSIToken != "" {
+		switch {
+		case strings.TrimSpace(c.CSIToken) == "":
+			return errors.New("the CSI driver's token is empty")
+		case c.CSIToken == c.Token || c.CSIToken == c.CCMToken:
+			return errors.New("the CSI driver's token is the administrator's or the CCM's: give the driver a token of its own")
 		}
 	}
 	if c.Listen == "" {

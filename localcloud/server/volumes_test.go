@@ -355,3 +355,14 @@ func TestHostVolumes(t *testing.T) {
 		t.Errorf("the machine after Cleanup differs from before:\n%s", got)
 	}
 }
+
+// TestCSITokenOfItsOwn: the CSI driver's token may not be the administrator's or the
+// CCM's, nor empty.
+func TestCSITokenOfItsOwn(t *testing.T) {
+	for _, tok := range []string{token, "ccm", " "} {
+		_, err := server.Start(ctx(), server.Config{StatePath: filepath.Join(t.TempDir(), "s.db"), Token: token, CCMToken: "ccm", CSIToken: tok})
+		if err == nil || !strings.Contains(err.Error(), "CSI driver's token") {
+			t.Errorf("CSI token %q: %v, want a refusal naming it", tok, err)
+		}
+	}
+}
