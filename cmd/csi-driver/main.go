@@ -226,7 +226,7 @@ func (o *options) node(ctx context.Context, log logr.Logger) (*csi.NodeConfig, e
 			return err
 		}
 		if cfg.Zone = n.Labels[csi.TopologyKey]; cfg.Zone == "" {
-			return fmt.Errorf("Node %s has no %s label yet (the CCM sets it when it initializes the Node)", o.nodeName, csi.TopologyKey)
+			return fmt.Errorf("the Node %s has no %s label yet (the CCM sets it when it initializes the Node)", o.nodeName, csi.TopologyKey)
 		}
 		return nil
 	})
