@@ -13,10 +13,17 @@ var (
 
 	// ErrConflict means the request contradicts the cloud's state as it is now: a
 	// volume attached to another node, deleted while attached, attached to a node of
-	// another zone or past the node's attach limit. Retrying helps only after the state
+	// another zone, or still in use on its node when detached. Retrying helps only after the state
 	// changes.
 	ErrConflict = errors.New("conflicts with the cloud's state")
+
+	// ErrLimitExceeded means the request would go past a limit of the cloud: a node
+	// with as many volumes attached as it takes.
+	ErrLimitExceeded = errors.New("a limit of the cloud is reached")
 )
+
+// IsLimitExceeded reports whether err wraps ErrLimitExceeded.
+func IsLimitExceeded(err error) bool { return errors.Is(err, ErrLimitExceeded) }
 
 // IsAlreadyExists reports whether err wraps ErrAlreadyExists.
 func IsAlreadyExists(err error) bool { return errors.Is(err, ErrAlreadyExists) }
@@ -74,6 +81,8 @@ type VolumeLimits struct {
 	MaxSizeBytes int64
 	// AttachLimit is how many volumes one node takes; 0 if it does not say.
 	AttachLimit int
+	// SizeUnit is the granularity sizes are rounded up to; 0 or 1 if none.
+	SizeUnit int64
 }
 
 // Volumes is the block storage capability. Every method returns an error wrapping
@@ -93,10 +102,10 @@ type Volumes interface {
 	DeleteVolume(ctx context.Context, id string) error
 	// AttachVolume attaches a volume to the named node and returns where it appears
 	// there; attached to that node already, it succeeds. Attached to another node, in
-	// another zone, or past the node's limit, it wraps ErrConflict.
+	// another zone, it wraps ErrConflict; past the node's limit, ErrLimitExceeded.
 	AttachVolume(ctx context.Context, id, nodeName string) (*VolumeAttachment, error)
 	// DetachVolume detaches a volume from the named node; attached to none, it
-	// succeeds.
+	// succeeds. Still in use on the node (mounted), it wraps ErrConflict.
 	DetachVolume(ctx context.Context, id, nodeName string) error
 	// ExpandVolume grows a volume to at least sizeBytes and returns it; volumes only
 	// grow.

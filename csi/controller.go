@@ -67,6 +67,13 @@ func (c *controller) size(r *csipb.CapacityRange) (int64, error) {
 			size = limit
 		}
 	}
+	// The size the cloud will make: checked against the limit before anything is made.
+	if u := c.limits.SizeUnit; u > 1 && size%u != 0 {
+		size += u - size%u
+	}
+	if limit > 0 && size > limit {
+		return 0, status.Errorf(codes.OutOfRange, "capacity_range: the cloud makes volumes in units of %d bytes, and none fits between %d and limit_bytes %d", c.limits.SizeUnit, req, limit)
+	}
 	if max := c.limits.MaxSizeBytes; max > 0 && size > max {
 		return 0, status.Errorf(codes.OutOfRange, "capacity_range: %d bytes is more than this cloud's largest volume, %d bytes", size, max)
 	}
@@ -184,10 +191,18 @@ func (c *controller) ControllerUnpublishVolume(ctx context.Context, req *csipb.C
 		nodeID = vol.AttachedTo
 	}
 	// A volume or node that is gone is unpublished: the spec asks for OK.
-	if err := c.vols.DetachVolume(ctx, id, nodeID); err != nil && !cloud.IsNotFound(err) {
-		return nil, cloudStatus(err, "detaching volume "+id+" from node "+nodeID)
+	err := c.vols.DetachVolume(ctx, id, nodeID)
+	if err == nil || cloud.IsNotFound(err) {
+		return &csipb.ControllerUnpublishVolumeResponse{}, nil
 	}
-	return &csipb.ControllerUnpublishVolumeResponse{}, nil
+	if cloud.IsConflict(err) {
+		// So is a volume on another node (an unpublish whose answer was lost, and a
+		// publish elsewhere since): it is not published to this one.
+		if vol, gerr := c.vols.GetVolume(ctx, id); gerr == nil && vol.AttachedTo != nodeID {
+			return &csipb.ControllerUnpublishVolumeResponse{}, nil
+		}
+	}
+	return nil, cloudStatus(err, "detaching volume "+id+" from node "+nodeID)
 }
 
 func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
@@ -229,8 +244,9 @@ func (c *controller) ListVolumes(ctx context.Context, req *csipb.ListVolumesRequ
 		return nil, cloudStatus(err, "listing volumes")
 	}
 	slices.SortFunc(vols, func(a, b cloud.Volume) int { return strings.Compare(a.ID, b.ID) })
-	// The token is the ID the previous page ended after: stable while volumes come and
-	// go between pages.
+	// The token is the ID the previous page ended after: volumes created or deleted
+	// between pages do not shift it, but a token whose volume was deleted is Aborted
+	// and the listing starts again.
 	start := 0
 	if tok := req.GetStartingToken(); tok != "" {
 		i, found := slices.BinarySearchFunc(vols, tok, func(v cloud.Volume, t string) int { return strings.Compare(v.ID, t) })

@@ -170,3 +170,44 @@ func TestCreateConvergesThroughCloudFailures(t *testing.T) {
 		t.Errorf("volumes = %+v, %v; want exactly one", vols, err)
 	}
 }
+
+// TestPublishOnOneNode: a volume published to one node is refused to another
+// (FAILED_PRECONDITION), an unpublish from a node it is not on is OK and leaves it where
+// it is, and a node at its attach limit answers RESOURCE_EXHAUSTED.
+func TestPublishOnOneNode(t *testing.T) {
+	ctl, admin := controllerClient(t, server.Config{VolumeAttachLimit: 1})
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := admin.CreateInstance(t.Context(), api.InstanceSpec{Name: n, Zone: "local-a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string) string {
+		t.Helper()
+		resp, err := ctl.CreateVolume(t.Context(), &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{mountCap()},
+			AccessibilityRequirements: &csipb.TopologyRequirement{Preferred: []*csipb.Topology{{Segments: map[string]string{csi.TopologyKey: "local-a"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetVolume().GetVolumeId()
+	}
+	publish := func(id, node string) error {
+		_, err := ctl.ControllerPublishVolume(t.Context(), &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: node, VolumeCapability: mountCap()})
+		return err
+	}
+	v1, v2 := create("pvc-1"), create("pvc-2")
+	if err := publish(v1, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(v1, "node-b"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("publishing a volume on node-a to node-b: %v, want FailedPrecondition", err)
+	}
+	if _, err := ctl.ControllerUnpublishVolume(t.Context(), &csipb.ControllerUnpublishVolumeRequest{VolumeId: v1, NodeId: "node-b"}); err != nil {
+		t.Errorf("unpublishing from a node the volume is not on: %v, want OK", err)
+	}
+	if got, err := ctl.ControllerGetVolume(t.Context(), &csipb.ControllerGetVolumeRequest{VolumeId: v1}); err != nil || len(got.GetStatus().GetPublishedNodeIds()) != 1 || got.GetStatus().GetPublishedNodeIds()[0] != "node-a" {
+		t.Errorf("volume after an unpublish from another node: %v, %v; want it still on node-a", got, err)
+	}
+	if err := publish(v2, "node-a"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("publishing past node-a's attach limit: %v, want ResourceExhausted", err)
+	}
+}

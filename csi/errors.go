@@ -11,9 +11,10 @@ import (
 )
 
 // cloudStatus turns a provider's error into the gRPC status the CSI spec asks for,
-// keeping its message: NotFound, an invalid request, a name taken with other
-// parameters and a conflict with the cloud's state are the caller's to act on; a
-// throttled, failed or timed-out call is Unavailable, which the sidecars retry.
+// keeping its message: NotFound, an invalid request, a name taken with other parameters,
+// a conflict with the cloud's state and a reached limit are the caller's to act on; a
+// throttled call is ResourceExhausted, a timed-out one DeadlineExceeded, any other
+// failure Unavailable, all of which the sidecars retry.
 func cloudStatus(err error, what string) error {
 	if err == nil {
 		return nil
@@ -28,6 +29,8 @@ func cloudStatus(err error, what string) error {
 		return status.Error(codes.AlreadyExists, msg)
 	case cloud.IsConflict(err):
 		return status.Error(codes.FailedPrecondition, msg)
+	case cloud.IsLimitExceeded(err):
+		return status.Error(codes.ResourceExhausted, msg)
 	case cloud.IsThrottled(err):
 		return status.Error(codes.ResourceExhausted, msg)
 	case cloud.IsNotImplemented(err):

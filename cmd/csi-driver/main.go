@@ -130,27 +130,33 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := csi.Listen(o.endpoint)
-	if err != nil {
-		return err
-	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return d.Serve(ctx, ln) })
+	// Everything that can fail is set up before anything serves: nothing is left
+	// running behind an error.
+	var reg *registration.Server
 	if o.mode == modeNode && o.registryDir != "" {
 		endpoint := o.kubeletEndpoint
 		if endpoint == "" {
 			endpoint = filepath.Join("/var/lib/kubelet/plugins", o.driverName, "csi.sock")
 		}
-		reg, err := registration.New(registration.Config{Driver: d.Name(), Endpoint: endpoint, Logger: log.WithName("registration")})
-		if err != nil {
+		if reg, err = registration.New(registration.Config{Driver: d.Name(), Endpoint: endpoint, Logger: log.WithName("registration")}); err != nil {
 			return err
 		}
+	}
+	ln, err := csi.Listen(o.endpoint)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if reg != nil {
+		// Registered only once the driver's own socket listens: kubelet calls it next.
 		rln, err := csi.Listen(registration.SocketPath(o.registryDir, d.Name()))
 		if err != nil {
+			_ = ln.Close()
 			return err
 		}
 		g.Go(func() error { return reg.Serve(ctx, rln) })
 	}
+	g.Go(func() error { return d.Serve(ctx, ln) })
 	return g.Wait()
 }
 

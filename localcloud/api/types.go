@@ -339,6 +339,7 @@ const (
 	ReasonNotFound         Reason = "NotFound"
 	ReasonAlreadyExists    Reason = "AlreadyExists"
 	ReasonConflict         Reason = "Conflict"
+	ReasonLimitExceeded    Reason = "LimitExceeded"
 	ReasonUnauthorized     Reason = "Unauthorized"
 	ReasonForbidden        Reason = "Forbidden"
 	ReasonThrottled        Reason = "Throttled"

@@ -64,10 +64,14 @@ type Volume struct {
 	// the machine ("/dev/loop3"), and DevicePath the link to it in the host's state
 	// directory ("<host dir>/disks/<volume ID>"), which names the volume and so finds it
 	// as a cloud's by-id link does. Both are empty for an instance that is a record.
-	Device     string    `json:"device,omitempty"`
-	DevicePath string    `json:"devicePath,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	Device     string `json:"device,omitempty"`
+	DevicePath string `json:"devicePath,omitempty"`
+	// Provisioned is set once the volume's file is made. A provisioned volume's file is
+	// never made again: one that went missing lost its data, and an empty file would be
+	// formatted over as if the volume were new.
+	Provisioned bool      `json:"provisioned"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 }
 
 // VolumeList is the answer of a volume listing, in ID (creation) order.

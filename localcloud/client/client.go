@@ -183,9 +183,13 @@ func answerError(req *http.Request, resp *http.Response) error {
 	case http.StatusBadRequest:
 		e.sentinel = cloud.ErrInvalid
 	case http.StatusConflict:
-		e.sentinel = cloud.ErrConflict
-		if e.Reason == api.ReasonAlreadyExists {
+		switch e.Reason {
+		case api.ReasonAlreadyExists:
 			e.sentinel = cloud.ErrAlreadyExists
+		case api.ReasonLimitExceeded:
+			e.sentinel = cloud.ErrLimitExceeded
+		default:
+			e.sentinel = cloud.ErrConflict
 		}
 	case http.StatusNotImplemented:
 		e.sentinel = cloud.ErrNotImplemented

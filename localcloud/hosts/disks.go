@@ -45,6 +45,10 @@ type diskRecord struct {
 	Device string `json:"device,omitempty"`
 }
 
+// ErrDiskBusy means a volume's device is still in use on its host (a mounted file
+// system), so it cannot be detached yet.
+var ErrDiskBusy = errors.New("is still in use on the host")
+
 var loopDevice = regexp.MustCompile(`^/dev/loop[0-9]+$`)
 
 // validate checks a disk record against what a Machine in the absolute dir writes.
@@ -139,9 +143,17 @@ func (m *Machine) bindDisk(rec *diskRecord) (string, error) {
 	if rec.Device != "" && loopBacking(rec.Device) == rec.File {
 		return rec.Device, nil
 	}
-	devs, err := findLoops(rec.File)
+	found, err := findLoops(rec.File)
 	if err != nil {
 		return "", err
+	}
+	// A device that unbinds itself at its last close is on its way out (a detach while
+	// it was in use): it is not this attachment's.
+	var devs []string
+	for _, d := range found {
+		if !loopClearing(d) {
+			devs = append(devs, d)
+		}
 	}
 	var dev string
 	if len(devs) > 0 {
@@ -181,7 +193,9 @@ func replaceLink(target, link string) error {
 }
 
 // DetachDisk removes a volume's device and its link from the host it is attached to. A
-// volume the machine has not attached is not an error.
+// volume the machine has not attached is not an error; a device still in use on the host
+// fails with ErrDiskBusy and stays recorded (the kernel unbinds it when it is closed, and
+// a detach again then finishes).
 func (m *Machine) DetachDisk(ctx context.Context, volume string) error {
 	m.diskMu.Lock()
 	defer m.diskMu.Unlock()
@@ -210,6 +224,12 @@ func (m *Machine) detachDisk(rec *diskRecord) error {
 	for _, dev := range devs {
 		if err := detachLoop(dev); err != nil {
 			return fmt.Errorf("detaching volume %s from host %s: %w", rec.Volume, rec.Host, err)
+		}
+		// The kernel answers a device still open (mounted in the host) with success and
+		// unbinds it only at its last close: until then it is not detached, and handing
+		// the volume to another host would give two hosts one disk.
+		if loopBacking(dev) == rec.File {
+			return fmt.Errorf("detaching volume %s from host %s: %s %w (unmount it there first)", rec.Volume, rec.Host, dev, ErrDiskBusy)
 		}
 	}
 	if err := os.Remove(diskLink(m.cfg.Dir, rec.Host, rec.Volume)); err != nil && !errors.Is(err, fs.ErrNotExist) {

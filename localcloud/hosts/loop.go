@@ -16,10 +16,12 @@ const loopControl = "/dev/loop-control"
 
 // attachLoop binds file to a free loop device and returns the device's path. The device
 // is not set to clear itself on last close: a volume stays attached while nothing has it
-// open, until detachLoop. The file's path is the device's backing file name, which
-// findLoops reads back.
+// open, until detachLoop. findLoops finds it again by the kernel's backing file path,
+// the file's path with every symbolic link resolved: callers name files by their
+// resolved path. It needs Linux 5.8 or later (LOOP_CONFIGURE).
 func attachLoop(file string) (string, error) {
-	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	// Never through a link: the cloud runs as root.
+	f, err := os.OpenFile(file, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return "", fmt.Errorf("opening volume file: %w", err)
 	}
@@ -114,4 +116,11 @@ func loopBacking(dev string) string {
 		return ""
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), " (deleted)")
+}
+
+// loopClearing reports whether a loop device will unbind itself at its last close: one
+// detached while it was still open.
+func loopClearing(dev string) bool {
+	raw, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "autoclear"))
+	return err == nil && strings.TrimSpace(string(raw)) == "1"
 }

@@ -343,6 +343,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{status: http.StatusNotFound, reason: api.ReasonNotFound, msg: err.Error()}
 	case errors.Is(err, store.ErrAlreadyExists):
 		ae = &apiError{status: http.StatusConflict, reason: api.ReasonAlreadyExists, msg: err.Error()}
+	case errors.Is(err, store.ErrLimit):
+		ae = &apiError{status: http.StatusConflict, reason: api.ReasonLimitExceeded, msg: err.Error()}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExhausted), errors.As(err, &dce):
 		ae = &apiError{status: http.StatusConflict, reason: api.ReasonConflict, msg: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

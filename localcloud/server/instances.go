@@ -289,15 +289,16 @@ func (s *Server) instanceAction(state api.InstanceState) handler {
 		if err != nil {
 			return 0, nil, err
 		}
-		if inst.State == api.InstanceTerminated {
-			// A cloud detaches a terminated instance's volumes and keeps them.
-			if err := s.detachInstanceVolumes(c.r.Context(), id); err != nil {
-				return 0, nil, fmt.Errorf("instance %s is terminated, but its volumes are not detached: %w", id, err)
-			}
-		}
 		if inst.IsHost() && s.machine != nil {
 			if err := s.applyHost(c.r.Context(), &inst); err != nil {
 				return 0, nil, fmt.Errorf("instance %s is %s, but its host is not: %w", id, inst.State, err)
+			}
+		}
+		if inst.State == api.InstanceTerminated {
+			// A cloud detaches a terminated instance's volumes and keeps them: after its
+			// host is gone, so that no file system of it still holds their devices.
+			if err := s.detachInstanceVolumes(c.r.Context(), id); err != nil {
+				return 0, nil, fmt.Errorf("instance %s is terminated, but its volumes are not detached: %w", id, err)
 			}
 		}
 		s.decorate(&inst)
@@ -311,13 +312,14 @@ func (s *Server) deleteInstance(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	defer s.instances.Lock(inst.ID)()
-	if err := s.detachInstanceVolumes(c.r.Context(), inst.ID); err != nil {
-		return 0, nil, fmt.Errorf("detaching the volumes of instance %s: %w", inst.ID, err)
-	}
 	if inst.IsHost() && s.machine != nil {
 		if err := s.machine.Remove(c.r.Context(), inst.ID); err != nil {
 			return 0, nil, fmt.Errorf("removing the host of instance %s: %w", inst.ID, err)
 		}
+	}
+	// After the host: no file system of it holds their devices any more.
+	if err := s.detachInstanceVolumes(c.r.Context(), inst.ID); err != nil {
+		return 0, nil, fmt.Errorf("detaching the volumes of instance %s: %w", inst.ID, err)
 	}
 	if _, err := s.store.DeleteInstance(c.r.Context(), inst.ID); err != nil {
 		return 0, nil, err

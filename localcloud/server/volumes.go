@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/nephele-dev/nephele/internal/securedir"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
+	"github.com/nephele-dev/nephele/localcloud/store"
 )
 
 // DefaultVolumeDir is where a cloud keeps its volumes' files when Config.VolumeDir is
@@ -52,12 +55,22 @@ func (s *Server) volumeFile(id string) string {
 	return filepath.Join(s.cfg.VolumeDir, id+volumeFileSuffix)
 }
 
-// sizeFile makes a volume's file (sparse) with at least size bytes; a file already
-// bigger is left as it is.
-func sizeFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// sizeFile makes a volume's file (sparse) with at least size bytes, creating it only
+// when create is set: a volume whose file went missing must not come back empty, to be
+// formatted over by a node as if it were new. A file already bigger is left as it is. A
+// symbolic link is refused: the cloud runs as root, and a link would make it grow or
+// bind whatever file the link names.
+func sizeFile(path string, size int64, create bool) error {
+	flags := os.O_RDWR | syscall.O_NOFOLLOW
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("volume file %s is missing: its data is lost (restore the file, or delete the volume)", path)
+	}
 	if err != nil {
-		return fmt.Errorf("creating volume file: %w", err)
+		return fmt.Errorf("opening volume file: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	info, err := f.Stat()
@@ -75,24 +88,37 @@ func sizeFile(path string, size int64) error {
 	return nil
 }
 
-// openVolumes brings the volume directory to the state: every volume has its file, of
-// at least its size (a crash between storing a volume and sizing its file), and a file
-// no volume names (a crash between deleting a volume and its file) is removed. With
-// hosts, the volumes attached to hosts get their devices back and the machine's other
-// devices are detached.
+// openVolumes brings the volume directory to the state. A volume whose file was never
+// made (a crash between storing it and making its file) gets it; one whose file went
+// missing is left without (its answer and an attach say so), never made again empty. A
+// file of a volume the state deleted (a crash between deleting the record and the file)
+// is removed, but only for IDs this state handed out: a lost or new state file must not
+// delete other volumes' data. With hosts, the volumes attached to hosts get their
+// devices back and the machine's other devices are detached.
 func (s *Server) openVolumes(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.VolumeDir, 0o700); err != nil {
 		return fmt.Errorf("creating the volume directory: %w", err)
 	}
-	vols, err := s.store.ListVolumes(ctx)
+	// Nobody else may plant files (or links) where the cloud, as root, opens and binds
+	// them; and the path the kernel reports for a loop device's file is the resolved
+	// one, which is what the cloud must name them by.
+	if err := securedir.Check(s.cfg.VolumeDir); err != nil {
+		return fmt.Errorf("the volume directory: %w", err)
+	}
+	dir, err := filepath.EvalSymlinks(s.cfg.VolumeDir)
+	if err != nil {
+		return fmt.Errorf("the volume directory: %w", err)
+	}
+	s.cfg.VolumeDir = dir
+	vols, last, err := s.store.ListVolumesUpTo(ctx)
 	if err != nil {
 		return err
 	}
 	known := map[string]bool{}
 	for _, v := range vols {
 		known[v.ID+volumeFileSuffix] = true
-		if err := sizeFile(s.volumeFile(v.ID), v.SizeBytes); err != nil {
-			return fmt.Errorf("volume %s: %w", v.ID, err)
+		if err := s.provision(ctx, v); err != nil {
+			s.log.Error(err, "a volume's file", "volume", v.ID)
 		}
 	}
 	entries, err := os.ReadDir(s.cfg.VolumeDir)
@@ -100,11 +126,14 @@ func (s *Server) openVolumes(ctx context.Context) error {
 		return fmt.Errorf("reading the volume directory: %w", err)
 	}
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, "vol-") && strings.HasSuffix(name, volumeFileSuffix) && !known[name] {
-			s.log.Info("removing the file of a deleted volume", "file", name)
-			if err := os.Remove(filepath.Join(s.cfg.VolumeDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("removing the file of a deleted volume: %w", err)
-			}
+		name := e.Name()
+		seq, ok := store.VolumeSeq(strings.TrimSuffix(name, volumeFileSuffix))
+		if !ok || !strings.HasSuffix(name, volumeFileSuffix) || known[name] || seq > last {
+			continue
+		}
+		s.log.Info("removing the file of a deleted volume", "file", name)
+		if err := os.Remove(filepath.Join(s.cfg.VolumeDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the file of a deleted volume: %w", err)
 		}
 	}
 	if s.machine == nil {
@@ -159,9 +188,15 @@ func (s *Server) createVolume(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	defer s.volumes.Lock(vol.ID)()
+	if !created {
+		// Read again under the volume's lock: a delete may have come first.
+		if vol, err = s.store.GetVolume(ctx, vol.ID); err != nil {
+			return 0, nil, fmt.Errorf("volume %s named %s was deleted while this create ran; create it again: %w", vol.ID, spec.Name, store.ErrConflict)
+		}
+	}
 	// Also for a volume that existed: a crash may have come between its record and its
 	// file.
-	if err := sizeFile(s.volumeFile(vol.ID), vol.SizeBytes); err != nil {
+	if err := s.provision(ctx, vol); err != nil {
 		if created {
 			// Applied entirely or not at all.
 			if _, derr := s.store.DeleteVolume(context.WithoutCancel(ctx), vol.ID); derr != nil {
@@ -170,11 +205,25 @@ func (s *Server) createVolume(c *call) (int, any, error) {
 		}
 		return 0, nil, fmt.Errorf("volume %s: %w", vol.ID, err)
 	}
+	vol.Provisioned = true
 	s.decorateVolume(&vol)
 	if created {
 		return http.StatusCreated, vol, nil
 	}
 	return http.StatusOK, vol, nil
+}
+
+// provision makes a volume's file when it was never made, and marks the volume
+// provisioned; the file of a provisioned volume must exist (sizeFile does not make it
+// again). The caller holds the volume's lock, or has the cloud to itself at start.
+func (s *Server) provision(ctx context.Context, v api.Volume) error {
+	if err := sizeFile(s.volumeFile(v.ID), v.SizeBytes, !v.Provisioned); err != nil {
+		return err
+	}
+	if v.Provisioned {
+		return nil
+	}
+	return s.store.MarkVolumeProvisioned(ctx, v.ID)
 }
 
 func (s *Server) getVolume(c *call) (int, any, error) {
@@ -253,8 +302,14 @@ func (s *Server) attachVolume(c *call) (int, any, error) {
 	}
 	if err := s.attachDevice(ctx, &vol); err != nil {
 		if changed {
-			// Applied entirely or not at all.
-			if _, _, derr := s.store.DetachVolume(context.WithoutCancel(ctx), id, att.InstanceID, time.Now().UTC()); derr != nil {
+			// Applied entirely or not at all: a device bound before the failure goes too.
+			undo := context.WithoutCancel(ctx)
+			if s.machine != nil {
+				if derr := s.machine.DetachDisk(undo, id); derr != nil {
+					err = errors.Join(err, derr)
+				}
+			}
+			if _, _, derr := s.store.DetachVolume(undo, id, att.InstanceID, time.Now().UTC()); derr != nil {
 				err = errors.Join(err, derr)
 			}
 		}
@@ -290,11 +345,11 @@ func (s *Server) detachVolume(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	// The device goes first: a failure leaves the volume attached, and a detach again
-	// finishes it.
+	// The device goes first: a failure (a device still in use on the host) leaves the
+	// volume attached, and a detach again finishes it.
 	if s.machine != nil && vol.State == api.VolumeAttached && vol.AttachedTo == att.InstanceID {
 		if err := s.machine.DetachDisk(ctx, id); err != nil {
-			return 0, nil, err
+			return 0, nil, diskError(err)
 		}
 	}
 	vol, _, err = s.store.DetachVolume(ctx, id, att.InstanceID, time.Now().UTC())
@@ -321,7 +376,7 @@ func (s *Server) expandVolume(c *call) (int, any, error) {
 	}
 	// Also when the size did not change: a crash may have come between the record
 	// and the file (the next start sizes it too).
-	if err := sizeFile(s.volumeFile(id), vol.SizeBytes); err != nil {
+	if err := sizeFile(s.volumeFile(id), vol.SizeBytes, false); err != nil {
 		return 0, nil, fmt.Errorf("volume %s has %d bytes recorded, but its file is not grown: %w", id, vol.SizeBytes, err)
 	}
 	if s.machine != nil {
@@ -351,12 +406,21 @@ func (s *Server) detachInstanceVolumes(ctx context.Context, instanceID string) e
 	return nil
 }
 
+// diskError makes a device still in use on its host a conflict (409): the caller
+// unmounts it there and asks again.
+func diskError(err error) error {
+	if errors.Is(err, hosts.ErrDiskBusy) {
+		return fmt.Errorf("%w: %w", err, store.ErrConflict)
+	}
+	return err
+}
+
 // detachFrom detaches one volume from an instance under the volume's lock.
 func (s *Server) detachFrom(ctx context.Context, id, instanceID string) error {
 	defer s.volumes.Lock(id)()
 	if s.machine != nil {
 		if err := s.machine.DetachDisk(ctx, id); err != nil {
-			return err
+			return diskError(err)
 		}
 	}
 	_, _, err := s.store.DetachVolume(ctx, id, instanceID, time.Now().UTC())

@@ -95,7 +95,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	v3 := must(cl.CreateVolume(ctx(), api.VolumeSpec{Name: "pvc-3", Zone: "local-a", SizeBytes: gib})).of(t)
 	must(cl.AttachVolume(ctx(), v2.ID, a.ID)).of(t)
 	_, err = cl.AttachVolume(ctx(), v3.ID, a.ID)
-	wantStatus(t, "an attach past the instance's limit", err, http.StatusConflict, api.ReasonConflict)
+	wantStatus(t, "an attach past the instance's limit", err, http.StatusConflict, api.ReasonLimitExceeded)
 
 	grown := must(cl.ExpandVolume(ctx(), v.ID, 2*gib)).of(t)
 	if grown.SizeBytes != 2*gib {
@@ -170,32 +170,86 @@ func TestBadVolumeRequestsWriteNothing(t *testing.T) {
 	}
 }
 
-// TestVolumesConvergeAfterACrash: a file whose volume is gone (a crash between deleting
-// the record and the file) is removed at the next start, and a volume whose file is
-// missing or short (a crash before sizing it) gets it back.
+// TestVolumesConvergeAfterACrash: at the next start, the file of a volume this state
+// deleted (a crash between the record and the file) is removed, and a file of an ID this
+// state never handed out is not (another state's data); a short file is grown. A
+// provisioned volume whose file went missing is never made again empty (a node would
+// format over it): it stays missing and an expand says so. A link in a volume's place is
+// never followed.
 func TestVolumesConvergeAfterACrash(t *testing.T) {
 	c := startCloud(t)
-	v := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "data", Zone: "local-a", SizeBytes: gib})).of(t)
-	grown := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "grown", Zone: "local-a", SizeBytes: gib})).of(t)
+	lost := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "lost", Zone: "local-a", SizeBytes: gib})).of(t)
+	short := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "short", Zone: "local-a", SizeBytes: gib})).of(t)
+	deleted := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "deleted", Zone: "local-a", SizeBytes: gib})).of(t)
+	linked := must(c.client.CreateVolume(ctx(), api.VolumeSpec{Name: "linked", Zone: "local-a", SizeBytes: gib})).of(t)
+	if err := c.client.DeleteVolume(ctx(), deleted.ID); err != nil {
+		t.Fatal(err)
+	}
 	c.stop()
-	stray := filepath.Join(server.DefaultVolumeDir(c.cfg.StatePath), "vol-00000000ffff.img")
-	if err := os.WriteFile(stray, nil, 0o600); err != nil {
+	dir := server.DefaultVolumeDir(c.cfg.StatePath)
+	foreign := filepath.Join(dir, "vol-00000000ffff.img")
+	for _, f := range []string{foreign, c.volumeFile(deleted.ID)} {
+		if err := os.WriteFile(f, []byte("data"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(c.volumeFile(lost.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(c.volumeFile(v.ID)); err != nil {
+	if err := os.Truncate(c.volumeFile(short.ID), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(c.volumeFile(grown.ID), 1<<20); err != nil {
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(c.volumeFile(linked.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, c.volumeFile(linked.ID)); err != nil {
 		t.Fatal(err)
 	}
 	c.start()
-	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the file of a volume the state does not have: %v, want it removed", err)
+	if _, err := os.Stat(c.volumeFile(deleted.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file of a volume the state deleted: %v, want it removed", err)
 	}
-	for _, id := range []string{v.ID, grown.ID} {
-		if size, _ := fileSize(t, c.volumeFile(id)); size != gib {
-			t.Errorf("volume %s's file after the start has %d bytes, want %d", id, size, gib)
-		}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("the file of an ID this state never handed out: %v, want it kept", err)
+	}
+	if size, _ := fileSize(t, c.volumeFile(short.ID)); size != gib {
+		t.Errorf("a short volume file after the start has %d bytes, want %d", size, gib)
+	}
+	if _, err := os.Stat(c.volumeFile(lost.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the missing file of a provisioned volume: %v, want it still missing, never made again empty", err)
+	}
+	if _, err := c.client.ExpandVolume(ctx(), lost.ID, 2*gib); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("expanding a volume whose file is missing: %v, want an error saying so", err)
+	}
+	if _, err := c.client.ExpandVolume(ctx(), linked.ID, 2*gib); err == nil {
+		t.Error("expanding a volume whose file is a link succeeded")
+	}
+	if info, err := os.Stat(target); err != nil || info.Size() != 1 {
+		t.Errorf("the file a planted link names: %v, %v; want it untouched", info, err)
+	}
+}
+
+// TestVolumeDirOthersCanWriteIsRefused: the cloud, as root, opens and binds the files in
+// its volume directory: one another user could write is refused at start.
+func TestVolumeDirOthersCanWriteIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "volumes")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(ctx(), server.Config{StatePath: filepath.Join(t.TempDir(), "s.db"), Token: token, VolumeDir: dir})
+	if err == nil {
+		_ = srv.Shutdown(ctx())
+		t.Fatal("a cloud started on a volume directory everyone can write")
+	}
+	if !strings.Contains(err.Error(), "volume directory") {
+		t.Errorf("start: %v, want it to name the volume directory", err)
 	}
 }
 
@@ -319,6 +373,18 @@ func TestHostVolumes(t *testing.T) {
 		t.Errorf("after a restart the volume's device is %q and the kernel binds %v", back.Device, got)
 	}
 
+	// In use on the host (here: held open), the device cannot be detached: 409, and the
+	// volume stays attached; once closed, the detach goes through.
+	busy, err := os.Open(back.Device)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.client.DetachVolume(ctx(), v.ID, h.ID)
+	wantStatus(t, "detaching a volume whose device is in use", err, http.StatusConflict, api.ReasonConflict)
+	if got := must(c.client.GetVolume(ctx(), v.ID)).of(t); got.State != api.VolumeAttached {
+		t.Errorf("a volume whose detach was refused = %+v, want still attached", got)
+	}
+	_ = busy.Close()
 	must(c.client.DetachVolume(ctx(), v.ID, h.ID)).of(t)
 	if got := loopsOf(t, file); len(got) != 0 {
 		t.Errorf("devices of a detached volume: %v, want none", got)

@@ -24,6 +24,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrExhausted means an address range has no free address left.
 	ErrExhausted = errors.New("exhausted")
+	// ErrLimit means a request would go past a limit of the cloud (an instance's
+	// volume attach limit).
+	ErrLimit = errors.New("limit reached")
 )
 
 // schemaVersion is written into new files; a file with a newer version is refused

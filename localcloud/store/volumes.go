@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -13,6 +15,17 @@ import (
 
 // VolumeID returns the ID of the volume created with sequence number seq.
 func VolumeID(seq uint64) string { return fmt.Sprintf("vol-%012x", seq) }
+
+// VolumeSeq returns the sequence number of a volume ID, false when id is not one
+// VolumeID makes.
+func VolumeSeq(id string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(id, "vol-")
+	if !ok || len(hex) != 12 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(hex, 16, 64)
+	return n, err == nil
+}
 
 // CreateVolume stores a new available volume from a validated spec whose size is
 // rounded (api.RoundVolumeSize). It is idempotent by name: when a volume of that name
@@ -114,6 +127,45 @@ func (s *Store) ListVolumes(ctx context.Context) ([]api.Volume, error) {
 	return out, nil
 }
 
+// ListVolumesUpTo returns every volume, in ID order, and the sequence number of the last
+// volume ever created (0 for none): IDs above it were never handed out by this state.
+func (s *Store) ListVolumesUpTo(ctx context.Context) ([]api.Volume, uint64, error) {
+	out := []api.Volume{}
+	var last uint64
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketVolumes)
+		last = b.Sequence()
+		return b.ForEach(func(k, raw []byte) error {
+			var v api.Volume
+			if err := jsonUnmarshal(k, raw, &v); err != nil {
+				return err
+			}
+			out = append(out, v)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing volumes: %w", err)
+	}
+	return out, last, nil
+}
+
+// MarkVolumeProvisioned records that a volume's file was made.
+func (s *Store) MarkVolumeProvisioned(ctx context.Context, id string) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		v, err := getVolume(tx, id)
+		if err != nil {
+			return err
+		}
+		v.Provisioned = true
+		return putJSON(tx.Bucket(bucketVolumes), []byte(id), v)
+	})
+	if err != nil {
+		return fmt.Errorf("marking volume %s provisioned: %w", id, err)
+	}
+	return nil
+}
+
 // DeleteVolume removes an available volume and returns what it was. An attached
 // volume fails with ErrConflict: it must be detached first, as in every cloud.
 func (s *Store) DeleteVolume(ctx context.Context, id string) (api.Volume, error) {
@@ -142,7 +194,7 @@ func (s *Store) DeleteVolume(ctx context.Context, id string) (api.Volume, error)
 // it was attached to that instance already. It fails with ErrConflict when the
 // instance does not exist, is terminated, or is in another zone; when the volume is
 // attached to another instance (a volume attaches to one instance at a time); and when
-// the instance has limit volumes attached already.
+// the instance has limit volumes attached already, with ErrLimit.
 func (s *Store) AttachVolume(ctx context.Context, id, instanceID string, limit int, now time.Time) (vol api.Volume, changed bool, err error) {
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		v, err := getVolume(tx, id)
@@ -171,7 +223,7 @@ func (s *Store) AttachVolume(ctx context.Context, id, instanceID string, limit i
 			return err
 		}
 		if len(attached) >= limit {
-			return fmt.Errorf("instance %s has %d volumes attached, its limit: %w", instanceID, len(attached), ErrConflict)
+			return fmt.Errorf("instance %s has %d volumes attached, its limit: %w", instanceID, len(attached), ErrLimit)
 		}
 		v.State, v.AttachedTo, v.UpdatedAt = api.VolumeAttached, instanceID, now
 		vol, changed = v, true

@@ -145,5 +145,5 @@ func (v volumes) ExpandVolume(ctx context.Context, id string, sizeBytes int64) (
 // --max-volume-size and --volume-attach-limit); a cloud started with others refuses
 // past them all the same.
 func (v volumes) Limits() cloud.VolumeLimits {
-	return cloud.VolumeLimits{MaxSizeBytes: api.DefaultMaxVolumeSize, AttachLimit: api.DefaultVolumeAttachLimit}
+	return cloud.VolumeLimits{MaxSizeBytes: api.DefaultMaxVolumeSize, AttachLimit: api.DefaultVolumeAttachLimit, SizeUnit: api.VolumeSizeUnit}
 }
