@@ -46,6 +46,18 @@ help: ## list the targets
 .PHONY: tools
 tools: $(TOOL_BINS) ## build etcd, the Kubernetes components (control plane, kubelet, kube-proxy, kubectl, the v1.35 migration peer), kwok, containerd, the CNI plugins and CoreDNS into bin/
 
+# The CSI sidecars nephele's CSI driver runs beside (docs/csi.md): the real ones, built
+# from their Go modules (hack/tools/csi pins them). Not part of make tools or make test
+# yet: no test runs them until the driver is deployed in a cluster.
+CSI_DIR := hack/tools/csi
+CSI_BINS := $(BIN)/csi-provisioner $(BIN)/csi-attacher $(BIN)/csi-resizer
+.PHONY: csi-bins
+csi-bins: $(CSI_BINS) ## build the CSI sidecars (external-provisioner, -attacher, -resizer) into bin/
+
+$(CSI_BINS) &: $(CSI_DIR)/go.mod $(CSI_DIR)/go.sum
+	mkdir -p $(BIN)
+	cd $(CSI_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $$(grep -o '"github.com/kubernetes-csi/[^"]*"' tools.go | tr -d '"')
+
 .PHONY: e2e-bins
 e2e-bins: $(E2E_BINS) ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI and agnhost into bin/
 
