@@ -22,6 +22,26 @@ import (
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
+// serve serves d on a socket in dir until the test ends, and returns the socket's path.
+func serve(t *testing.T, d *csi.Driver, dir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "csi.sock")
+	ln, err := csi.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	})
+	return sock
+}
+
 // controllerClient serves a controller-only driver over the local provider of a local
 // cloud of records, and returns a CSI client of it and the cloud's administrator
 // client.
@@ -39,20 +59,7 @@ func controllerClient(t *testing.T, cfg server.Config) (csipb.ControllerClient, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "csi.sock")
-	ln, err := csi.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serving: %v", err)
-		}
-	})
+	sock := serve(t, d, t.TempDir())
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package csi_test
 
 import (
-	"context"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -74,20 +73,7 @@ func TestSanity(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "csi.sock")
-	ln, err := csi.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serving: %v", err)
-		}
-	})
+	sock := serve(t, d, dir)
 
 	cfg := sanity.NewTestConfig()
 	cfg.Address = sock

@@ -199,16 +199,22 @@ func replaceLink(target, link string) error {
 func (m *Machine) DetachDisk(ctx context.Context, volume string) error {
 	m.diskMu.Lock()
 	defer m.diskMu.Unlock()
-	if err := ctx.Err(); err != nil {
+	rec, err := m.diskRecord(ctx, volume)
+	if rec == nil || err != nil {
 		return err
 	}
-	m.mu.Lock()
-	rec := m.j.Disks[volume]
-	m.mu.Unlock()
-	if rec == nil {
-		return nil
-	}
 	return m.detachDisk(rec)
+}
+
+// diskRecord returns a volume's record, nil when the machine has not attached it, once
+// ctx is still live; the caller holds diskMu.
+func (m *Machine) diskRecord(ctx context.Context, volume string) (*diskRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.j.Disks[volume], nil
 }
 
 // detachDisk unbinds every loop device of a recorded disk's file, removes its link and
@@ -243,12 +249,10 @@ func (m *Machine) detachDisk(rec *diskRecord) error {
 func (m *Machine) ResizeDisk(ctx context.Context, volume string) error {
 	m.diskMu.Lock()
 	defer m.diskMu.Unlock()
-	if err := ctx.Err(); err != nil {
+	rec, err := m.diskRecord(ctx, volume)
+	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	rec := m.j.Disks[volume]
-	m.mu.Unlock()
 	if rec == nil || rec.Device == "" || loopBacking(rec.Device) != rec.File {
 		return nil
 	}
