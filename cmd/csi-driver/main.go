@@ -6,7 +6,7 @@
 //	csi-driver --mode controller --endpoint /csi/csi.sock --cloud-config /etc/nephele/cloud.yaml
 //	csi-driver --mode node --endpoint /csi/csi.sock --node-name "$NODE_NAME"
 //
-// See docs/csi.md.
+// See docs/volumes.md.
 package main
 
 import (
