@@ -162,9 +162,7 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csipb.Con
 	if err := checkCapabilities("volume_capability", []*csipb.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return nil, err
 	}
-	if _, err := c.vols.GetVolume(ctx, id); err != nil {
-		return nil, cloudStatus(err, "volume "+id)
-	}
+	// One call: a volume or node that does not exist is NotFound from the attach itself.
 	att, err := c.vols.AttachVolume(ctx, id, nodeID)
 	if err != nil {
 		return nil, cloudStatus(err, "attaching volume "+id+" to node "+nodeID)

@@ -11,6 +11,10 @@ import (
 	"slices"
 )
 
+// DiskFileSuffix ends the name of a volume's file, "<volume ID>.img": the only files a
+// Machine binds to loop devices.
+const DiskFileSuffix = ".img"
+
 // disksDirName is the directory, in a host's state directory, of the links to the
 // block devices of the volumes attached to it.
 const disksDirName = "disks"
@@ -60,8 +64,8 @@ func (d *diskRecord) validate(key string) error {
 		return fmt.Errorf("volume %q: want the key, a volume ID", d.Volume)
 	case ValidateID(d.Host) != nil:
 		return fmt.Errorf("host %q is not an instance ID", d.Host)
-	case !filepath.IsAbs(d.File) || filepath.Clean(d.File) != d.File || filepath.Base(d.File) != d.Volume+".img":
-		return fmt.Errorf("file %q is not the absolute path of the volume's file (%s.img)", d.File, d.Volume)
+	case !filepath.IsAbs(d.File) || filepath.Clean(d.File) != d.File || filepath.Base(d.File) != d.Volume+DiskFileSuffix:
+		return fmt.Errorf("file %q is not the absolute, clean path of the volume's file (%s%s)", d.File, d.Volume, DiskFileSuffix)
 	case d.Device != "" && !loopDevice.MatchString(d.Device):
 		return fmt.Errorf("device %q is not a loop device", d.Device)
 	}
@@ -73,19 +77,10 @@ func diskLink(dir, host, volume string) string {
 	return filepath.Join(HostDir(dir, host), disksDirName, volume)
 }
 
-// validateDisk checks a disk spec before anything acts on it as root.
+// validateDisk checks a disk spec before anything acts on it as root: as its journal
+// record would be checked.
 func validateDisk(spec DiskSpec) error {
-	var errs []error
-	if err := ValidateID(spec.Volume); err != nil {
-		errs = append(errs, fmt.Errorf("volume: %w", err))
-	}
-	if err := ValidateID(spec.Host); err != nil {
-		errs = append(errs, fmt.Errorf("host: %w", err))
-	}
-	if !filepath.IsAbs(spec.File) || filepath.Clean(spec.File) != spec.File || filepath.Base(spec.File) != spec.Volume+".img" {
-		errs = append(errs, fmt.Errorf("file %q: want the absolute, clean path of %s.img", spec.File, spec.Volume))
-	}
-	return errors.Join(errs...)
+	return (&diskRecord{Volume: spec.Volume, Host: spec.Host, File: spec.File}).validate(spec.Volume)
 }
 
 // AttachDisk makes a block device of a volume's file for a host: a loop device, and a
@@ -99,12 +94,10 @@ func (m *Machine) AttachDisk(ctx context.Context, spec DiskSpec) (Disk, error) {
 	}
 	m.diskMu.Lock()
 	defer m.diskMu.Unlock()
-	if err := ctx.Err(); err != nil {
+	rec, err := m.diskRecord(ctx, spec.Volume)
+	if err != nil {
 		return Disk{}, err
 	}
-	m.mu.Lock()
-	rec := m.j.Disks[spec.Volume]
-	m.mu.Unlock()
 	if rec != nil && (rec.Host != spec.Host || rec.File != spec.File) {
 		if err := m.detachDisk(rec); err != nil {
 			return Disk{}, err
@@ -137,12 +130,9 @@ func (m *Machine) setDisk(rec *diskRecord) {
 }
 
 // bindDisk returns the loop device of a recorded disk, binding one when the file has
-// none: the recorded device while it is still bound to the file, else one the kernel
-// has for it (bound before a crash kept the device out of the journal), else a new one.
+// none: the one the kernel has bound to the file (the recorded one, or one bound before
+// a crash kept it out of the journal), else a new one.
 func (m *Machine) bindDisk(rec *diskRecord) (string, error) {
-	if rec.Device != "" && loopBacking(rec.Device) == rec.File {
-		return rec.Device, nil
-	}
 	found, err := findLoops(rec.File)
 	if err != nil {
 		return "", err
@@ -155,6 +145,10 @@ func (m *Machine) bindDisk(rec *diskRecord) (string, error) {
 			devs = append(devs, d)
 		}
 	}
+	// The recorded device first: it is the one the host uses.
+	if i := slices.Index(devs, rec.Device); i > 0 {
+		devs[0], devs[i] = devs[i], devs[0]
+	}
 	var dev string
 	if len(devs) > 0 {
 		dev = devs[0]
@@ -165,6 +159,9 @@ func (m *Machine) bindDisk(rec *diskRecord) (string, error) {
 		}
 	} else if dev, err = attachLoop(rec.File); err != nil {
 		return "", err
+	}
+	if dev == rec.Device {
+		return dev, nil
 	}
 	if err := m.record(func() { rec.Device = dev }); err != nil {
 		return "", err
@@ -220,12 +217,10 @@ func (m *Machine) diskRecord(ctx context.Context, volume string) (*diskRecord, e
 // detachDisk unbinds every loop device of a recorded disk's file, removes its link and
 // then its record; the caller holds diskMu.
 func (m *Machine) detachDisk(rec *diskRecord) error {
+	// The kernel's list holds the recorded device too while it is bound to the file.
 	devs, err := findLoops(rec.File)
 	if err != nil {
 		return fmt.Errorf("detaching volume %s: %w", rec.Volume, err)
-	}
-	if rec.Device != "" && loopBacking(rec.Device) == rec.File && !slices.Contains(devs, rec.Device) {
-		devs = append(devs, rec.Device)
 	}
 	for _, dev := range devs {
 		if err := detachLoop(dev); err != nil {

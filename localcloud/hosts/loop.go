@@ -91,25 +91,21 @@ func resizeLoop(dev string) error {
 
 // findLoops returns the loop devices whose backing file is file, from sysfs.
 func findLoops(file string) ([]string, error) {
-	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	paths, err := filepath.Glob("/sys/block/loop*")
 	if err != nil {
 		return nil, err
 	}
 	var devs []string
 	for _, p := range paths {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			continue // unbound while we looked
-		}
-		backing := strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), " (deleted)")
-		if backing == file {
-			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p))))
+		if dev := "/dev/" + filepath.Base(p); loopBacking(dev) == file {
+			devs = append(devs, dev)
 		}
 	}
 	return devs, nil
 }
 
-// loopBacking returns the backing file of a loop device, empty when it is unbound.
+// loopBacking returns the backing file of a loop device, empty when it is unbound (or
+// unbound while we looked).
 func loopBacking(dev string) string {
 	raw, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file"))
 	if err != nil {

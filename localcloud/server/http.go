@@ -169,28 +169,44 @@ const (
 	roleAdmin
 )
 
+// allows reports whether the role may call op.
+func (ro role) allows(op string) bool {
+	switch ro {
+	case roleAdmin:
+		return true
+	case roleCCM:
+		return IsCCMOperation(op)
+	case roleCSI:
+		return IsCSIOperation(op)
+	}
+	return false
+}
+
+// scope says what a role other than the administrator may do, for a 403.
+func (ro role) scope() string {
+	switch ro {
+	case roleCCM:
+		return "the CCM's token may only read instances and manage load balancers and routes"
+	case roleCSI:
+		return "the CSI driver's token may only manage volumes and read instances"
+	}
+	return "a valid bearer token is required"
+}
+
 // endpoint wraps an operation's handler: authentication, authorization, faults,
 // metrics, answers.
 func (s *Server) endpoint(op string, h handler) http.Handler {
-	ccm, csi := IsCCMOperation(op), IsCSIOperation(op)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.metrics.observe(op, rec.status, time.Since(start)) }()
-		switch s.roleOf(r) {
-		case roleNone:
+		switch ro := s.roleOf(r); {
+		case ro == roleNone:
 			s.unauthorized(rec)
 			return
-		case roleCCM:
-			if !ccm {
-				s.forbidden(rec, op)
-				return
-			}
-		case roleCSI:
-			if !csi {
-				s.forbiddenCSI(rec, op)
-				return
-			}
+		case !ro.allows(op):
+			s.forbidden(rec, ro, op)
+			return
 		}
 		d := s.faults.Decide(op)
 		if d.Latency > 0 {
@@ -235,15 +251,13 @@ func (s *Server) endpoint(op string, h handler) http.Handler {
 // counted.
 func (s *Server) admin(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch s.roleOf(r) {
+		switch ro := s.roleOf(r); ro {
 		case roleNone:
 			s.unauthorized(w)
 			return
-		case roleCCM:
-			s.forbidden(w, r.Method+" "+r.URL.Path)
-			return
-		case roleCSI:
-			s.forbiddenCSI(w, r.Method+" "+r.URL.Path)
+		case roleAdmin:
+		default:
+			s.forbidden(w, ro, r.Method+" "+r.URL.Path)
 			return
 		}
 		s.serve(w, r, faults.Decision{}, h)
@@ -294,17 +308,11 @@ func (s *Server) roleOf(r *http.Request) role {
 	return roleNone
 }
 
-// forbidden answers a CCM token asking for what only the administrator may do.
-func (s *Server) forbidden(w http.ResponseWriter, what string) {
+// forbidden answers a role's token asking for what only the administrator may do,
+// saying what the role may do.
+func (s *Server) forbidden(w http.ResponseWriter, ro role, what string) {
 	writeJSON(w, http.StatusForbidden, api.Error{
-		Message: fmt.Sprintf("%s: the CCM's token may only read instances and manage load balancers and routes", what),
-		Reason:  api.ReasonForbidden})
-}
-
-// forbiddenCSI answers a CSI driver's token asking for what only the administrator may do.
-func (s *Server) forbiddenCSI(w http.ResponseWriter, what string) {
-	writeJSON(w, http.StatusForbidden, api.Error{
-		Message: fmt.Sprintf("%s: the CSI driver's token may only manage volumes and read instances", what),
+		Message: fmt.Sprintf("%s: %s", what, ro.scope()),
 		Reason:  api.ReasonForbidden})
 }
 

@@ -111,17 +111,14 @@ func (c *Config) defaults() error {
 	if c.Token == "" {
 		return errors.New("an API token is required")
 	}
-	if c.CCMToken != "" {
-		if err := checkCCMToken(c.Token, c.CCMToken); err != nil {
+	if c.CSIToken != "" {
+		if err := checkRoleToken("CSI driver", c.CSIToken, c.Token, c.CCMToken); err != nil {
 			return err
 		}
 	}
-	if c.CSIToken != "" {
-		switch {
-		case strings.TrimSpace(c.CSIToken) == "":
-			return errors.New("the CSI driver's token is empty")
-		case c.CSIToken == c.Token || c.CSIToken == c.CCMToken:
-			return errors.New("the CSI driver's token is the administrator's or the CCM's: give the driver a token of its own")
+	if c.CCMToken != "" {
+		if err := checkRoleToken("CCM", c.CCMToken, c.Token, c.CSIToken); err != nil {
+			return err
 		}
 	}
 	if c.Listen == "" {
@@ -464,7 +461,7 @@ func (s *Server) dpError(name string) string {
 // administrator's; on error nothing changes.
 func (s *Server) SetCCMTokens(tokens ...string) error {
 	for i, t := range tokens {
-		if err := checkCCMToken(s.cfg.Token, t); err != nil {
+		if err := checkRoleToken("CCM", t, s.cfg.Token, s.cfg.CSIToken); err != nil {
 			return fmt.Errorf("CCM token %d: %w", i, err)
 		}
 	}
@@ -473,14 +470,17 @@ func (s *Server) SetCCMTokens(tokens ...string) error {
 	return nil
 }
 
-// checkCCMToken refuses a CCM token that is empty or the administrator's (admin): the
-// CCM's role must stay smaller than the administrator's.
-func checkCCMToken(admin, token string) error {
+// checkRoleToken refuses a token of a role (the CCM's, the CSI driver's) that is empty,
+// the administrator's, or the other role's: each role must stay its own, smaller than the
+// administrator's (a token shared by two roles would get only one of them).
+func checkRoleToken(role, token, admin, other string) error {
 	switch {
 	case strings.TrimSpace(token) == "":
-		return errors.New("the CCM token is empty")
+		return fmt.Errorf("the %s's token is empty", role)
 	case token == admin:
-		return errors.New("the CCM token is the administrator's token: give the CCM a token of its own")
+		return fmt.Errorf("the %s's token is the administrator's: give the %s a token of its own", role, role)
+	case other != "" && token == other:
+		return fmt.Errorf("the %s's token is another role's: give the %s a token of its own", role, role)
 	}
 	return nil
 }

@@ -22,8 +22,9 @@ import (
 // empty: beside the state file.
 func DefaultVolumeDir(statePath string) string { return statePath + ".volumes" }
 
-// volumeFileSuffix ends the name of a volume's file: "<volume ID>.img".
-const volumeFileSuffix = ".img"
+// volumeFileSuffix ends the name of a volume's file: "<volume ID>.img", the only files
+// the host machine binds to loop devices.
+const volumeFileSuffix = hosts.DiskFileSuffix
 
 // volumeDefaults completes the volume configuration.
 func (c *Config) volumeDefaults() error {
@@ -190,9 +191,14 @@ func (s *Server) createVolume(c *call) (int, any, error) {
 	defer s.volumes.Lock(vol.ID)()
 	if !created {
 		// Read again under the volume's lock: a delete may have come first.
-		if vol, err = s.store.GetVolume(ctx, vol.ID); err != nil {
+		again, err := s.store.GetVolume(ctx, vol.ID)
+		if isNotFound(err) {
 			return 0, nil, fmt.Errorf("volume %s named %s was deleted while this create ran; create it again: %w", vol.ID, spec.Name, store.ErrConflict)
 		}
+		if err != nil {
+			return 0, nil, err
+		}
+		vol = again
 	}
 	// Also for a volume that existed: a crash may have come between its record and its
 	// file.
@@ -340,23 +346,32 @@ func (s *Server) detachVolume(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	defer unlock()
-	ctx := c.r.Context()
-	vol, err := s.store.GetVolume(ctx, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	// The device goes first: a failure (a device still in use on the host) leaves the
-	// volume attached, and a detach again finishes it.
-	if s.machine != nil && vol.State == api.VolumeAttached && vol.AttachedTo == att.InstanceID {
-		if err := s.machine.DetachDisk(ctx, id); err != nil {
-			return 0, nil, diskError(err)
-		}
-	}
-	vol, _, err = s.store.DetachVolume(ctx, id, att.InstanceID, time.Now().UTC())
+	vol, err := s.detachLocked(c.r.Context(), id, att.InstanceID)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, vol, nil
+}
+
+// detachLocked detaches a volume from an instance, device first: a failure (a device
+// still in use on the host, a 409) leaves the volume attached, and a detach again
+// finishes it. A volume on another instance keeps its device, and the store refuses.
+// The caller holds the instance's lock, then the volume's.
+func (s *Server) detachLocked(ctx context.Context, id, instanceID string) (api.Volume, error) {
+	vol, err := s.store.GetVolume(ctx, id)
+	if err != nil {
+		return api.Volume{}, err
+	}
+	if s.machine != nil && vol.State == api.VolumeAttached && vol.AttachedTo == instanceID {
+		if err := s.machine.DetachDisk(ctx, id); err != nil {
+			if errors.Is(err, hosts.ErrDiskBusy) {
+				err = fmt.Errorf("%w: %w", err, store.ErrConflict)
+			}
+			return api.Volume{}, err
+		}
+	}
+	vol, _, err = s.store.DetachVolume(ctx, id, instanceID, time.Now().UTC())
+	return vol, err
 }
 
 func (s *Server) expandVolume(c *call) (int, any, error) {
@@ -370,14 +385,19 @@ func (s *Server) expandVolume(c *call) (int, any, error) {
 	id := c.r.PathValue("id")
 	defer s.volumes.Lock(id)()
 	ctx := c.r.Context()
-	vol, _, err := s.store.ExpandVolume(ctx, id, api.RoundVolumeSize(req.SizeBytes), time.Now().UTC())
-	if err != nil {
+	size := api.RoundVolumeSize(req.SizeBytes)
+	if _, err := s.store.GetVolume(ctx, id); err != nil {
 		return 0, nil, err
 	}
-	// Also when the size did not change: a crash may have come between the record
-	// and the file (the next start sizes it too).
-	if err := sizeFile(s.volumeFile(id), vol.SizeBytes, false); err != nil {
-		return 0, nil, fmt.Errorf("volume %s has %d bytes recorded, but its file is not grown: %w", id, vol.SizeBytes, err)
+	// The file grows first, the record after: a file that cannot grow changes nothing,
+	// and a file bigger than its record is harmless (a smaller size is then refused, and
+	// files never shrink).
+	if err := sizeFile(s.volumeFile(id), size, false); err != nil {
+		return 0, nil, fmt.Errorf("volume %s: its file cannot grow to %d bytes: %w", id, size, err)
+	}
+	vol, _, err := s.store.ExpandVolume(ctx, id, size, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
 	}
 	if s.machine != nil {
 		if err := s.machine.ResizeDisk(ctx, id); err != nil {
@@ -399,30 +419,12 @@ func (s *Server) detachInstanceVolumes(ctx context.Context, instanceID string) e
 		if v.State != api.VolumeAttached || v.AttachedTo != instanceID {
 			continue
 		}
-		if err := s.detachFrom(ctx, v.ID, instanceID); err != nil && !isNotFound(err) {
+		unlock := s.volumes.Lock(v.ID)
+		_, err := s.detachLocked(ctx, v.ID, instanceID)
+		unlock()
+		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("detaching volume %s from instance %s: %w", v.ID, instanceID, err)
 		}
 	}
 	return nil
-}
-
-// diskError makes a device still in use on its host a conflict (409): the caller
-// unmounts it there and asks again.
-func diskError(err error) error {
-	if errors.Is(err, hosts.ErrDiskBusy) {
-		return fmt.Errorf("%w: %w", err, store.ErrConflict)
-	}
-	return err
-}
-
-// detachFrom detaches one volume from an instance under the volume's lock.
-func (s *Server) detachFrom(ctx context.Context, id, instanceID string) error {
-	defer s.volumes.Lock(id)()
-	if s.machine != nil {
-		if err := s.machine.DetachDisk(ctx, id); err != nil {
-			return diskError(err)
-		}
-	}
-	_, _, err := s.store.DetachVolume(ctx, id, instanceID, time.Now().UTC())
-	return err
 }

@@ -423,12 +423,16 @@ func TestHostVolumes(t *testing.T) {
 }
 
 // TestCSITokenOfItsOwn: the CSI driver's token may not be the administrator's or the
-// CCM's, nor empty.
+// CCM's, nor empty; nor may a rotation make the CCM's token the CSI driver's.
 func TestCSITokenOfItsOwn(t *testing.T) {
 	for _, tok := range []string{token, "ccm", " "} {
 		_, err := server.Start(ctx(), server.Config{StatePath: filepath.Join(t.TempDir(), "s.db"), Token: token, CCMToken: "ccm", CSIToken: tok})
 		if err == nil || !strings.Contains(err.Error(), "CSI driver's token") {
 			t.Errorf("CSI token %q: %v, want a refusal naming it", tok, err)
 		}
+	}
+	c := startCloud(t, func(cfg *server.Config) { cfg.CCMToken, cfg.CSIToken = "ccm", "csi" })
+	if err := c.srv.SetCCMTokens("ccm", "csi"); err == nil || !strings.Contains(err.Error(), "token of its own") {
+		t.Errorf("SetCCMTokens with the CSI driver's token: %v, want a refusal", err)
 	}
 }

@@ -110,21 +110,8 @@ func (s *Store) GetVolumeByName(ctx context.Context, name string) (api.Volume, e
 
 // ListVolumes returns every volume in ID (creation) order.
 func (s *Store) ListVolumes(ctx context.Context) ([]api.Volume, error) {
-	out := []api.Volume{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketVolumes).ForEach(func(k, raw []byte) error {
-			var v api.Volume
-			if err := jsonUnmarshal(k, raw, &v); err != nil {
-				return err
-			}
-			out = append(out, v)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing volumes: %w", err)
-	}
-	return out, nil
+	vols, _, err := s.ListVolumesUpTo(ctx)
+	return vols, err
 }
 
 // ListVolumesUpTo returns every volume, in ID order, and the sequence number of the last
