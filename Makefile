@@ -46,9 +46,9 @@ help: ## list the targets
 .PHONY: tools
 tools: $(TOOL_BINS) ## build etcd, the Kubernetes components (control plane, kubelet, kube-proxy, kubectl, the v1.35 migration peer), kwok, containerd, the CNI plugins and CoreDNS into bin/
 
-# The CSI sidecars nephele's CSI driver runs beside (docs/csi.md): the real ones, built
-# from their Go modules (hack/tools/csi pins them). Not part of make tools or make test
-# yet: no test runs them until the driver is deployed in a cluster.
+# The CSI sidecars nephele's CSI driver runs beside (docs/volumes.md): the real ones, built
+# from their Go modules (hack/tools/csi pins them). make node-images packs them into
+# images, so make up and make test build them (docs/testing.md says what it costs).
 CSI_DIR := hack/tools/csi
 CSI_BINS := $(BIN)/csi-provisioner $(BIN)/csi-attacher $(BIN)/csi-resizer
 .PHONY: csi-bins
@@ -199,7 +199,7 @@ manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's
 # pod sandbox, the demo HTTP server, the CCM and the operator for this machine's platform,
 # in bin/images where `make images` puts them too (for more platforms).
 .PHONY: node-images
-node-images: build $(BIN)/coredns ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator, coredns) for this machine into bin/images
+node-images: build $(BIN)/coredns $(CSI_BINS) ## build the images a real cluster's registry serves (pause, demo-http, cloud-controller-manager, nephele-operator, csi-driver, coredns, the CSI sidecars) for this machine into bin/images
 	$(BIN)/nephele node images --bin-dir $(BIN) --out $(BIN)/images >/dev/null
 
 # The one command to see nephele run: a real cluster on the local cloud's hosts (control

@@ -36,6 +36,20 @@ var (
 	// and metrics).
 	CloudControllerManager = Program{Name: "cloud-controller-manager", Package: "./cmd/cloud-controller-manager",
 		Title: "nephele cloud-controller-manager", User: NonRootUser, Ports: []string{"10258/tcp"}}
+	// CSIDriver is nephele's CSI driver with the local provider built in, in both
+	// modes. It runs as root: the node plugin formats, mounts and resizes file systems
+	// with the machine's tools (mount-utils runs mount, umount, blkid, mkfs, fsck and
+	// resize2fs), which the image carries.
+	CSIDriver = Program{Name: "csi-driver", Package: "./cmd/csi-driver", Title: "nephele csi-driver",
+		HostTools: []HostTool{
+			{Path: "/usr/bin/mount", Name: "mount", Package: "mount"},
+			{Path: "/usr/bin/umount", Name: "umount", Package: "mount"},
+			{Path: "/usr/sbin/blkid", Name: "blkid", Package: "util-linux"},
+			{Path: "/usr/sbin/fsck", Name: "fsck", Package: "util-linux"},
+			{Path: "/usr/sbin/mkfs.ext4", Name: "mkfs.ext4", Package: "e2fsprogs"},
+			{Path: "/usr/sbin/fsck.ext4", Name: "fsck.ext4", Package: "e2fsprogs"},
+			{Path: "/usr/sbin/resize2fs", Name: "resize2fs", Package: "e2fsprogs"},
+		}}
 	// Operator is nephele-operator, which manages the cloud-controller-manager; it runs
 	// as the nonroot user and serves 10270 (HTTPS: health and metrics).
 	Operator = Program{Name: "nephele-operator", Package: "./cmd/nephele-operator",
@@ -58,7 +72,16 @@ type Program struct {
 	User string
 	// Ports are the ports the program serves, e.g. 8080/tcp.
 	Ports []string
+	// HostTools are programs of this machine the image carries beside the binary, with
+	// their shared libraries (PackHostTools), such as the file system tools a CSI node
+	// plugin runs. They are this machine's, so such an image is built for its platform
+	// only (HostPlatform); PATH is set to find them.
+	HostTools []HostTool
 }
+
+// hostToolsPath is the PATH of an image with host tools.
+const hostToolsPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 
 // Ref is the image reference of p at version, e.g. nephele.local/pause:dev.
 func (p Program) Ref(version string) string { return p.RefIn(Registry, version) }
@@ -218,6 +241,21 @@ func buildImage(ctx context.Context, opts BuildOptions, p Program, platform Plat
 	spec, err := p.Spec(data, opts.Source, platform)
 	if err != nil {
 		return nil, err
+	}
+	if len(p.HostTools) > 0 {
+		host, err := HostPlatform()
+		if err != nil {
+			return nil, err
+		}
+		if platform != host {
+			return nil, fmt.Errorf("it carries programs of this machine (%s), which is %s", p.HostTools[0].Path, host)
+		}
+		tools, err := PackHostTools(ctx, p.HostTools)
+		if err != nil {
+			return nil, err
+		}
+		spec.Files = append(spec.Files, tools...)
+		spec.Env = append(spec.Env, hostToolsPath)
 	}
 	return Image(spec)
 }

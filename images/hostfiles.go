@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,4 +144,35 @@ func LookHostProgram(name, debianPackage string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found: install the Debian package %s (hack/install-node-deps.sh --e2e)", name, debianPackage)
+}
+
+// HostTool is a program of this machine that an image carries: where it goes in the
+// image, the name to look for here, and the Debian package that provides it (named in
+// the error when it is missing).
+type HostTool struct {
+	// Path is where it goes in the image, e.g. /usr/sbin/mkfs.ext4.
+	Path string
+	// Name is the program to look for on this machine (LookHostProgram).
+	Name string
+	// Package is the Debian package that provides it.
+	Package string
+}
+
+// PackHostTools finds each tool on this machine and packs it with its shared-library
+// closure (HostPrograms). Every missing tool is named in one error.
+func PackHostTools(ctx context.Context, tools []HostTool) ([]File, error) {
+	progs := make([]HostFile, 0, len(tools))
+	var missing []string
+	for _, t := range tools {
+		from, err := LookHostProgram(t.Name, t.Package)
+		if err != nil {
+			missing = append(missing, err.Error())
+			continue
+		}
+		progs = append(progs, HostFile{Path: t.Path, From: from})
+	}
+	if len(missing) > 0 {
+		return nil, errors.New(strings.Join(missing, "; "))
+	}
+	return HostPrograms(ctx, progs...)
 }

@@ -31,9 +31,36 @@ var CoreDNS = Prebuilt{
 	Version: CoreDNSVersion,
 }
 
+// The CSI sidecars' versions, as hack/tools/csi pins them (TestVersionsArePinned keeps
+// them equal).
+const (
+	CSIProvisionerVersion = "v6.4.0"
+	CSIAttacherVersion    = "v4.13.0"
+	CSIResizerVersion     = "v2.3.0"
+)
+
+// The CSI sidecars nephele's CSI driver runs beside in its controller Deployment, the
+// real ones from the Kubernetes CSI project, built by make csi-bins (hack/tools/csi) into
+// bin/. They run as the nonroot user: they only talk to the driver's socket, on a volume
+// the pod shares, and to the API server.
+var (
+	CSIProvisioner = Prebuilt{Program: Program{Name: "csi-provisioner",
+		Title: "external-provisioner " + CSIProvisionerVersion + " (the Kubernetes CSI sidecar)", User: NonRootUser},
+		Version: CSIProvisionerVersion}
+	CSIAttacher = Prebuilt{Program: Program{Name: "csi-attacher",
+		Title: "external-attacher " + CSIAttacherVersion + " (the Kubernetes CSI sidecar)", User: NonRootUser},
+		Version: CSIAttacherVersion}
+	CSIResizer = Prebuilt{Program: Program{Name: "csi-resizer",
+		Title: "external-resizer " + CSIResizerVersion + " (the Kubernetes CSI sidecar)", User: NonRootUser},
+		Version: CSIResizerVersion}
+)
+
+// CSISidecars are the CSI sidecar images.
+var CSISidecars = []Prebuilt{CSIProvisioner, CSIAttacher, CSIResizer}
+
 // Prebuilts are the prebuilt images a real cluster's registry serves besides
-// InCluster's.
-var Prebuilts = []Prebuilt{CoreDNS}
+// InCluster's: CoreDNS and the CSI sidecars.
+var Prebuilts = []Prebuilt{CoreDNS, CSIProvisioner, CSIAttacher, CSIResizer}
 
 // Ref is p's reference under Registry at its Version.
 func (p Prebuilt) Ref() string { return p.Program.Ref(p.Version) }
@@ -43,7 +70,7 @@ func (p Prebuilt) Ref() string { return p.Program.Ref(p.Version) }
 func BuildPrebuilt(binDir, outDir string, p Prebuilt, src Source, platform Platform) (Built, error) {
 	bin, err := ReadFile("/"+p.Name, filepath.Join(binDir, p.Name), 0o755)
 	if err != nil {
-		return Built{}, fmt.Errorf("image %s: %w (make tools builds it)", p.Name, err)
+		return Built{}, fmt.Errorf("image %s: %w (make tools and make csi-bins build the prebuilt binaries)", p.Name, err)
 	}
 	spec, err := p.Spec(bin.Data, src, platform)
 	if err != nil {

@@ -182,6 +182,13 @@ func bindNodeDirs(binds []Bind) error {
 		if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s to %s: %w", b.Source, b.Target, err)
 		}
+		// The namespace's root is a slave of the machine's, so the bind starts as a slave:
+		// making it shared too starts a peer group inside the node only.
+		if b.Shared {
+			if err := unix.Mount("", b.Target, "", unix.MS_SHARED, ""); err != nil {
+				return fmt.Errorf("make %s a shared mount: %w", b.Target, err)
+			}
+		}
 	}
 	return nil
 }

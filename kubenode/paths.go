@@ -28,6 +28,12 @@ const (
 // of a machine (Target), bound there in its mount namespace when it boots.
 type Bind struct {
 	Source, Target string
+	// Shared makes the bind a shared mount (in a peer group of the node's own, never
+	// the machine's): mounts made under it inside a container come back to the node.
+	// kubelet's root is shared, as on a machine with systemd, so that a CSI node plugin's
+	// volume mounts (mountPropagation: Bidirectional, which the container runtime
+	// refuses on a mount that is not shared) reach kubelet and the pods.
+	Shared bool
 }
 
 // Paths are the files and directories of one node. Those outside the node (Dir and what
@@ -84,7 +90,7 @@ func newPaths(hostDir string) Paths {
 	return Paths{
 		Dir: dir,
 		Binds: []Bind{
-			{Source: filepath.Join(dir, "kubelet"), Target: inNodeKubeletRoot},
+			{Source: filepath.Join(dir, "kubelet"), Target: inNodeKubeletRoot, Shared: true},
 			{Source: filepath.Join(dir, "containerd", "root"), Target: inNodeContainerdRoot},
 		},
 		Config:       cfg,

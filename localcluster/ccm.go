@@ -50,7 +50,13 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 	if c.migratingRoutes() {
 		step = "deploy cluster DNS (CoreDNS)"
 	}
-	return c.cfg.Progress.Step(ctx, step, c.deployDNS)
+	if err := c.cfg.Progress.Step(ctx, step, c.deployDNS); err != nil {
+		return err
+	}
+	if !c.cfg.Volumes {
+		return nil
+	}
+	return c.cfg.Progress.Step(ctx, "install the CSI driver and the default StorageClass (kubectl apply)", c.deployCSI)
 }
 
 // migratingRoutes reports whether the CCM runs with leader migration: then its route

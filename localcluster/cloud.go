@@ -40,6 +40,9 @@ type LocalCloud struct {
 	URL          string
 	TokenFile    string
 	CCMTokenFile string
+	// CSITokenFile holds the token of the CSI driver's role (manage volumes, read
+	// instances), which the driver's controller gets in a Secret.
+	CSITokenFile string
 	// CAFile is the certificate the cloud's HTTPS API is verified with.
 	CAFile string
 	// Gateway is the bridge's address: where the cloud's hosts and their pods reach the
@@ -101,6 +104,15 @@ func launchCloud(ctx context.Context, binDir string, spec cloudSpec) (*LocalClou
 	if err := os.WriteFile(lc.CCMTokenFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("write the CCM's cloud token: %w", err)
 	}
+	// And the CSI driver one of its own role, kept apart from the CCM's: each Secret can
+	// do only its component's work.
+	if _, err := rand.Read(raw); err != nil {
+		return nil, err
+	}
+	lc.CSITokenFile = filepath.Join(spec.dir, "csi-token")
+	if err := os.WriteFile(lc.CSITokenFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write the CSI driver's cloud token: %w", err)
+	}
 	addrFile := filepath.Join(spec.dir, "address")
 	// The API is HTTPS on a certificate the cloud makes at start: the CCM's token crosses
 	// the bridge, and every client verifies the cloud with this CA certificate.
@@ -110,6 +122,7 @@ func launchCloud(ctx context.Context, binDir string, spec cloudSpec) (*LocalClou
 		"--state", filepath.Join(spec.dir, "state.db"),
 		"--token-file", lc.TokenFile,
 		"--ccm-token-file", lc.CCMTokenFile,
+		"--csi-token-file", lc.CSITokenFile,
 		"--address-file", addrFile,
 		"--vip-pool", spec.vipPool.String(),
 		"--instance-cidr", spec.instanceCIDR.String(),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -110,6 +111,11 @@ type Config struct {
 	// Hybrid, when set, spans the cluster over two local clouds (docs/hybrid.md).
 	// Real nodes and a CCM process only.
 	Hybrid *Hybrid
+	// Volumes deploys nephele's CSI driver (the controller, the node plugin, the default
+	// StorageClass, docs/volumes.md) once the CCM has initialized the nodes, so that a
+	// PersistentVolumeClaim is provisioned from the local cloud's volumes. Real nodes of
+	// one cloud only.
+	Volumes bool
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
 	// but uninitialized and nothing routes pod traffic between them, until StartCCM.
 	DeferCCM bool
@@ -208,9 +214,10 @@ func (silent) Step(ctx context.Context, _ string, fn func(context.Context) (stri
 // `nephele node images --out BinDir/images` (make node-images) or images.Build.
 func ImageDir(binDir string) string { return filepath.Join(binDir, "images") }
 
-// Images are the images a cluster's registry serves to its nodes: the pod sandbox, the
-// demo HTTP server, and the cloud-controller-manager.
-var Images = images.InCluster
+// Images are nephele's images a cluster's registry serves to its nodes: the in-cluster
+// programs (the pod sandbox, the demo HTTP server, the cloud-controller-manager, the
+// operator) and the CSI driver, which carries this machine's file system tools.
+var Images = append(slices.Clone(images.InCluster), images.CSIDriver)
 
 // DemoImage is the reference of the demo HTTP server's image on every node.
 var DemoImage = images.DemoHTTP.Ref(images.DefaultVersion)
@@ -326,6 +333,12 @@ func (c *Config) complete() error {
 		}
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("ccm"), c.CCM, CCMModes))
+	}
+	if c.Volumes && c.NodeMode == NodesKwok {
+		bad("volumes", c.Volumes, "kwok nodes run no pods, so they mount no volumes: use real nodes")
+	}
+	if c.Volumes && c.Hybrid != nil {
+		bad("volumes", c.Volumes, "the CSI driver serves one cloud's volumes: a hybrid cluster's second cloud has no driver")
 	}
 	if c.CCMReplicas == 0 {
 		c.CCMReplicas = render.DefaultReplicas

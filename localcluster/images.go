@@ -8,7 +8,7 @@ import (
 
 // BuildImages builds every image a real cluster's registry serves into outDir, for this
 // machine's platform: nephele's programs (Images), compiled from the nephele tree at
-// moduleDir, and the prebuilt ones (images.Prebuilts: CoreDNS) packed from the binaries
+// moduleDir, and the prebuilt ones (images.Prebuilts: CoreDNS, the CSI sidecars) packed from the binaries
 // make tools put in binDir. `nephele node images` and Config.BuildFrom both build with it.
 func BuildImages(ctx context.Context, moduleDir, binDir, outDir string, src images.Source) ([]images.Built, error) {
 	platform, err := images.HostPlatform()

@@ -158,15 +158,20 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 		d.Status.AvailableReplicas == want && d.Status.Replicas == want
 }
 
-// ccmPodDiagnostics describes the CCM's pods: phase, node, container states, and the
-// end of each one's log.
+// ccmPodDiagnostics describes the CCM's pods in namespace (podDiagnostics).
 func (c *Cluster) ccmPodDiagnostics(ctx context.Context, namespace string) error {
-	pods, err := c.Env.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(render.SelectorLabels).String()})
+	return c.podDiagnostics(ctx, namespace, labels.SelectorFromSet(render.SelectorLabels))
+}
+
+// podDiagnostics describes the pods selector selects in namespace (the CCM's, the CSI
+// driver's): phase, node, container states, and the end of each container's log.
+func (c *Cluster) podDiagnostics(ctx context.Context, namespace string, selector labels.Selector) error {
+	pods, err := c.Env.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
-		return fmt.Errorf("list the CCM's pods: %w", err)
+		return fmt.Errorf("list the pods %s in %s: %w", selector, namespace, err)
 	}
 	if len(pods.Items) == 0 {
-		return fmt.Errorf("no CCM pods in %s", namespace)
+		return fmt.Errorf("no pods %s in %s", selector, namespace)
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
@@ -184,9 +189,11 @@ func (c *Cluster) ccmPodDiagnostics(ctx context.Context, namespace string) error
 				fmt.Fprintf(&b, "; %s terminated: %s (exit %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
 			}
 		}
-		raw, err := c.Env.Client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](15)}).DoRaw(ctx)
-		if err == nil && len(raw) > 0 {
-			fmt.Fprintf(&b, "\n  log:\n    %s", strings.ReplaceAll(strings.TrimSpace(string(raw)), "\n", "\n    "))
+		for _, ctr := range p.Spec.Containers {
+			raw, err := c.Env.Client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: ptr.To[int64](15)}).DoRaw(ctx)
+			if err == nil && len(raw) > 0 {
+				fmt.Fprintf(&b, "\n  %s log:\n    %s", ctr.Name, strings.ReplaceAll(strings.TrimSpace(string(raw)), "\n", "\n    "))
+			}
 		}
 	}
 	return errors.New(strings.TrimPrefix(b.String(), "\n"))

@@ -15,6 +15,10 @@
 // 0 on any answer, or prints why none came and exits 1. Run from a pod, it shows what
 // the machine's listeners answer a pod (nephele up --smoke's refusal checks).
 //
+// `demo-http write FILE TEXT` writes TEXT to FILE (created or replaced, 0644) and syncs
+// it to its disk; `demo-http cat FILE` prints FILE. They are how a test checks a volume:
+// data written in one pod is read in another.
+//
 // Any other argument is a usage error (exit 2) naming it: the server takes none, so a
 // container's args meant for something else do not turn it into a client.
 package main
@@ -49,7 +53,7 @@ type Answer struct {
 const getTimeout = 3 * time.Second
 
 // usage is the command line.
-const usage = "usage: demo-http (serve on :$PORT) | demo-http get URL | demo-http status METHOD URL"
+const usage = "usage: demo-http (serve on :$PORT) | demo-http get URL | demo-http status METHOD URL | demo-http write FILE TEXT | demo-http cat FILE"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -74,6 +78,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = status(ctx, stdout, args[1], args[2])
 	case args[0] == "status":
 		fmt.Fprintf(stderr, "demo-http: status takes a method and a URL, got %q\n%s\n", args[1:], usage)
+		return 2
+	case args[0] == "write" && len(args) == 3:
+		err = writeFile(args[1], args[2])
+	case args[0] == "write":
+		fmt.Fprintf(stderr, "demo-http: write takes a file and a text, got %q\n%s\n", args[1:], usage)
+		return 2
+	case args[0] == "cat" && len(args) == 2:
+		err = catFile(stdout, args[1])
+	case args[0] == "cat":
+		fmt.Fprintf(stderr, "demo-http: cat takes one file, got %q\n%s\n", args[1:], usage)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "demo-http: unknown argument %q\n%s\n", args[0], usage)
@@ -199,4 +213,33 @@ func podClient(probe bool) *http.Client {
 		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
 	return hc
+}
+
+// writeFile writes text to path and syncs it, so that the data is on the volume's disk
+// when the command returns, not only in the node's page cache.
+func writeFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// catFile prints the file at path.
+func catFile(stdout io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(stdout, f)
+	return err
 }

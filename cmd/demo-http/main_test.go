@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,7 @@ func TestCommandLine(t *testing.T) {
 	env := map[string]string{"POD_NAME": "web-2"}
 	srv := httptest.NewServer(handler(func(k string) string { return env[k] }))
 	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "data")
 
 	tests := []struct {
 		name   string
@@ -79,6 +81,13 @@ func TestCommandLine(t *testing.T) {
 		{name: "another command", args: []string{"fetch", srv.URL}, code: 2, stderr: `unknown argument "fetch"`},
 		{name: "get without a URL", args: []string{"get"}, code: 2, stderr: "get takes one URL"},
 		{name: "get with two URLs", args: []string{"get", srv.URL, srv.URL}, code: 2, stderr: "get takes one URL"},
+		// In order: the file written is the one read.
+		{name: "cat of no file", args: []string{"cat", file}, code: 1, stderr: "no such file"},
+		{name: "write", args: []string{"write", file, "kept on the volume"}},
+		{name: "cat", args: []string{"cat", file}, stdout: "kept on the volume"},
+		{name: "write into no directory", args: []string{"write", filepath.Join(file, "x"), "text"}, code: 1, stderr: "not a directory"},
+		{name: "write without text", args: []string{"write", file}, code: 2, stderr: "write takes a file and a text"},
+		{name: "cat of two files", args: []string{"cat", file, file}, code: 2, stderr: "cat takes one file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

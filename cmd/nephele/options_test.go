@@ -71,6 +71,8 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"hybrid bridge without hybrid", true, func(o *upOptions) { o.hybridBridge = "br9" }, "--hybrid-nodes 0"},
 		{"hybrid range over the first cloud's", true, func(o *upOptions) { o.hybridNodes, o.hybridInstanceCIDR = 1, "10.88.9.0/24" }, "--hybrid-instance-cidr 10.88.9.0/24: overlaps --instance-cidr 10.88.0.0/16"},
 		{"hybrid bad VIP pool", true, func(o *upOptions) { o.hybridNodes, o.hybridVIPPool = 1, "ten" }, "--hybrid-vip-pool"},
+		{"volumes asked for with --kwok", false, func(o *upOptions) { o.volumes, o.volumesSet = true, true }, "--volumes true: kwok nodes run no pods, so they mount no volumes"},
+		{"volumes asked for in a hybrid cluster", true, func(o *upOptions) { o.volumes, o.volumesSet, o.hybridNodes = true, true, 1 }, "--volumes true: the CSI driver serves one cloud's volumes"},
 		{"several problems at once", false, func(o *upOptions) { o.nodes = -1; o.vipPool = "x" }, "--vip-pool"},
 	}
 	for _, tt := range tests {
@@ -86,6 +88,34 @@ func TestConfigChecksFlags(t *testing.T) {
 				t.Fatalf("config() = %v, want success", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("config() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestVolumesByDefault: the CSI driver is deployed by default where the cluster can
+// serve volumes (real nodes of one cloud), and not elsewhere unless asked for.
+func TestVolumesByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*upOptions)
+		want   bool
+	}{
+		{"real nodes", func(o *upOptions) {}, true},
+		{"real nodes, --volumes=false", func(o *upOptions) { o.volumes, o.volumesSet = false, true }, false},
+		{"kwok", func(o *upOptions) { o.kwok, o.instanceCIDR, o.vipPool = true, "127.200.0.0/16", "127.100.0.0/16" }, false},
+		{"hybrid", func(o *upOptions) { o.hybridNodes = 1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validRealOptions(t)
+			o.volumes = true // the flag's default
+			tc.change(&o)
+			cfg, err := o.config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Volumes != tc.want {
+				t.Errorf("Volumes = %v, want %v", cfg.Volumes, tc.want)
 			}
 		})
 	}
@@ -148,7 +178,7 @@ func TestUpFlags(t *testing.T) {
 	for flag, def := range map[string]string{
 		"dir": "", "nodes": "3", "smoke": "false", "fresh": "false",
 		"build": "true", "bin-dir": "", "vip-pool": "", "instance-cidr": "", "timeout": "3m0s",
-		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "10.96.0.0/16", "ccm": "process",
+		"kwok": "false", "cluster-cidr": "10.244.0.0/16", "bridge": "", "service-cidr": "10.96.0.0/16", "ccm": "process", "volumes": "true",
 	} {
 		f := up.Flags().Lookup(flag)
 		if f == nil {

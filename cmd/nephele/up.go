@@ -32,21 +32,24 @@ const (
 
 // upOptions are the flags of `nephele up`.
 type upOptions struct {
-	dir          string
-	binDir       string
-	nodes        int
-	smoke        bool
-	fresh        bool
-	build        bool
-	kwok         bool
-	vipPool      string
-	instanceCIDR string
-	clusterCIDR  string
-	serviceCIDR  string
-	bridge       string
-	ccm          string
-	hybridNodes  int
-	unownedNode  bool
+	dir    string
+	binDir string
+	nodes  int
+	smoke  bool
+	fresh  bool
+	build  bool
+	kwok   bool
+	// volumes deploys the CSI driver; volumesSet says the flag was given, so that a
+	// cluster it cannot serve (kwok, hybrid) is refused rather than quietly run without.
+	volumes, volumesSet bool
+	vipPool             string
+	instanceCIDR        string
+	clusterCIDR         string
+	serviceCIDR         string
+	bridge              string
+	ccm                 string
+	hybridNodes         int
+	unownedNode         bool
 	// hybridBridge, hybridInstanceCIDR and hybridVIPPool are the second cloud's.
 	hybridBridge       string
 	hybridInstanceCIDR string
@@ -69,6 +72,7 @@ func newUpCommand() *cobra.Command {
 	o := upOptions{
 		nodes:       localcluster.DefaultNodes,
 		build:       true,
+		volumes:     true,
 		clusterCIDR: localcluster.DefaultClusterCIDR.String(),
 		timeout:     3 * time.Minute,
 		e2e: e2eOptions{parallel: upstreame2e.DefaultParallel, timeout: upstreame2e.DefaultTimeout,
@@ -113,6 +117,7 @@ docs/conformance.md.`,
   go run ./cmd/nephele up --nodes 2 --smoke`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.volumesSet = cmd.Flags().Changed("volumes")
 			cfg, err := o.config()
 			if err != nil {
 				return err
@@ -128,6 +133,7 @@ docs/conformance.md.`,
 	fs.BoolVar(&o.fresh, "fresh", false, "start afresh")
 	_ = fs.MarkDeprecated("fresh", "every run starts afresh now")
 	fs.BoolVar(&o.build, "build", o.build, "go build cmd/localcloud, cmd/cloud-controller-manager, cmd/nephele and the node images into --bin-dir first (needs the source tree)")
+	fs.BoolVar(&o.volumes, "volumes", o.volumes, "deploy nephele's CSI driver and a default StorageClass (WaitForFirstConsumer, expansion allowed), so that PersistentVolumeClaims get local cloud volumes; real nodes of one cloud (on by default there, off with --kwok or --hybrid-nodes)")
 	fs.BoolVar(&o.kwok, "kwok", false, "simulated nodes (kwok and node agents on loopback addresses) instead of real ones: no root needed")
 	fs.StringVar(&o.vipPool, "vip-pool", "", fmt.Sprintf("range the local cloud allocates load balancer VIPs from (default %s, routed to the nodes by the kernel, ipMode VIP; with --kwok %s, user-space proxies on loopback, ipMode Proxy)", hosts.DefaultVIPPool, server.DefaultVIPPool))
 	fs.StringVar(&o.instanceCIDR, "instance-cidr", "", fmt.Sprintf("range the local cloud assigns node addresses from (default %s, with --kwok %s)", hosts.DefaultRange, server.DefaultInstanceCIDR))
@@ -205,6 +211,8 @@ func (o *upOptions) config() (localcluster.Config, error) {
 		VIPPool:      prefix("vip-pool", o.vipPool),
 		ClusterName:  localcluster.DefaultClusterName,
 		CCM:          localcluster.CCMMode(o.ccm),
+		// On by default where a cluster can serve volumes; asked for elsewhere, refused.
+		Volumes: o.volumes && (o.volumesSet || (!o.kwok && o.hybridNodes == 0)),
 	}
 	if o.kwok {
 		cfg.NodeMode = localcluster.NodesKwok
@@ -249,7 +257,7 @@ func (o *upOptions) config() (localcluster.Config, error) {
 // upFlags are the flags of up that set each field of localcluster.Config.
 var upFlags = map[string]string{
 	"nodes": "--nodes", "bridge": "--bridge", "instanceCIDR": "--instance-cidr", "clusterCIDR": "--cluster-cidr",
-	"serviceCIDR": "--service-cidr", "vipPool": "--vip-pool", "ccm": "--ccm", "dir": "--dir", "binDir": "--bin-dir",
+	"serviceCIDR": "--service-cidr", "vipPool": "--vip-pool", "ccm": "--ccm", "volumes": "--volumes", "dir": "--dir", "binDir": "--bin-dir",
 	"hybrid": "--hybrid-nodes", "hybrid.nodes": "--hybrid-nodes", "hybrid.bridge": "--hybrid-bridge",
 	"hybrid.instanceCIDR": "--hybrid-instance-cidr", "hybrid.vipPool": "--hybrid-vip-pool",
 }

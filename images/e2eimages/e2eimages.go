@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -164,31 +163,6 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	return built, nil
 }
 
-// tool is a program of this machine an image carries: where it goes and the Debian
-// package that provides it.
-type tool struct {
-	path string // in the image
-	name string // the program to look for on this machine
-	pkg  string // its Debian package
-}
-
-// hostTools finds each tool on this machine and packs it with its libraries.
-func hostTools(ctx context.Context, tools []tool) ([]images.File, error) {
-	var progs []images.HostFile
-	var missing []string
-	for _, t := range tools {
-		from, err := images.LookHostProgram(t.name, t.pkg)
-		if err != nil {
-			missing = append(missing, err.Error())
-			continue
-		}
-		progs = append(progs, images.HostFile{Path: t.path, From: from})
-	}
-	if len(missing) > 0 {
-		return nil, errors.New(strings.Join(missing, "; "))
-	}
-	return images.HostPrograms(ctx, progs...)
-}
 
 // dedupe joins lists of files, keeping the first of each path: two programs' library
 // closures share libc.
@@ -211,14 +185,14 @@ var coreutils = []string{"cat", "cp", "cut", "date", "env", "head", "id", "ls", 
 	"printf", "rm", "seq", "sleep", "sort", "tail", "tee", "timeout", "touch", "tr", "uniq", "wc"}
 
 // shellTools are a shell and the programs scripts expect beside it.
-func shellTools() []tool {
-	tools := []tool{
-		{"/bin/sh", "dash", "dash"},
-		{"/usr/bin/grep", "grep", "grep"},
-		{"/usr/bin/sed", "sed", "sed"},
+func shellTools() []images.HostTool {
+	tools := []images.HostTool{
+		{Path: "/bin/sh", Name: "dash", Package: "dash"},
+		{Path: "/usr/bin/grep", Name: "grep", Package: "grep"},
+		{Path: "/usr/bin/sed", Name: "sed", Package: "sed"},
 	}
 	for _, c := range coreutils {
-		tools = append(tools, tool{"/usr/bin/" + c, c, "coreutils"})
+		tools = append(tools, images.HostTool{Path: "/usr/bin/" + c, Name: c, Package: "coreutils"})
 	}
 	return tools
 }
@@ -252,18 +226,18 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
 	}
-	tools, err := hostTools(ctx, append(shellTools(),
-		tool{"/bin/bash", "bash", "bash"},
-		tool{"/usr/bin/nc", "nc.openbsd", "netcat-openbsd"},
-		tool{"/usr/bin/curl", "curl", "curl"},
-		tool{"/usr/bin/wget", "wget", "wget"},
-		tool{"/usr/bin/dig", "dig", "bind9-dnsutils"},
-		tool{"/usr/bin/nslookup", "nslookup", "bind9-dnsutils"},
-		tool{"/usr/bin/host", "host", "bind9-dnsutils"},
-		tool{"/usr/bin/getent", "getent", "libc-bin"},
-		tool{"/usr/bin/hostname", "hostname", "hostname"},
-		tool{"/usr/sbin/ip", "ip", "iproute2"},
-		tool{"/usr/bin/ss", "ss", "iproute2"},
+	tools, err := images.PackHostTools(ctx, append(shellTools(),
+		images.HostTool{Path: "/bin/bash", Name: "bash", Package: "bash"},
+		images.HostTool{Path: "/usr/bin/nc", Name: "nc.openbsd", Package: "netcat-openbsd"},
+		images.HostTool{Path: "/usr/bin/curl", Name: "curl", Package: "curl"},
+		images.HostTool{Path: "/usr/bin/wget", Name: "wget", Package: "wget"},
+		images.HostTool{Path: "/usr/bin/dig", Name: "dig", Package: "bind9-dnsutils"},
+		images.HostTool{Path: "/usr/bin/nslookup", Name: "nslookup", Package: "bind9-dnsutils"},
+		images.HostTool{Path: "/usr/bin/host", Name: "host", Package: "bind9-dnsutils"},
+		images.HostTool{Path: "/usr/bin/getent", Name: "getent", Package: "libc-bin"},
+		images.HostTool{Path: "/usr/bin/hostname", Name: "hostname", Package: "hostname"},
+		images.HostTool{Path: "/usr/sbin/ip", Name: "ip", Package: "iproute2"},
+		images.HostTool{Path: "/usr/bin/ss", Name: "ss", Package: "iproute2"},
 	))
 	if err != nil {
 		return images.Spec{}, err
@@ -321,9 +295,9 @@ func glibcDNSTestingSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	tools, err := hostTools(ctx, append(shellTools(),
-		tool{"/usr/bin/dig", "dig", "bind9-dnsutils"},
-		tool{"/usr/bin/getent", "getent", "libc-bin"},
+	tools, err := images.PackHostTools(ctx, append(shellTools(),
+		images.HostTool{Path: "/usr/bin/dig", Name: "dig", Package: "bind9-dnsutils"},
+		images.HostTool{Path: "/usr/bin/getent", Name: "getent", Package: "libc-bin"},
 	))
 	if err != nil {
 		return images.Spec{}, err
@@ -361,7 +335,7 @@ func nginxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	tools, err := hostTools(ctx, []tool{{"/usr/sbin/nginx", "nginx", "nginx-light"}})
+	tools, err := images.PackHostTools(ctx, []images.HostTool{{Path: "/usr/sbin/nginx", Name: "nginx", Package: "nginx-light"}})
 	if err != nil {
 		return images.Spec{}, err
 	}
@@ -390,7 +364,7 @@ func busyboxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	bin, err := hostTools(ctx, []tool{{"/bin/busybox", "busybox", "busybox-static"}})
+	bin, err := images.PackHostTools(ctx, []images.HostTool{{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"}})
 	if err != nil {
 		return images.Spec{}, err
 	}

@@ -56,6 +56,12 @@ func (s *smoke) realChecks() (before, after []check) {
 		check{"the CCM's cloud credential makes no instance and sets no fault; a pod without one gets 401", s.cloudRefusesTheCCMsCredential},
 		check{"a pod resolves the Service's name through cluster DNS and reaches it", s.dnsResolvesService},
 		check{"scaled to one replica, only its node is healthy and answers", s.scaledToOne},
+	)
+	if s.cfg.Volumes {
+		// Before a node is terminated: the volumes move between all of them.
+		after = append(after, s.volumeChecks()...)
+	}
+	after = append(after,
 		check{"terminating that node's instance: its Node goes NotReady", s.terminate},
 		check{"the lifecycle controller deletes the terminated instance's Node", s.nodeDeleted},
 		check{"the pod comes back on another node and answers through the VIP", s.podBack},

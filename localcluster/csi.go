@@ -1,0 +1,145 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nephele-dev/nephele/deploy/render"
+	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/waitfor"
+	"github.com/nephele-dev/nephele/providers/local"
+)
+
+// CSIManifests are the options of the cluster's CSI driver manifests: `nephele manifests
+// --csi`'s defaults with the images by the digests Start pushed, and the hosts'
+// directory as the device directory (the local cloud's disk links are in each host's
+// directory, and lead to the machine's loop devices).
+func (c *Cluster) CSIManifests() (render.CSIOptions, error) {
+	o := render.DefaultCSIOptions()
+	for _, img := range []struct {
+		program images.Program
+		into    *string
+	}{
+		{images.CSIDriver, &o.DriverImage},
+		{images.CSIProvisioner.Program, &o.ProvisionerImage},
+		{images.CSIAttacher.Program, &o.AttacherImage},
+		{images.CSIResizer.Program, &o.ResizerImage},
+	} {
+		pinned, err := c.PinnedImage(img.program)
+		if err != nil {
+			return render.CSIOptions{}, err
+		}
+		*img.into = pinned
+	}
+	o.DeviceDirs = []string{c.cfg.hostDir()}
+	return o, nil
+}
+
+// CSICloudConfig is the local provider's --cloud-config for the CSI driver's controller:
+// the cloud's URL on the bridge, the CSI role's token (never the CCM's or the
+// administrator's) and the cloud's CA certificate inline.
+func (c *Cluster) CSICloudConfig() ([]byte, error) {
+	token, err := os.ReadFile(c.first.CSITokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the CSI driver's cloud token: %w", err)
+	}
+	ca, err := os.ReadFile(c.CloudCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the local cloud's CA certificate: %w", err)
+	}
+	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token)), CAData: string(ca)}.Marshal("nephele's localcluster (CSI driver)")
+}
+
+// deployCSI installs the CSI driver as users do: the cloud config Secret, then the
+// rendered manifests, written to Dir/csi/csi-driver.yaml and applied with kubectl; then
+// it waits until the controller is available, the node plugin runs on every node, and
+// kubelet of every node has registered the driver (its CSINode lists it).
+func (c *Cluster) deployCSI(ctx context.Context) (string, error) {
+	o, err := c.CSIManifests()
+	if err != nil {
+		return "", err
+	}
+	objs, err := render.RenderCSI(o)
+	if err != nil {
+		return "", fmt.Errorf("render the CSI driver's manifests: %w", err)
+	}
+	data, err := render.YAML(objs)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.cfg.Dir, "csi", "csi-driver.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("write the CSI driver's manifests: %w", err)
+	}
+	cfg, err := c.CSICloudConfig()
+	if err != nil {
+		return "", err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: render.CSICloudConfigSecret, Namespace: o.Namespace},
+		Data:       map[string][]byte{render.CSICloudConfigKey: cfg},
+	}
+	if _, err := c.Env.Client.CoreV1().Secrets(o.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create Secret %s/%s: %w", o.Namespace, secret.Name, err)
+	}
+	if _, err := c.RunKubectl(ctx, nil, "apply", "-f", path); err != nil {
+		return "", err
+	}
+	if err := c.WaitCSI(ctx, o); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s applied; driver %s registered on %s, StorageClass %s is the default",
+		path, o.DriverName, plural(len(c.Nodes), "node"), render.CSIStorageClass), nil
+}
+
+// WaitCSI waits until the CSI driver o describes serves: the controller Deployment
+// available, the node DaemonSet ready on every node, and every node's CSINode listing
+// the driver. On failure it says what the driver's pods are doing.
+func (c *Cluster) WaitCSI(ctx context.Context, o render.CSIOptions) error {
+	cs := c.Env.Client
+	err := waitfor.Condition(ctx, startTimeout(ctx), func(ctx context.Context) error {
+		d, err := cs.AppsV1().Deployments(o.Namespace).Get(ctx, render.CSIControllerName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !deploymentAvailable(d) {
+			return fmt.Errorf("deployment %s/%s: %d of %d replicas available", d.Namespace, d.Name, d.Status.AvailableReplicas, o.ControllerReplicas)
+		}
+		ds, err := cs.AppsV1().DaemonSets(o.Namespace).Get(ctx, render.CSINodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ds.Status.ObservedGeneration < ds.Generation || ds.Status.DesiredNumberScheduled == 0 ||
+			ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.UpdatedNumberScheduled != ds.Status.DesiredNumberScheduled {
+			return fmt.Errorf("daemonset %s/%s: %d of %d pods ready", ds.Namespace, ds.Name, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		}
+		for _, n := range c.Nodes {
+			cn, err := cs.StorageV1().CSINodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("CSINode %s: %w", n.Name, err)
+			}
+			if !slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == o.DriverName }) {
+				return fmt.Errorf("kubelet of node %s has not registered driver %s yet", n.Name, o.DriverName)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return errors.Join(err, c.podDiagnostics(context.WithoutCancel(ctx), o.Namespace, labels.SelectorFromSet(render.CSISelectorLabels)))
+	}
+	return nil
+}
