@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/nephele-dev/nephele/deploy/render"
 )
@@ -42,6 +43,42 @@ The cloud config is not rendered: create the Secret (or ConfigMap) it names firs
 	o.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&kustomizeDir, "kustomize-dir", "", "write a kustomize base to this directory instead of YAML to standard output")
 	cmd.Flags().BoolVar(&permissions, "permissions", false, "print the permissions table (Markdown) instead of the objects")
+	cmd.AddCommand(newCSIManifestsCommand())
+	return cmd
+}
+
+// newCSIManifestsCommand returns `nephele manifests csi`: everything a cluster needs to
+// run nephele's CSI driver, rendered from flags.
+func newCSIManifestsCommand() *cobra.Command {
+	o := render.DefaultCSIOptions()
+	var kustomizeDir string
+	cmd := &cobra.Command{
+		Use:   "csi [flags]",
+		Short: "Render the CSI driver's CSIDriver, controller Deployment, node DaemonSet, RBAC and default StorageClass as YAML",
+		Long: `csi renders everything a cluster needs to run nephele's CSI driver (docs/volumes.md): the
+controller's and the node plugin's ServiceAccounts and least-privilege RBAC (the CSI sidecars'
+own rules, no wildcard), the CSIDriver object, the controller Deployment (csi-driver beside
+external-provisioner, -attacher and -resizer), the node plugin DaemonSet (privileged, with
+kubelet's directory mounted Bidirectional) and the default StorageClass.
+
+It writes one YAML stream to standard output, for kubectl apply -f -; with --kustomize-dir, a
+kustomize base instead.
+
+The controller's cloud config is not rendered: create the Secret it reads first, holding a
+credential that may manage volumes (for the local cloud, the token of localcloud
+--csi-token-file), e.g.
+  kubectl -n kube-system create secret generic ` + render.CSICloudConfigSecret + ` --from-file=` + render.CSICloudConfigKey + `=local-csi.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			objs, err := render.RenderCSI(o)
+			if err != nil {
+				return err
+			}
+			return writeObjects(cmd.OutOrStdout(), objs, kustomizeDir)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&kustomizeDir, "kustomize-dir", "", "write a kustomize base to this directory instead of YAML to standard output")
 	return cmd
 }
 
@@ -61,6 +98,12 @@ func runManifests(stdout io.Writer, o render.Options, kustomizeDir string, permi
 	if err != nil {
 		return err
 	}
+	return writeObjects(stdout, objs, kustomizeDir)
+}
+
+// writeObjects writes objs as one YAML stream to stdout or, with kustomizeDir, as a
+// kustomize base there.
+func writeObjects(stdout io.Writer, objs []*unstructured.Unstructured, kustomizeDir string) error {
 	if kustomizeDir == "" {
 		data, err := render.YAML(objs)
 		if err != nil {

@@ -132,18 +132,25 @@ func TestUpRealNodes(t *testing.T) {
 		}
 	}
 	t.Run("smoke passes after cleaning up the killed run", func(t *testing.T) {
-		smoke(t, nil, "removed what a killed run left on the machine: 2 hosts", "start cloud-controller-manager", "smoke: PASSED (28 checks)")
+		smoke(t, nil, "removed what a killed run left on the machine: 2 hosts", "start cloud-controller-manager",
+			"install the CSI driver and the default StorageClass (kubectl apply)",
+			"PASS a PVC of the default StorageClass is bound, mounted in a pod and written",
+			"PASS the pod deleted and started on another node of the zone reads its data there",
+			"PASS a StatefulSet of two replicas gets a volume each, each mounted and written",
+			"PASS deleting the claims deletes their volumes in the cloud",
+			"smoke: PASSED (32 checks)")
 	})
 	// The CCM as users install it: `nephele manifests` applied with kubectl, two
 	// replicas pulling their image from the cluster's registry. Terminating a node may
 	// take the leader with it; the other replica takes over.
 	t.Run("smoke passes with the CCM in the cluster", func(t *testing.T) {
-		smoke(t, []string{"--ccm=in-cluster"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available", "smoke: PASSED (28 checks)")
+		// The volume checks ran above; the CCM's modes do not change them.
+		smoke(t, []string{"--ccm=in-cluster", "--volumes=false"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available", "smoke: PASSED (28 checks)")
 	})
 	// The CCM as nephele-operator manages it: the operator installed from its manifests,
 	// a CloudControllerManager of the local platform, the operator's rendering running.
 	t.Run("smoke passes with the CCM managed by the operator", func(t *testing.T) {
-		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
+		smoke(t, []string{"--ccm=operator", "--volumes=false"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
 			"PASS the operator copies no Secret from outside its config namespace", "smoke: PASSED (29 checks)")
 	})
 	// A hybrid cluster (docs/hybrid.md): a second local cloud of one node, a peer of the

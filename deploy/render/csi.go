@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -74,7 +75,7 @@ type CSIOptions struct {
 	StorageClass bool
 }
 
-// DefaultCSIOptions are the options of `nephele manifests --csi` without flags: the
+// DefaultCSIOptions are the options of `nephele manifests csi` without flags: the
 // images nephele builds (images.CSIDriver and the sidecars at the versions hack/tools/csi
 // pins), one controller replica, the local cloud's attach limit, and the default
 // StorageClass.
@@ -93,22 +94,45 @@ func DefaultCSIOptions() CSIOptions {
 	}
 }
 
+// AddFlags adds a flag for each option to fs, defaulting to o's values: the flags of
+// `nephele manifests csi`.
+func (o *CSIOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the controller Deployment, the node DaemonSet, their ServiceAccounts and the cloud config Secret ("+CSICloudConfigSecret+")")
+	fs.StringVar(&o.DriverName, "driver-name", o.DriverName, "the driver's name: the CSIDriver object's and the StorageClass's provisioner")
+	fs.StringVar(&o.DriverImage, "driver-image", o.DriverImage, "nephele's csi-driver image")
+	fs.StringVar(&o.ProvisionerImage, "provisioner-image", o.ProvisionerImage, "the external-provisioner image")
+	fs.StringVar(&o.AttacherImage, "attacher-image", o.AttacherImage, "the external-attacher image")
+	fs.StringVar(&o.ResizerImage, "resizer-image", o.ResizerImage, "the external-resizer image")
+	fs.Var((*pullPolicy)(&o.ImagePullPolicy), "image-pull-policy", "Always, IfNotPresent or Never")
+	fs.Int32Var(&o.ControllerReplicas, "controller-replicas", o.ControllerReplicas, "replicas of the controller Deployment; each sidecar elects a leader")
+	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", o.MaxVolumesPerNode, "volumes a node takes (the cloud's attach limit), told to the scheduler; 0 tells none")
+	fs.StringArrayVar(&o.DeviceDirs, "device-dir", o.DeviceDirs, "a directory of the nodes, outside /dev, that the cloud's device paths lead through, mounted read-only into the node plugin; repeat for several (the local cloud's: its hosts' directory)")
+	fs.BoolVar(&o.StorageClass, "storage-class", o.StorageClass, "render the default StorageClass "+CSIStorageClass+" (WaitForFirstConsumer, expansion allowed)")
+}
+
+// pullPolicy is a corev1.PullPolicy as a flag value.
+type pullPolicy corev1.PullPolicy
+
+func (p *pullPolicy) String() string     { return string(*p) }
+func (p *pullPolicy) Set(v string) error { *p = pullPolicy(v); return nil }
+func (p *pullPolicy) Type() string       { return "string" }
+
 // validate returns every option that is wrong, as OptionErrors named by the flags of
-// `nephele manifests --csi`.
+// `nephele manifests csi`.
 func (o CSIOptions) validate() error {
 	var errs OptionErrors
 	bad := func(option string, index int, value any, reason string) {
 		errs = append(errs, &OptionError{Option: option, Index: index, Value: value, Reason: reason})
 	}
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-		bad("csi-namespace", -1, o.Namespace, "want a namespace name: "+strings.Join(msgs, "; "))
+		bad("namespace", -1, o.Namespace, "want a namespace name: "+strings.Join(msgs, "; "))
 	}
 	if msgs := validation.IsDNS1123Subdomain(o.DriverName); len(msgs) > 0 || len(o.DriverName) > 63 {
-		bad("csi-driver-name", -1, o.DriverName, "want a domain name of at most 63 characters, such as "+CSIDriverName)
+		bad("driver-name", -1, o.DriverName, "want a domain name of at most 63 characters, such as "+CSIDriverName)
 	}
 	for _, img := range []struct{ option, value string }{
-		{"csi-driver-image", o.DriverImage}, {"csi-provisioner-image", o.ProvisionerImage},
-		{"csi-attacher-image", o.AttacherImage}, {"csi-resizer-image", o.ResizerImage},
+		{"driver-image", o.DriverImage}, {"provisioner-image", o.ProvisionerImage},
+		{"attacher-image", o.AttacherImage}, {"resizer-image", o.ResizerImage},
 	} {
 		if img.value == "" || strings.ContainsAny(img.value, " \t\n") {
 			bad(img.option, -1, img.value, "want an image reference")
@@ -120,14 +144,14 @@ func (o CSIOptions) validate() error {
 		bad("image-pull-policy", -1, string(o.ImagePullPolicy), "want Always, IfNotPresent or Never")
 	}
 	if o.ControllerReplicas < 1 {
-		bad("csi-controller-replicas", -1, o.ControllerReplicas, "want at least 1")
+		bad("controller-replicas", -1, o.ControllerReplicas, "want at least 1")
 	}
 	if o.MaxVolumesPerNode < 0 {
-		bad("csi-max-volumes-per-node", -1, o.MaxVolumesPerNode, "want 0 (none reported) or more")
+		bad("max-volumes-per-node", -1, o.MaxVolumesPerNode, "want 0 (none reported) or more")
 	}
 	for i, d := range o.DeviceDirs {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" || d == kubeletDir || strings.HasPrefix(d, kubeletDir+"/") {
-			bad("csi-device-dir", i, d, "want the absolute, clean path of a directory other than / and kubelet's")
+			bad("device-dir", i, d, "want the absolute, clean path of a directory other than / and kubelet's")
 		}
 	}
 	if len(errs) > 0 {

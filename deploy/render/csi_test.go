@@ -39,17 +39,17 @@ func TestRenderCSIRefusesBadOptions(t *testing.T) {
 		mutate func(*CSIOptions)
 		want   []string
 	}{
-		{"namespace", func(o *CSIOptions) { o.Namespace = "Kube_System" }, []string{"csi-namespace"}},
-		{"driver name", func(o *CSIOptions) { o.DriverName = "not a name" }, []string{"csi-driver-name"}},
+		{"namespace", func(o *CSIOptions) { o.Namespace = "Kube_System" }, []string{"namespace"}},
+		{"driver name", func(o *CSIOptions) { o.DriverName = "not a name" }, []string{"driver-name"}},
 		{"long driver name", func(o *CSIOptions) {
 			o.DriverName = "a.abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij.dev"
-		}, []string{"csi-driver-name"}},
-		{"images", func(o *CSIOptions) { o.DriverImage, o.ResizerImage = "", "a b" }, []string{"csi-driver-image", "csi-resizer-image"}},
+		}, []string{"driver-name"}},
+		{"images", func(o *CSIOptions) { o.DriverImage, o.ResizerImage = "", "a b" }, []string{"driver-image", "resizer-image"}},
 		{"pull policy", func(o *CSIOptions) { o.ImagePullPolicy = "Sometimes" }, []string{"image-pull-policy"}},
-		{"replicas", func(o *CSIOptions) { o.ControllerReplicas = 0 }, []string{"csi-controller-replicas"}},
-		{"attach limit", func(o *CSIOptions) { o.MaxVolumesPerNode = -1 }, []string{"csi-max-volumes-per-node"}},
+		{"replicas", func(o *CSIOptions) { o.ControllerReplicas = 0 }, []string{"controller-replicas"}},
+		{"attach limit", func(o *CSIOptions) { o.MaxVolumesPerNode = -1 }, []string{"max-volumes-per-node"}},
 		{"device dirs", func(o *CSIOptions) { o.DeviceDirs = []string{"/ok", "rel", "/", "/var/lib/kubelet/x", "/a/../b"} },
-			[]string{"csi-device-dir", "csi-device-dir", "csi-device-dir", "csi-device-dir"}},
+			[]string{"device-dir", "device-dir", "device-dir", "device-dir"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultCSIOptions()

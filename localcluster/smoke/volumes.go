@@ -24,6 +24,8 @@ const (
 	volumeFile  = volumeDir + "/smoke"
 	// volumeLabel marks the volume checks' pods.
 	volumeLabel = "nephele-smoke-volume"
+	// nonRootGID is the group of the demo image's user (images.NonRootUser).
+	nonRootGID = 65532
 )
 
 // volumeChecks are the checks of a cluster with the CSI driver (Config.Volumes): a
@@ -46,7 +48,8 @@ func volumePod(name, claim string, avoid ...string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": volumeLabel}},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{c},
+			Containers:      []corev1.Container{c},
+			SecurityContext: volumeSecurity(),
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
@@ -60,6 +63,12 @@ func volumePod(name, claim string, avoid ...string) *corev1.Pod {
 		}}
 	}
 	return pod
+}
+
+// volumeSecurity gives the pod's volumes to the demo image's nonroot user's group: kubelet
+// makes a new file system's root writable for it (the CSIDriver's fsGroupPolicy).
+func volumeSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{FSGroup: ptr.To[int64](nonRootGID)}
 }
 
 // readyPod waits until the pod is Ready and returns it.
@@ -215,7 +224,8 @@ func (s *smoke) statefulSet(ctx context.Context) (string, error) {
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{c}, TerminationGracePeriodSeconds: ptr.To[int64](5)},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{c}, SecurityContext: volumeSecurity(),
+					TerminationGracePeriodSeconds: ptr.To[int64](5)},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "data"},
