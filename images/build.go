@@ -227,6 +227,15 @@ func Build(ctx context.Context, opts BuildOptions, programs ...Program) ([]Built
 
 // buildImage compiles p for platform into OutDir/<os>-<arch>/<name> and packs it.
 func buildImage(ctx context.Context, opts BuildOptions, p Program, platform Platform) (v1.Image, error) {
+	if len(p.HostTools) > 0 {
+		host, err := HostPlatform()
+		if err != nil {
+			return nil, err
+		}
+		if platform != host {
+			return nil, fmt.Errorf("it carries programs of this machine (%s), which is %s", p.HostTools[0].Path, host)
+		}
+	}
 	bin := filepath.Join(opts.OutDir, platform.OS+"-"+platform.Architecture, p.Name)
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return nil, err
@@ -243,13 +252,6 @@ func buildImage(ctx context.Context, opts BuildOptions, p Program, platform Plat
 		return nil, err
 	}
 	if len(p.HostTools) > 0 {
-		host, err := HostPlatform()
-		if err != nil {
-			return nil, err
-		}
-		if platform != host {
-			return nil, fmt.Errorf("it carries programs of this machine (%s), which is %s", p.HostTools[0].Path, host)
-		}
 		tools, err := PackHostTools(ctx, p.HostTools)
 		if err != nil {
 			return nil, err

@@ -7,8 +7,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +184,53 @@ func tarNames(t *testing.T, r io.Reader) map[string]bool {
 			t.Fatal(err)
 		}
 		names[hdr.Name] = true
+	}
+}
+
+// TestBuildWithHostTools packs a program with the machine's tools (the CSI driver's
+// file system tools, on the small pause binary): the tools and their libraries are in the
+// layer, PATH finds them, and a platform other than this machine's is refused.
+func TestBuildWithHostTools(t *testing.T) {
+	host, err := HostPlatform()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Program{Name: "tools", Package: "./cmd/pause", Title: "tools", HostTools: CSIDriver.HostTools}
+	opts := BuildOptions{ModuleDir: moduleDir(t), OutDir: t.TempDir()}
+	img, err := buildImage(t.Context(), opts, p, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers %d, %v; want one", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	names := tarNames(t, rc)
+	for _, tool := range CSIDriver.HostTools {
+		if !names[strings.TrimPrefix(tool.Path, "/")] {
+			t.Errorf("the layer lacks %s", tool.Path)
+		}
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(names)), func(n string) bool { return strings.Contains(n, "libc.so") }) {
+		t.Error("the layer lacks libc: the tools' libraries were not packed")
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cf.Config.Env, hostToolsPath) {
+		t.Errorf("env %q lacks %q", cf.Config.Env, hostToolsPath)
+	}
+	other := LinuxARM64
+	if host == LinuxARM64 {
+		other = LinuxAMD64
+	}
+	if _, err := buildImage(t.Context(), opts, p, other); err == nil || !strings.Contains(err.Error(), "carries programs of this machine") {
+		t.Errorf("built for %s: %v, want it refused", other, err)
 	}
 }
