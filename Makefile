@@ -191,7 +191,7 @@ images: ## build the in-cluster images (pause, demo-http, cloud-controller-manag
 # fail when deploy/, the golden files or docs/deploy.md's tables are stale rewrite them
 # with -update.
 .PHONY: manifests
-manifests: ## regenerate deploy/ (plain YAML and kustomize base), the renderer's golden files, docs/deploy.md's permission tables, the operator's operator/install/operator.yaml and the profiles' golden files
+manifests: ## regenerate deploy/ (plain YAML and kustomize bases of the CCM and the CSI driver), the renderer's golden files, docs/deploy.md's permission tables, the operator's operator/install/operator.yaml and the profiles' golden files
 	$(GO) test ./deploy/render -run 'TestGolden|TestDeployIsCurrent|TestDocsListEveryPermission' -update
 	$(GO) test ./operator/install ./operator/profiles -run 'TestOperatorYAMLIsCurrent|TestGolden' -update
 

@@ -92,39 +92,49 @@ func lineDiff(want, got string) string {
 // base, and docs/deploy.md its permission tables.
 func TestDeployIsCurrent(t *testing.T) {
 	const fix = "deploy/ is stale: run `make manifests` and commit the result"
-	objs, err := Render(DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := YAML(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain := filepath.Join("..", "cloud-controller-manager.yaml")
-	files, err := KustomizeBase(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join("..", "kustomize")
-	if *update {
-		writeDeploy(t, plain, want, dir, files)
-	}
-	got, err := os.ReadFile(plain)
-	if err != nil || string(got) != string(want) {
-		t.Errorf("deploy/cloud-controller-manager.yaml differs from `nephele manifests` (%v): %s\n%s", err, fix, lineDiff(string(want), string(got)))
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatalf("%v: %s", err, fix)
-	}
-	if len(entries) != len(files) {
-		t.Errorf("deploy/kustomize holds %d files, the base has %d: %s", len(entries), len(files), fix)
-	}
-	for name, data := range files {
-		got, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || string(got) != string(data) {
-			t.Errorf("deploy/kustomize/%s differs (%v): %s", name, err, fix)
-		}
+	for _, tc := range []struct {
+		name, plain, kustomize string
+		render                 func() ([]*unstructured.Unstructured, error)
+	}{
+		{"the CCM", "cloud-controller-manager.yaml", "kustomize", func() ([]*unstructured.Unstructured, error) { return Render(DefaultOptions()) }},
+		{"the CSI driver", "csi-driver.yaml", "csi-kustomize", func() ([]*unstructured.Unstructured, error) { return RenderCSI(DefaultCSIOptions()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := tc.render()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := YAML(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain := filepath.Join("..", tc.plain)
+			files, err := KustomizeBase(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join("..", tc.kustomize)
+			if *update {
+				writeDeploy(t, plain, want, dir, files)
+			}
+			got, err := os.ReadFile(plain)
+			if err != nil || string(got) != string(want) {
+				t.Errorf("deploy/%s differs from `nephele manifests` (%v): %s\n%s", tc.plain, err, fix, lineDiff(string(want), string(got)))
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatalf("%v: %s", err, fix)
+			}
+			if len(entries) != len(files) {
+				t.Errorf("deploy/%s holds %d files, the base has %d: %s", tc.kustomize, len(entries), len(files), fix)
+			}
+			for name, data := range files {
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil || string(got) != string(data) {
+					t.Errorf("deploy/%s/%s differs (%v): %s", tc.kustomize, name, err, fix)
+				}
+			}
+		})
 	}
 }
 
