@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +25,11 @@ import (
 	"github.com/nephele-dev/nephele/deploy/render"
 )
 
-const chartDir = "../chart/nephele-ccm"
+// The charts: the CCM's and the CSI driver's.
+const (
+	chartDir    = "../chart/nephele-ccm"
+	csiChartDir = "../chart/nephele-csi"
+)
 
 // scenarios are the same renderings in both vocabularies: `nephele manifests` flags and
 // Helm values (set on top of values.yaml), with the release namespace.
@@ -147,31 +152,91 @@ func TestChartRefuses(t *testing.T) {
 // TestKustomizeEqualsPlainYAML builds deploy/kustomize with kustomize's API and compares
 // its objects with deploy/cloud-controller-manager.yaml's.
 func TestKustomizeEqualsPlainYAML(t *testing.T) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resources, err := k.Run(filesys.MakeFsOnDisk(), "../kustomize")
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ base, plain string }{
+		{"../kustomize", "../cloud-controller-manager.yaml"},
+		{"../csi-kustomize", "../csi-driver.yaml"},
+	} {
+		t.Run(tc.base, func(t *testing.T) {
+			k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+			resources, err := k.Run(filesys.MakeFsOnDisk(), tc.base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]map[string]any{}
+			for _, r := range resources.Resources() {
+				m, err := r.Map()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[key(m)] = normalize(t, m)
+			}
+			data, err := os.ReadFile(tc.plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := decodeAll(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) < 10 {
+				t.Fatalf("the plain YAML holds %d objects", len(want))
+			}
+			compare(t, "kustomize build "+tc.base, got, tc.plain, want)
+		})
 	}
-	got := map[string]map[string]any{}
-	for _, r := range resources.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[key(m)] = normalize(t, m)
+}
+
+// csiScenarios are the CSI driver's renderings in both vocabularies: `nephele manifests
+// csi` flags and the nephele-csi chart's values, with the release namespace.
+var csiScenarios = []struct {
+	name      string
+	args      []string
+	values    map[string]any
+	namespace string
+}{
+	{name: "defaults", namespace: "kube-system"},
+	{
+		name: "everything set",
+		args: []string{"--driver-name=disks.example.com", "--driver-image=registry.example.com/csi@sha256:0123", "--provisioner-image=p:1",
+			"--attacher-image=a:1", "--resizer-image=r:1", "--image-pull-policy=Always", "--controller-replicas=2",
+			"--max-volumes-per-node=0", "--device-dir=/srv/disks", "--device-dir=/var/lib/cloud", "--storage-class=false"},
+		values: map[string]any{
+			"driverName": "disks.example.com",
+			"images": map[string]any{"driver": "registry.example.com/csi@sha256:0123", "provisioner": "p:1",
+				"attacher": "a:1", "resizer": "r:1"},
+			"imagePullPolicy": "Always", "controllerReplicas": 2, "maxVolumesPerNode": 0,
+			"deviceDirs": []any{"/srv/disks", "/var/lib/cloud"}, "storageClass": false,
+		},
+		namespace: "storage-system",
+	},
+}
+
+// TestCSIChartEqualsManifests renders the nephele-csi chart with Helm's engine and
+// compares its objects with `nephele manifests csi`'s for the same settings.
+func TestCSIChartEqualsManifests(t *testing.T) {
+	for _, sc := range csiScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			o := render.DefaultCSIOptions()
+			fs := pflag.NewFlagSet("csi", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--namespace=" + sc.namespace}, sc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			objs, err := render.RenderCSI(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]map[string]any{}
+			for _, u := range objs {
+				want[key(u.Object)] = normalize(t, u.Object)
+			}
+			got, err := renderChartAt(csiChartDir, nil, sc.values, sc.namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "chart", got, "nephele manifests csi", want)
+		})
 	}
-	data, err := os.ReadFile("../cloud-controller-manager.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := decodeAll(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(want) < 10 {
-		t.Fatalf("the plain YAML holds %d objects", len(want))
-	}
-	compare(t, "kustomize build deploy/kustomize", got, "deploy/cloud-controller-manager.yaml", want)
 }
 
 // renderChart renders the chart for an install into namespace with values on top of
@@ -181,10 +246,15 @@ func renderChart(values map[string]any, namespace string) (map[string]map[string
 	return renderChartIn(nil, values, namespace)
 }
 
-// renderChartIn is renderChart with lookup answered by clients (nil: lookup finds
-// nothing), as `helm install` against a cluster renders.
+// renderChartIn renders the CCM's chart (renderChartAt).
 func renderChartIn(clients engine.ClientProvider, values map[string]any, namespace string) (map[string]map[string]any, error) {
-	chart, err := loader.Load(chartDir)
+	return renderChartAt(chartDir, clients, values, namespace)
+}
+
+// renderChartAt renders the chart in dir with lookup answered by clients (nil: lookup
+// finds nothing), as `helm install` against a cluster renders.
+func renderChartAt(dir string, clients engine.ClientProvider, values map[string]any, namespace string) (map[string]map[string]any, error) {
+	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +262,7 @@ func renderChartIn(clients engine.ClientProvider, values map[string]any, namespa
 		values = map[string]any{}
 	}
 	vals, err := chartutil.ToRenderValues(chart, values,
-		chartutil.ReleaseOptions{Name: "nephele-ccm", Namespace: namespace, IsInstall: true}, chartutil.DefaultCapabilities)
+		chartutil.ReleaseOptions{Name: filepath.Base(dir), Namespace: namespace, IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
 	}
