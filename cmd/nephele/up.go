@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -344,7 +345,7 @@ func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Wri
 // runE2E runs upstream's e2e suites (upstreame2e.Suites, or the focus and skip of the
 // flags) against c.
 func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Writer) error {
-	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout)
+	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout, c.Config().Volumes)
 	if o.e2e.focus != "" {
 		suites[0].Focus = o.e2e.focus
 	}
@@ -352,7 +353,7 @@ func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Wr
 		suites[0].Skip = o.e2e.skip
 	}
 	if !o.e2e.cloudProvider {
-		suites = suites[:1]
+		suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool { return s.Name == "cloud-provider" })
 	}
 	reportDir := o.e2e.reportDir
 	if reportDir == "" {

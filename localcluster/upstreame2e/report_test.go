@@ -3,6 +3,10 @@ package upstreame2e
 import (
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nephele-dev/nephele/deploy/render"
 )
 
 // junitSample is shaped like e2e.test's junit_01.xml (ginkgo's JUnit reporter with
@@ -67,9 +71,15 @@ func TestParseJUnitRejectsGarbage(t *testing.T) {
 // TestSuitesFocus checks that the suites select what docs/conformance.md says, and that
 // the two load balancer tests cloud-provider-kind skips are not skipped here.
 func TestSuitesFocus(t *testing.T) {
-	s := Suites(3, DefaultTimeout)
+	s := Suites(3, DefaultTimeout, false)
 	if len(s) != 2 || s[0].Provider != "skeleton" || s[1].Provider != "gce" || s[1].Parallel != 1 {
 		t.Fatalf("suites: %+v", s)
+	}
+	// With volumes, the storage suite runs between them: the cloud-provider test, which
+	// deletes a node, stays last.
+	v := Suites(3, DefaultTimeout, true)
+	if len(v) != 3 || v[1].Name != "storage" || !v[1].Storage || v[1].Focus != StorageFocus || v[2].Name != "cloud-provider" {
+		t.Fatalf("suites with volumes: %+v", v)
 	}
 	for _, kindOnly := range []string{"LoadBalancer.Service.without.NodePort", "type.and.ports.of.a.TCP.service"} {
 		if strings.Contains(s[0].Skip, kindOnly) {
@@ -79,6 +89,35 @@ func TestSuitesFocus(t *testing.T) {
 	for _, f := range []string{`\[Feature:LoadBalancer\]`, `\[Conformance\]`} {
 		if !strings.Contains(s[0].Focus, f) {
 			t.Errorf("focus %q lacks %s", s[0].Focus, f)
+		}
+	}
+}
+
+// TestStorageTestDriver: the definition names the driver and its StorageClass, and
+// claims the attach limit only when the node plugin reports one.
+func TestStorageTestDriver(t *testing.T) {
+	for _, limit := range []int64{16, 0} {
+		o := render.DefaultCSIOptions()
+		o.MaxVolumesPerNode = limit
+		data, err := StorageTestDriver(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var def struct {
+			StorageClass struct{ FromExistingClassName string }
+			DriverInfo   struct {
+				Name         string
+				TopologyKeys []string
+				Capabilities map[string]bool
+			}
+		}
+		if err := yaml.Unmarshal(data, &def); err != nil {
+			t.Fatal(err)
+		}
+		if def.StorageClass.FromExistingClassName != render.CSIStorageClass || def.DriverInfo.Name != render.CSIDriverName ||
+			len(def.DriverInfo.TopologyKeys) != 1 || !def.DriverInfo.Capabilities["persistence"] ||
+			def.DriverInfo.Capabilities["volumeLimits"] != (limit > 0) {
+			t.Errorf("limit %d: definition:\n%s", limit, data)
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Env struct {
 	RepoList string
 	// CloudConfig is the local cloud's cloud config, for the suite's nephele provider.
 	CloudConfig string
+	// StorageDriver is the CSI driver's definition for the external storage suite
+	// (StorageTestDriver), written when the cluster runs the driver.
+	StorageDriver string
 }
 
 // Prepare builds the e2e test images from binDir/agnhost and this machine's programs
@@ -82,6 +85,20 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 	if err := os.WriteFile(e.CloudConfig, cloudConfig, 0o600); err != nil {
 		return nil, fmt.Errorf("upstream e2e: %w", err)
 	}
+	if c.Config().Volumes {
+		o, err := c.CSIManifests()
+		if err != nil {
+			return nil, fmt.Errorf("upstream e2e: %w", err)
+		}
+		def, err := StorageTestDriver(o)
+		if err != nil {
+			return nil, err
+		}
+		e.StorageDriver = filepath.Join(dir, "storage-test-driver.yaml")
+		if err := os.WriteFile(e.StorageDriver, def, 0o644); err != nil {
+			return nil, fmt.Errorf("upstream e2e: %w", err)
+		}
+	}
 	return e, nil
 }
 
@@ -90,6 +107,9 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 // error: the report says which failed. An error means the suite could not run or its
 // report could not be read.
 func (e *Env) Run(ctx context.Context, suite Suite, reportDir string, out io.Writer) (*Report, error) {
+	if suite.Storage && e.StorageDriver == "" {
+		return nil, fmt.Errorf("suite %s: the cluster runs no CSI driver (localcluster.Config.Volumes, nephele up --volumes)", suite.Name)
+	}
 	dir := filepath.Join(reportDir, suite.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -118,6 +138,9 @@ func (e *Env) Run(ctx context.Context, suite Suite, reportDir string, out io.Wri
 		"--num-nodes="+strconv.Itoa(e.c.Config().Nodes),
 		"--disable-log-dump=true",
 	)
+	if suite.Storage {
+		args = append(args, "--storage.testdriver="+e.StorageDriver)
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(e.binDir, "ginkgo"), args...)
 	cmd.Dir = dir
 	// kubectl exec into the pods: the suite runs kubectl from its PATH too.
@@ -189,7 +212,8 @@ type Options struct {
 	// ReportDir receives each suite's JUnit and log (ReportDir/<suite>/) and
 	// summary.md, the tables of every suite.
 	ReportDir string
-	// Suites run in order; default Suites(DefaultParallel, DefaultTimeout).
+	// Suites run in order; default Suites(DefaultParallel, DefaultTimeout, the cluster's
+	// Volumes).
 	Suites []Suite
 	// Out receives ginkgo's output and a line per suite; nil discards it.
 	Out io.Writer
@@ -212,7 +236,7 @@ func RunSuites(ctx context.Context, c *localcluster.Cluster, opts Options) ([]*R
 		opts.Out = io.Discard
 	}
 	if len(opts.Suites) == 0 {
-		opts.Suites = Suites(DefaultParallel, DefaultTimeout)
+		opts.Suites = Suites(DefaultParallel, DefaultTimeout, c.Config().Volumes)
 	}
 	if err := os.MkdirAll(opts.ReportDir, 0o755); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package upstreame2e
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,6 +19,10 @@ type Suite struct {
 	// Timeout bounds the whole run (ginkgo --timeout): past it ginkgo stops and reports
 	// what ran.
 	Timeout time.Duration
+	// Storage gives e2e.test the cluster's CSI driver as its external storage driver
+	// (--storage.testdriver, StorageTestDriver): the cluster must run it
+	// (localcluster.Config.Volumes).
+	Storage bool
 }
 
 // kindSkip is cloud-provider-kind's Prow job's skip expression for IPv4
@@ -34,18 +39,28 @@ var (
 	NetworkConformanceFocus = `\[sig-network\].*\[Conformance\]`
 	// CloudProviderFocus selects test/e2e/cloud/nodes.go.
 	CloudProviderFocus = `\[Feature:CloudProvider\]`
+	// StorageFocus selects the external storage suite (test/e2e/storage/external) for
+	// nephele's CSI driver: provisioning, volume modes, expansion, topology, multi-volume.
+	StorageFocus = `External.Storage \[Driver: csi\.nephele\.dev\]`
 )
+
+// storageSkip leaves out of the storage suite what a 2-core machine and one zone cannot
+// run alongside everything else (kind's skips), and what the driver does not offer is
+// skipped by the suite itself from the driver's capabilities.
+var storageSkip = append(slices.Clone(kindSkip), `Slow`)
 
 // Suites are the runs of `nephele up --e2e` (docs/conformance.md), given the parallel
 // ginkgo nodes and a timeout for each run:
 //
 //   - "network": every [Feature:LoadBalancer] test and the [sig-network] [Conformance]
 //     tests, --provider=skeleton, kind's skip list without its two load balancer skips;
+//   - "storage", on a cluster with volumes only: upstream's external storage suite
+//     against nephele's CSI driver (StorageTestDriver), without [Slow] and kind's skips;
 //   - "cloud-provider": the [Feature:CloudProvider] node test alone, last (it deletes a
 //     node), with nephele's provider standing in for upstream's null gce provider (the
 //     test runs only for aws and gce: hack/tools/e2e/doc.go).
-func Suites(parallel int, timeout time.Duration) []Suite {
-	return []Suite{
+func Suites(parallel int, timeout time.Duration, volumes bool) []Suite {
+	suites := []Suite{
 		{
 			Name:     "network",
 			Focus:    LoadBalancerFocus + "|" + NetworkConformanceFocus,
@@ -54,14 +69,26 @@ func Suites(parallel int, timeout time.Duration) []Suite {
 			Parallel: parallel,
 			Timeout:  timeout,
 		},
-		{
+	}
+	if volumes {
+		suites = append(suites, Suite{
+			Name:     "storage",
+			Focus:    StorageFocus,
+			Skip:     strings.Join(storageSkip, "|"),
+			Provider: "skeleton",
+			Parallel: parallel,
+			Timeout:  timeout,
+			Storage:  true,
+		})
+	}
+	return append(suites,
+		Suite{
 			Name:     "cloud-provider",
 			Focus:    CloudProviderFocus,
 			Provider: "gce",
 			Parallel: 1,
 			Timeout:  timeout,
-		},
-	}
+		})
 }
 
 // SubsetFocus are the load balancer tests make test runs on every CI run: the cleanup
