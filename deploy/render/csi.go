@@ -334,7 +334,9 @@ func (o CSIOptions) csiController() *appsv1.Deployment {
 					ServiceAccountName: CSIControllerName,
 					PriorityClassName:  priorityClass,
 					Containers: []corev1.Container{driver,
-						o.sidecar("csi-provisioner", o.ProvisionerImage, "--feature-gates=Topology=true", "--default-fstype=ext4"),
+						// Topology needs no flag since external-provisioner v5: it follows the
+						// driver's VOLUME_ACCESSIBILITY_CONSTRAINTS capability.
+						o.sidecar("csi-provisioner", o.ProvisionerImage, "--default-fstype=ext4"),
 						o.sidecar("csi-attacher", o.AttacherImage),
 						o.sidecar("csi-resizer", o.ResizerImage, "--handle-volume-inuse-error=false"),
 					},
