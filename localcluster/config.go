@@ -444,8 +444,20 @@ func (c *Config) completeHybrid() field.ErrorList {
 }
 
 // Directories of a cluster in Config.Dir.
-func (c *Config) runDir() string      { return filepath.Join(c.Dir, "run") }
-func (c *Config) cloudDir() string    { return filepath.Join(c.Dir, "cloud") }
+func (c *Config) runDir() string   { return filepath.Join(c.Dir, "run") }
+func (c *Config) cloudDir() string { return filepath.Join(c.Dir, "cloud") }
+
+// nodeZone is the zone of the i-th node of the first cloud: the cloud's round-robin
+// (empty) without volumes; with volumes, two nodes per zone of the cloud's default zones,
+// so that a pod and its volume, which stays in its zone, can move to another node (as in
+// a real region, whose zones hold many machines).
+func (c *Config) nodeZone(i int) string {
+	if !c.Volumes {
+		return ""
+	}
+	return server.DefaultZones[(i/2)%len(server.DefaultZones)]
+}
+
 func (c *Config) hostDir() string     { return filepath.Join(c.Dir, "hosts") }
 func (c *Config) nodesDir() string    { return filepath.Join(c.Dir, "nodes") }
 func (c *Config) registryDir() string { return filepath.Join(c.Dir, "registry") }

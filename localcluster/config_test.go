@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,22 @@ func TestConfigComplete(t *testing.T) {
 	}
 	if !strings.HasSuffix(c.Dir, "/cluster") || !strings.HasPrefix(c.Dir, "/") {
 		t.Errorf("Dir %q is not made absolute", c.Dir)
+	}
+}
+
+// TestNodeZones: without volumes the cloud gives zones round-robin; with volumes, two
+// nodes share each zone, so a pod and its volume can move between nodes of one zone.
+func TestNodeZones(t *testing.T) {
+	var c Config
+	if z := c.nodeZone(0); z != "" {
+		t.Errorf("without volumes: zone %q, want the cloud's choice", z)
+	}
+	c.Volumes = true
+	var got []string
+	for i := range 5 {
+		got = append(got, c.nodeZone(i))
+	}
+	if want := []string{"local-a", "local-a", "local-b", "local-b", "local-c"}; !slices.Equal(got, want) {
+		t.Errorf("zones %q, want %q", got, want)
 	}
 }

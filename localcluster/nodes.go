@@ -35,12 +35,12 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 		return "", err
 	}
 	type planned struct {
-		name, platform string
-		cloud          *LocalCloud
+		name, platform, zone string
+		cloud                *LocalCloud
 	}
 	var plan []planned
 	for i := range c.cfg.Nodes {
-		plan = append(plan, planned{name: NodeName(i), cloud: c.first})
+		plan = append(plan, planned{name: NodeName(i), zone: c.cfg.nodeZone(i), cloud: c.first})
 	}
 	if h := c.cfg.Hybrid; h != nil {
 		for i := range h.Nodes {
@@ -94,6 +94,7 @@ func (c *Cluster) createNodes(ctx context.Context) (string, error) {
 		inst, err := pn.cloud.Client.CreateInstance(ctx, api.InstanceSpec{
 			Name:        name,
 			Kind:        api.InstanceHost,
+			Zone:        pn.zone,
 			BootCommand: []string{filepath.Join(c.cfg.BinDir, "nephele"), "node", "boot", "--config", path},
 		})
 		if err != nil {

@@ -360,7 +360,6 @@ func (o CSIOptions) csiNode() *appsv1.DaemonSet {
 	labels := csiLabels("node")
 	pluginDir := path.Join(kubeletDir, "plugins", o.DriverName)
 	bidirectional := corev1.MountPropagationBidirectional
-	hostToContainer := corev1.MountPropagationHostToContainer
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	dir := corev1.HostPathDirectory
 	hostPath := func(name, p string, t *corev1.HostPathType) corev1.Volume {
@@ -378,12 +377,15 @@ func (o CSIOptions) csiNode() *appsv1.DaemonSet {
 		// Staging and publishing mount under kubelet's directory: Bidirectional brings
 		// the driver's mounts back to the node, where kubelet and the pods see them.
 		{Name: "kubelet-dir", MountPath: kubeletDir, MountPropagation: &bidirectional},
-		{Name: "dev", MountPath: "/dev", MountPropagation: &hostToContainer},
+		// No propagation on /dev and the device dirs: a loop device or link made after
+		// the container started is a new file on the same file system, which a plain bind
+		// shows; and a node whose /dev is a private mount (a machine's may be) takes none.
+		{Name: "dev", MountPath: "/dev"},
 	}
 	for i, d := range o.DeviceDirs {
 		name := fmt.Sprintf("device-dir-%d", i)
 		volumes = append(volumes, hostPath(name, d, &dir))
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d, ReadOnly: true, MountPropagation: &hostToContainer})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: d, ReadOnly: true})
 	}
 	args := []string{"--mode=node", "--endpoint=" + path.Join(csiSocketDir, "csi.sock"), "--driver-name=" + o.DriverName,
 		"--node-name=$(NODE_NAME)", fmt.Sprintf("--max-volumes-per-node=%d", o.MaxVolumesPerNode),

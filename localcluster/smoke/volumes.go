@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,8 +43,9 @@ func (s *smoke) volumeChecks() []check {
 	}
 }
 
-// volumePod is a demo pod mounting claim at volumeDir, kept off the nodes in avoid.
-func volumePod(name, claim string, avoid ...string) *corev1.Pod {
+// volumePod is a demo pod mounting claim at volumeDir, on a node of zone, kept off the
+// nodes in avoid.
+func volumePod(name, claim, zone string, avoid ...string) *corev1.Pod {
 	c := demoContainer()
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: volumeDir}}
 	pod := &corev1.Pod{
@@ -55,14 +58,37 @@ func volumePod(name, claim string, avoid ...string) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
 		},
 	}
+	match := []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}
 	if len(avoid) > 0 {
-		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: avoid}},
-			}}},
-		}}
+		match = append(match, corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: avoid})
 	}
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: match}}},
+	}}
 	return pod
+}
+
+// sharedZone is the first zone (by name) holding two schedulable nodes or more: where a
+// pod and its volume can move between nodes. localcluster places nodes two per zone in a
+// cluster with volumes.
+func (s *smoke) sharedZone(ctx context.Context) (string, []string, error) {
+	nodes, err := s.c.Env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	byZone := map[string][]string{}
+	for _, n := range nodes.Items {
+		if z := n.Labels[corev1.LabelTopologyZone]; z != "" && !n.Spec.Unschedulable {
+			byZone[z] = append(byZone[z], n.Name)
+		}
+	}
+	for _, z := range slices.Sorted(maps.Keys(byZone)) {
+		if len(byZone[z]) >= 2 {
+			slices.Sort(byZone[z])
+			return z, byZone[z], nil
+		}
+	}
+	return "", nil, fmt.Errorf("no zone holds two nodes (%v): a volume stays in its zone, so moving a pod with its volume needs two nodes in one", byZone)
 }
 
 // volumeSecurity gives the pod's volumes to the demo image's nonroot user's group: kubelet
@@ -162,7 +188,11 @@ func (s *smoke) volumeWritten(ctx context.Context) (string, error) {
 	if _, err := s.c.Env.Client.CoreV1().PersistentVolumeClaims(Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create PersistentVolumeClaim %s: %w", volumeClaim, err)
 	}
-	if _, err := s.c.Env.Client.CoreV1().Pods(Namespace).Create(ctx, volumePod(volumeClaim+"-1", volumeClaim), metav1.CreateOptions{}); err != nil {
+	zone, nodes, err := s.sharedZone(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.c.Env.Client.CoreV1().Pods(Namespace).Create(ctx, volumePod(volumeClaim+"-1", volumeClaim, zone), metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create pod: %w", err)
 	}
 	pod, err := s.readyPod(ctx, volumeClaim+"-1")
@@ -179,8 +209,8 @@ func (s *smoke) volumeWritten(ctx context.Context) (string, error) {
 	if vol.State != api.VolumeAttached || vol.AttachedTo == "" {
 		return "", fmt.Errorf("the cloud's volume %s is %s, attached to %q, while pod %s on %s mounts it", vol.ID, vol.State, vol.AttachedTo, pod.Name, pod.Spec.NodeName)
 	}
-	return fmt.Sprintf("claim bound to %s (cloud volume %s, %d MiB in %s, attached to %s); pod %s on %s wrote %s",
-		pv.Name, vol.ID, vol.SizeBytes>>20, vol.Zone, vol.AttachedTo, pod.Name, pod.Spec.NodeName, volumeFile), nil
+	return fmt.Sprintf("claim bound to %s (cloud volume %s, %d MiB in %s, attached to %s); pod %s on %s (zone %s: %s) wrote %s",
+		pv.Name, vol.ID, vol.SizeBytes>>20, vol.Zone, vol.AttachedTo, pod.Name, pod.Spec.NodeName, zone, strings.Join(nodes, ", "), volumeFile), nil
 }
 
 func (s *smoke) volumeMoved(ctx context.Context) (string, error) {
@@ -190,17 +220,24 @@ func (s *smoke) volumeMoved(ctx context.Context) (string, error) {
 		return "", err
 	}
 	from := first.Spec.NodeName
+	zone, _, err := s.sharedZone(ctx)
+	if err != nil {
+		return "", err
+	}
 	if err := pods.Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
 		return "", fmt.Errorf("delete pod %s: %w", first.Name, err)
 	}
 	// The volume detaches from the first node once the pod is gone, and attaches to the
 	// second: the attacher waits for kubelet to unmount it.
-	if _, err := pods.Create(ctx, volumePod(volumeClaim+"-2", volumeClaim, from), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, volumePod(volumeClaim+"-2", volumeClaim, zone, from), metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("create pod: %w", err)
 	}
 	pod, err := s.readyPod(ctx, volumeClaim+"-2")
 	if err != nil {
 		return "", err
+	}
+	if pod.Spec.NodeName == from {
+		return "", fmt.Errorf("pod %s runs on %s again", pod.Name, from)
 	}
 	if err := s.readVolume(ctx, pod.Name, volumeText(from)); err != nil {
 		return "", err
