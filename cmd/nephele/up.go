@@ -61,12 +61,14 @@ type upOptions struct {
 
 // e2eOptions are the flags of `nephele up --e2e`.
 type e2eOptions struct {
-	run           bool
-	focus, skip   string
-	parallel      int
-	timeout       time.Duration
-	reportDir     string
-	cloudProvider bool
+	run         bool
+	focus, skip string
+	parallel    int
+	timeout     time.Duration
+	reportDir   string
+	// network and cloudProvider say whether those suites run; the storage suite runs
+	// on a cluster with volumes.
+	network, cloudProvider bool
 }
 
 func newUpCommand() *cobra.Command {
@@ -77,7 +79,7 @@ func newUpCommand() *cobra.Command {
 		clusterCIDR: localcluster.DefaultClusterCIDR.String(),
 		timeout:     3 * time.Minute,
 		e2e: e2eOptions{parallel: upstreame2e.DefaultParallel, timeout: upstreame2e.DefaultTimeout,
-			cloudProvider: true},
+			network: true, cloudProvider: true},
 	}
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -158,6 +160,7 @@ docs/conformance.md.`,
 	fs.IntVar(&o.e2e.parallel, "e2e-parallel", o.e2e.parallel, "ginkgo nodes of the main suite")
 	fs.DurationVar(&o.e2e.timeout, "e2e-timeout", o.e2e.timeout, "bound on each suite (ginkgo --timeout)")
 	fs.StringVar(&o.e2e.reportDir, "e2e-report-dir", "", "directory for the JUnit reports, logs and summary.md (default DIR/e2e-report)")
+	fs.BoolVar(&o.e2e.network, "e2e-network", o.e2e.network, "run the main suite: the load balancer and sig-network Conformance tests (or --e2e-focus)")
 	fs.BoolVar(&o.e2e.cloudProvider, "e2e-cloud-provider", o.e2e.cloudProvider, "after the main suite, run the [Feature:CloudProvider] node test, which deletes a node")
 	return cmd
 }
@@ -352,8 +355,11 @@ func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Wr
 	if o.e2e.skip != "" {
 		suites[0].Skip = o.e2e.skip
 	}
-	if !o.e2e.cloudProvider {
-		suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool { return s.Name == "cloud-provider" })
+	suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool {
+		return (s.Name == "cloud-provider" && !o.e2e.cloudProvider) || (s.Name == "network" && !o.e2e.network)
+	})
+	if len(suites) == 0 {
+		return errors.New("--e2e: every suite is off (--e2e-network=false, --e2e-cloud-provider=false, and no --volumes for the storage suite)")
 	}
 	reportDir := o.e2e.reportDir
 	if reportDir == "" {
