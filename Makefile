@@ -221,7 +221,7 @@ up: $(UP_DEPS) ## run a real cluster on this machine (root; UP_FLAGS=--kwok: sim
 E2E_FLAGS ?=
 E2E_REPORT_DIR ?= $(CURDIR)/_artifacts/e2e
 .PHONY: e2e
-e2e: tools build node-deps e2e-deps node-images e2e-bins ## run upstream's e2e suite (LoadBalancer, sig-network Conformance, cloud-provider nodes) against a real 3-node cluster (root); see docs/conformance.md
+e2e: tools build node-deps e2e-deps node-images e2e-bins ## run upstream's e2e suite (LoadBalancer, sig-network Conformance, external storage against the CSI driver, cloud-provider nodes) against a real 3-node cluster (root); see docs/conformance.md
 	$(BIN)/nephele up --e2e --bin-dir $(BIN) --build=false --e2e-report-dir $(E2E_REPORT_DIR) $(E2E_FLAGS)
 
 .PHONY: fmt-check

@@ -9,9 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -78,23 +76,16 @@ func (c *Cluster) deployCSI(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(c.cfg.Dir, "csi", "csi-driver.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	path, err := c.writeManifests(filepath.Join("csi", "csi-driver.yaml"), data)
+	if err != nil {
 		return "", err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "", fmt.Errorf("write the CSI driver's manifests: %w", err)
 	}
 	cfg, err := c.CSICloudConfig()
 	if err != nil {
 		return "", err
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: render.CSICloudConfigSecret, Namespace: o.Namespace},
-		Data:       map[string][]byte{render.CSICloudConfigKey: cfg},
-	}
-	if _, err := c.Env.Client.CoreV1().Secrets(o.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create Secret %s/%s: %w", o.Namespace, secret.Name, err)
+	if err := c.createSecret(ctx, o.Namespace, render.CSICloudConfigSecret, render.CSICloudConfigKey, cfg); err != nil {
+		return "", err
 	}
 	if _, err := c.RunKubectl(ctx, nil, "apply", "-f", path); err != nil {
 		return "", err

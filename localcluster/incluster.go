@@ -47,15 +47,34 @@ func (c *Cluster) CreateCloudConfigSecret(ctx context.Context, o render.Options)
 	if err != nil {
 		return err
 	}
+	return c.createSecret(ctx, o.Namespace, o.CloudConfig.Name, o.CloudConfig.Key, cfg)
+}
+
+// createSecret creates the Secret namespace/name holding data at key; one that exists is
+// left as it is.
+func (c *Cluster) createSecret(ctx context.Context, namespace, name, key string, data []byte) error {
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: o.CloudConfig.Name, Namespace: o.Namespace},
-		Data:       map[string][]byte{o.CloudConfig.Key: cfg},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Data:       map[string][]byte{key: data},
 	}
-	_, err = c.Env.Client.CoreV1().Secrets(o.Namespace).Create(ctx, secret, metav1.CreateOptions{})
+	_, err := c.Env.Client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Secret %s/%s: %w", o.Namespace, o.CloudConfig.Name, err)
+		return fmt.Errorf("create Secret %s/%s: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// writeManifests writes a rendering to Dir/name (e.g. "ccm/cloud-controller-manager.yaml")
+// and returns its path: the file users would apply, kept with the cluster's logs.
+func (c *Cluster) writeManifests(name string, data []byte) (string, error) {
+	path := filepath.Join(c.cfg.Dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
 }
 
 // CloudConfig is the local provider's --cloud-config for a CCM in the cluster: the cloud's
@@ -100,12 +119,9 @@ func (c *Cluster) startInClusterCCM(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(c.cfg.Dir, "ccm", "cloud-controller-manager.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	path, err := c.writeManifests(filepath.Join("ccm", "cloud-controller-manager.yaml"), data)
+	if err != nil {
 		return "", err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "", fmt.Errorf("write the CCM's manifests: %w", err)
 	}
 	if err := c.CreateCloudConfigSecret(ctx, o); err != nil {
 		return "", err

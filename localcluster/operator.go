@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"k8s.io/utils/ptr"
@@ -37,12 +36,9 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(c.cfg.Dir, "operator", "operator.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	path, err := c.writeManifests(filepath.Join("operator", "operator.yaml"), data)
+	if err != nil {
 		return "", err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "", fmt.Errorf("write the operator's manifests: %w", err)
 	}
 	if _, err := c.RunKubectl(ctx, nil, "apply", "--server-side", "-f", path); err != nil {
 		return "", err

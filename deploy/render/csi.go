@@ -175,15 +175,7 @@ func RenderCSI(o CSIOptions) ([]*unstructured.Unstructured, error) {
 	if o.StorageClass {
 		typed = append(typed, o.storageClass())
 	}
-	objs := make([]*unstructured.Unstructured, 0, len(typed))
-	for _, t := range typed {
-		u, err := ToUnstructured(t)
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, u)
-	}
-	return objs, nil
+	return toUnstructured(typed)
 }
 
 // CSISelectorLabels select every pod of the CSI driver, the controller's and the node

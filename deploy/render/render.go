@@ -27,6 +27,11 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if r.ServiceMonitor {
 		typed = append(typed, r.serviceMonitor())
 	}
+	return toUnstructured(typed)
+}
+
+// toUnstructured converts each typed object (ToUnstructured), in order.
+func toUnstructured(typed []any) ([]*unstructured.Unstructured, error) {
 	objs := make([]*unstructured.Unstructured, 0, len(typed))
 	for _, t := range typed {
 		u, err := ToUnstructured(t)
