@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -145,6 +147,9 @@ func (n *node) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequ
 	fsType := c.GetMount().GetFsType()
 	if fsType == "" {
 		fsType = defaultFSType
+	}
+	if err := n.growUnmounted(dev); err != nil {
+		return nil, err
 	}
 	// Formats only a device without a file system: a volume staged again keeps its data.
 	if err := n.m.FormatAndMount(dev, staging, fsType, c.GetMount().GetMountFlags()); err != nil {
@@ -302,8 +307,88 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRe
 	if dev == "" {
 		return nil, status.Errorf(codes.NotFound, "nothing is mounted at %s", p)
 	}
-	if _, err := n.resize.Resize(dev, p); err != nil {
-		return nil, status.Errorf(codes.Internal, "growing the file system of %s at %s: %v", dev, p, err)
+	// Staging grows a file system offline when its device grew while it was not
+	// mounted: then there is nothing left to do here.
+	need, err := n.resize.NeedResize(dev, p)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "comparing the file system at %s with its device %s: %v", p, dev, err)
+	}
+	if need {
+		// Online growth: the kernel's EXT4_IOC_RESIZE_FS, which needs CAP_SYS_RESOURCE.
+		if _, err := n.resize.Resize(dev, p); err != nil {
+			return nil, status.Errorf(codes.Internal, "growing the mounted file system of %s at %s (online growth needs CAP_SYS_RESOURCE on the node; a volume expanded while no pod uses it grows when it is staged): %v", dev, p, err)
+		}
 	}
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}, nil
+}
+
+// extSizes returns the size of dev (blockdev) and of its ext4 file system (dumpe2fs's
+// block count times block size), in bytes.
+func (n *node) extSizes(dev string) (device, fs uint64, err error) {
+	out, err := n.m.Exec.Command("blockdev", "--getsize64", dev).CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("blockdev --getsize64 %s: %w: %s", dev, err, out)
+	}
+	if device, err = strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("blockdev --getsize64 %s answered %q", dev, out)
+	}
+	out, err = n.m.Exec.Command("dumpe2fs", "-h", dev).CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("dumpe2fs -h %s: %w: %s", dev, err, out)
+	}
+	var blocks, blockSize uint64
+	for _, line := range strings.Split(string(out), "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(key) {
+		case "Block count":
+			blocks, err = strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+		case "Block size":
+			blockSize, err = strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("dumpe2fs -h %s: %q: %w", dev, line, err)
+		}
+	}
+	if blocks == 0 || blockSize == 0 {
+		return 0, 0, fmt.Errorf("dumpe2fs -h %s names no block count or block size", dev)
+	}
+	return device, blocks * blockSize, nil
+}
+
+// growUnmounted grows the ext4 file system of dev, which is not mounted, to its device
+// when the device is larger (the volume was expanded while detached): a forced check
+// first, as resize2fs demands, then resize2fs, which offline needs no privilege beyond
+// the device's. A device without a file system is left to formatting.
+func (n *node) growUnmounted(dev string) error {
+	format, err := n.m.GetDiskFormat(dev)
+	if err != nil {
+		return status.Errorf(codes.Internal, "reading the file system of %s: %v", dev, err)
+	}
+	if format != defaultFSType {
+		return nil
+	}
+	// mount-utils' NeedResize answers yes for ext4 whatever the sizes: compare them here,
+	// so that a volume that did not grow is not checked at every stage.
+	devSize, fsSize, err := n.extSizes(dev)
+	if err != nil {
+		return status.Errorf(codes.Internal, "comparing the file system of %s with its device: %v", dev, err)
+	}
+	if devSize <= fsSize {
+		return nil
+	}
+	// e2fsck -p exits 1 when it corrected something, which is fine for growing.
+	if out, err := n.m.Exec.Command("e2fsck", "-f", "-p", dev).CombinedOutput(); err != nil {
+		var ee utilexec.ExitError
+		if !errors.As(err, &ee) || ee.ExitStatus() > 1 {
+			return status.Errorf(codes.Internal, "checking %s before growing it: %v: %s", dev, err, out)
+		}
+	}
+	if _, err := n.resize.Resize(dev, ""); err != nil {
+		return status.Errorf(codes.Internal, "growing the file system of %s: %v", dev, err)
+	}
+	n.log.Info("file system grown to its volume", "device", dev)
+	return nil
 }

@@ -37,6 +37,9 @@ deps=(
 	"fsck util-linux checking a volume's file system before it is mounted"
 	"mkfs.ext4 e2fsprogs formatting a new volume"
 	"resize2fs e2fsprogs growing a volume's file system"
+	"blockdev util-linux reading a volume's device size"
+	"e2fsck e2fsprogs checking a volume's file system before growing it offline"
+	"dumpe2fs e2fsprogs reading a volume's file system size"
 )
 
 # The e2e test images (images/e2eimages: agnhost, glibc-dns-testing, nginx, busybox) are

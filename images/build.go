@@ -38,16 +38,19 @@ var (
 		Title: "nephele cloud-controller-manager", User: NonRootUser, Ports: []string{"10258/tcp"}}
 	// CSIDriver is nephele's CSI driver with the local provider built in, in both
 	// modes. It runs as root: the node plugin formats, mounts and resizes file systems
-	// with the machine's tools (mount-utils runs mount, umount, blkid, mkfs, fsck and
-	// resize2fs), which the image carries.
+	// with the machine's tools (mount-utils runs mount, umount, blkid, blockdev, mkfs,
+	// fsck, dumpe2fs and resize2fs; the driver e2fsck), which the image carries.
 	CSIDriver = Program{Name: "csi-driver", Package: "./cmd/csi-driver", Title: "nephele csi-driver",
 		HostTools: []HostTool{
 			{Path: "/usr/bin/mount", Name: "mount", Package: "mount"},
 			{Path: "/usr/bin/umount", Name: "umount", Package: "mount"},
 			{Path: "/usr/sbin/blkid", Name: "blkid", Package: "util-linux"},
+			{Path: "/usr/sbin/blockdev", Name: "blockdev", Package: "util-linux"},
 			{Path: "/usr/sbin/fsck", Name: "fsck", Package: "util-linux"},
 			{Path: "/usr/sbin/mkfs.ext4", Name: "mkfs.ext4", Package: "e2fsprogs"},
 			{Path: "/usr/sbin/fsck.ext4", Name: "fsck.ext4", Package: "e2fsprogs"},
+			{Path: "/usr/sbin/e2fsck", Name: "e2fsck", Package: "e2fsprogs"},
+			{Path: "/usr/sbin/dumpe2fs", Name: "dumpe2fs", Package: "e2fsprogs"},
 			{Path: "/usr/sbin/resize2fs", Name: "resize2fs", Package: "e2fsprogs"},
 		}}
 	// Operator is nephele-operator, which manages the cloud-controller-manager; it runs

@@ -61,6 +61,9 @@ var nodeDeps = []nodeDep{
 	{"fsck", "util-linux"},
 	{"mkfs.ext4", "e2fsprogs"},
 	{"resize2fs", "e2fsprogs"},
+	{"blockdev", "util-linux"},
+	{"e2fsck", "e2fsprogs"},
+	{"dumpe2fs", "e2fsprogs"},
 }
 
 // Capabilities real nodes need besides being root: the machine may be a container that

@@ -17,14 +17,14 @@ func TestMissingPackages(t *testing.T) {
 		present []string // commands found
 		want    string   // in Missing or Fix; empty: nothing missing
 	}{
-		{"everything there", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs"}, ""},
-		{"found in /usr/sbin only", []string{"/usr/sbin/runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "/sbin/ip", "/sbin/blkid", "/sbin/fsck", "/sbin/mkfs.ext4", "/sbin/resize2fs"}, ""},
-		{"runc missing", []string{"iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs"},
+		{"everything there", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"}, ""},
+		{"found in /usr/sbin only", []string{"/usr/sbin/runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "/sbin/ip", "/sbin/blkid", "/sbin/fsck", "/sbin/mkfs.ext4", "/sbin/resize2fs", "/sbin/blockdev", "/sbin/e2fsck", "/sbin/dumpe2fs"}, ""},
+		{"runc missing", []string{"iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"},
 			"apt-get install -y --no-install-recommends runc"},
-		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs"},
+		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"},
 			"programs iptables, iptables-restore, ip6tables (Debian packages iptables)"},
-		{"the volume tools", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck"},
-			"programs mkfs.ext4, resize2fs (Debian packages e2fsprogs)"},
+		{"the volume tools", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "blockdev"},
+			"programs mkfs.ext4, resize2fs, e2fsck, dumpe2fs (Debian packages e2fsprogs)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

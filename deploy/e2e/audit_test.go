@@ -85,6 +85,20 @@ func checkLeastPrivilege(t *testing.T, auditLog string, o render.Options, remova
 		}
 	}
 
+	accept := func(ev auditEvent) bool {
+		return strings.HasPrefix(ev.UserAgent, ccmUserAgent) || strings.HasSuffix(ev.User.Username, ":"+render.ServiceAccountName)
+	}
+	judgePermissions(t, auditLog, "the CCM", granted, users, accept, unusedInE2E(t, "deploy.md", "unused-in-e2e"), removal)
+}
+
+// judgePermissions compares what the identities in users (audit user name -> identity as
+// the docs name it) were granted with the requests of theirs that accept takes, made
+// before removal (zero: all): every request allowed, every grant used or in documented
+// (docs' table of permissions the end-to-end test does not see used, with the code path
+// that needs them), every documented one granted.
+func judgePermissions(t *testing.T, auditLog, who string, granted map[grant]string, users map[string]string,
+	accept func(auditEvent) bool, documented map[grant]string, removal time.Time) {
+	t.Helper()
 	f, err := os.Open(auditLog)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +115,7 @@ func checkLeastPrivilege(t *testing.T, auditLog string, o render.Options, remova
 			t.Fatalf("audit log %s: %v", auditLog, err)
 		}
 		name, ok := users[ev.User.Username]
-		if !ok || ev.ObjectRef == nil || !strings.HasPrefix(ev.UserAgent, ccmUserAgent) && !strings.HasSuffix(ev.User.Username, ":"+render.ServiceAccountName) {
+		if !ok || ev.ObjectRef == nil || !accept(ev) {
 			continue
 		}
 		if !removal.IsZero() && ev.RequestReceivedTimestamp.After(removal) {
@@ -123,25 +137,24 @@ func checkLeastPrivilege(t *testing.T, auditLog string, o render.Options, remova
 		t.Fatal(err)
 	}
 	if n == 0 {
-		t.Fatalf("the audit log %s has no request of the CCM's identities", auditLog)
+		t.Fatalf("the audit log %s has no request of %s's identities", auditLog, who)
 	}
 	slices.Sort(denied)
 	for _, d := range slices.Compact(denied) {
-		t.Errorf("forbidden: %s (the rendering lacks a permission the CCM uses)", d)
+		t.Errorf("forbidden: %s (the rendering lacks a permission %s uses)", d, who)
 	}
-	documented := unusedInE2E(t)
 	var lines []string
 	for g, why := range granted {
 		switch {
 		case used[g] > 0:
 			lines = append(lines, fmt.Sprintf("used %4d  %s", used[g], g))
 			if _, ok := documented[g]; ok {
-				t.Logf("docs/deploy.md lists %s as not seen in the end-to-end test, but this run used it %d times", g, used[g])
+				t.Logf("the docs list %s as not seen in the end-to-end test, but this run used it %d times", g, used[g])
 			}
 		default:
 			lines = append(lines, fmt.Sprintf("unused     %s", g))
 			if _, ok := documented[g]; !ok {
-				t.Errorf("granted but never used, and not in docs/deploy.md's table of permissions the end-to-end test does not see: | `%s` | `%s` | %s | %s |",
+				t.Errorf("granted but never used, and not in the docs' table of permissions the end-to-end test does not see: | `%s` | `%s` | %s | %s |",
 					g.identity, resourceName(g), g.verb, why)
 			}
 		}
@@ -153,11 +166,11 @@ func checkLeastPrivilege(t *testing.T, auditLog string, o render.Options, remova
 	}
 	for g := range documented {
 		if _, ok := granted[g]; !ok {
-			t.Errorf("docs/deploy.md lists %s as not seen in the end-to-end test, but the rendering does not grant it", g)
+			t.Errorf("the docs list %s as not seen in the end-to-end test, but the rendering does not grant it", g)
 		}
 	}
 	sort.Strings(lines)
-	t.Logf("%d requests of the CCM's identities before removal (%d during it); permissions:\n%s", n, teardown, strings.Join(lines, "\n"))
+	t.Logf("%d requests of %s's identities before removal (%d during it); permissions:\n%s", n, who, teardown, strings.Join(lines, "\n"))
 }
 
 func resourceName(g grant) string {
@@ -167,19 +180,19 @@ func resourceName(g grant) string {
 	return g.resource + "." + g.group
 }
 
-// unusedInE2E reads docs/deploy.md's table of the granted permissions the end-to-end
-// test does not see used, between <!-- unused-in-e2e --> and <!-- end -->: rows of
+// unusedInE2E reads the table of docs/<doc> of the granted permissions the end-to-end
+// test does not see used, between <!-- marker --> and <!-- end -->: rows of
 // | `identity` | `resource[.group]` | verb | code path |.
-func unusedInE2E(t *testing.T) map[grant]string {
+func unusedInE2E(t *testing.T, doc, marker string) map[grant]string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(raw), "<!-- unused-in-e2e -->")
+	_, table, ok := strings.Cut(string(raw), "<!-- "+marker+" -->")
 	table, _, ok2 := strings.Cut(table, "<!-- end -->")
 	if !ok || !ok2 {
-		t.Error("docs/deploy.md has no <!-- unused-in-e2e --> ... <!-- end --> table")
+		t.Errorf("docs/%s has no <!-- %s --> ... <!-- end --> table", doc, marker)
 		return nil
 	}
 	out := map[grant]string{}
@@ -193,7 +206,7 @@ func unusedInE2E(t *testing.T) map[grant]string {
 		out[grant{identity: unquote(cells[0]), group: group, resource: res, verb: strings.TrimSpace(cells[2])}] = strings.TrimSpace(cells[3])
 	}
 	if len(out) == 0 {
-		t.Error("docs/deploy.md's unused-in-e2e table has no rows")
+		t.Errorf("docs/%s's %s table has no rows", doc, marker)
 	}
 	return out
 }
