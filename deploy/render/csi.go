@@ -200,25 +200,28 @@ func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
 }
 
-// CSIControllerRules are what the controller's sidecars need cluster-wide, from each
+// CSIControllerRules are what the controller's sidecars need cluster-wide: each
 // sidecar's own RBAC (deploy/kubernetes/rbac.yaml of external-provisioner v6,
-// external-attacher v4 and external-resizer v2), merged per resource, without the
-// snapshot and capacity rules of features this deployment does not turn on.
+// external-attacher v4 and external-resizer v2) merged per resource, less what the audit
+// log shows none of them uses in this deployment (TestCSIInCluster): snapshot and
+// capacity rules, a get where an informer's cache answers, events read back, pods (the
+// resizer watches them only with --handle-volume-inuse-error). Lists stay beside
+// watches: an informer lists when the API server streams no list in its watch.
 var CSIControllerRules = []rbacv1.PolicyRule{
-	rule("", []string{"persistentvolumes"}, "get", "list", "watch", "create", "delete", "patch"),
-	rule("", []string{"persistentvolumeclaims"}, "get", "list", "watch", "update"),
+	rule("", []string{"persistentvolumes"}, "list", "watch", "create", "delete", "patch"),
+	rule("", []string{"persistentvolumeclaims"}, "list", "watch", "update"),
 	rule("", []string{"persistentvolumeclaims/status"}, "patch"),
-	rule("", []string{"events"}, "list", "watch", "create", "update", "patch"),
-	rule("", []string{"nodes"}, "get", "list", "watch"),
-	rule("", []string{"pods"}, "list", "watch"),
-	rule("storage.k8s.io", []string{"storageclasses", "csinodes", "volumeattributesclasses"}, "get", "list", "watch"),
-	rule("storage.k8s.io", []string{"volumeattachments"}, "get", "list", "watch", "patch"),
+	rule("", []string{"events"}, "create", "patch"),
+	rule("", []string{"nodes"}, "list", "watch"),
+	rule("storage.k8s.io", []string{"storageclasses", "csinodes", "volumeattributesclasses"}, "list", "watch"),
+	rule("storage.k8s.io", []string{"volumeattachments"}, "list", "watch", "patch"),
 	rule("storage.k8s.io", []string{"volumeattachments/status"}, "patch"),
 }
 
-// CSILeaseRules are the controller's leader election rules in its namespace.
+// CSILeaseRules are the controller's leader election rules in its namespace: each
+// sidecar's lease, read, created and renewed.
 var CSILeaseRules = []rbacv1.PolicyRule{
-	rule("coordination.k8s.io", []string{"leases"}, "get", "list", "watch", "create", "update", "patch", "delete"),
+	rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
 }
 
 // CSINodeRules are the node plugin's: reading its own Node's zone label.
