@@ -181,7 +181,7 @@ func dedupe(lists ...[]images.File) []images.File {
 }
 
 // coreutils are the small programs the suite's shell scripts call, in /usr/bin.
-var coreutils = []string{"cat", "cp", "cut", "date", "env", "head", "id", "ls", "mkdir", "mv",
+var coreutils = []string{"cat", "chmod", "cp", "cut", "date", "env", "head", "id", "ls", "mkdir", "mv",
 	"printf", "rm", "seq", "sleep", "sort", "tail", "tee", "timeout", "touch", "tr", "uniq", "wc"}
 
 // shellTools are a shell and the programs scripts expect beside it.
@@ -335,7 +335,9 @@ func nginxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
-	tools, err := images.PackHostTools(ctx, []images.HostTool{{Path: "/usr/sbin/nginx", Name: "nginx", Package: "nginx-light"}})
+	// Upstream's nginx image is Debian's, with a shell: the storage suite runs scripts in
+	// it through /bin/sh ("should allow exec of files on the volume").
+	tools, err := images.PackHostTools(ctx, append(shellTools(), images.HostTool{Path: "/usr/sbin/nginx", Name: "nginx", Package: "nginx-light"}))
 	if err != nil {
 		return images.Spec{}, err
 	}

@@ -49,7 +49,7 @@ func TestBuild(t *testing.T) {
 			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep",
 			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/tmp/", "/uploads/", "/localhost.crt", "/localhost.key"}, []string{"/agnhost"}},
 		"glibc-dns-testing": {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
-		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
+		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html", "/bin/sh", "/usr/bin/chmod"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
 		"busybox":           {[]string{"/bin/busybox", "/bin/sh", "/bin/wget"}, []string{"/bin/sh"}},
 	}
 	if len(built) != len(want) {
