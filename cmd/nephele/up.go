@@ -155,8 +155,8 @@ docs/conformance.md.`,
 	fs.StringVar(&o.hybridVIPPool, "hybrid-vip-pool", "", "with --hybrid-nodes: the second cloud's VIP range (default "+localcluster.DefaultHybridVIPPool.String()+")")
 	fs.BoolVar(&o.unownedNode, "unowned-node", false, "with --hybrid-nodes: add a node that declares platform "+localcluster.UnownedPlatform+", which no cloud owns and nothing may touch")
 	fs.BoolVar(&o.e2e.run, "e2e", false, "run upstream's e2e suite against the cluster (make e2e-bins), stop, and exit 0 only if no test failed")
-	fs.StringVar(&o.e2e.focus, "e2e-focus", "", "ginkgo --focus of the main suite instead of the load balancer and sig-network Conformance tests")
-	fs.StringVar(&o.e2e.skip, "e2e-skip", "", "ginkgo --skip of the main suite instead of cloud-provider-kind's skip list (less its two load balancer skips)")
+	fs.StringVar(&o.e2e.focus, "e2e-focus", "", "ginkgo --focus of the first suite that runs (the main one, or with --e2e-network=false the storage suite) instead of its own")
+	fs.StringVar(&o.e2e.skip, "e2e-skip", "", "ginkgo --skip of the first suite that runs instead of its own (the main suite's: cloud-provider-kind's skip list less its two load balancer skips)")
 	fs.IntVar(&o.e2e.parallel, "e2e-parallel", o.e2e.parallel, "ginkgo nodes of the main suite")
 	fs.DurationVar(&o.e2e.timeout, "e2e-timeout", o.e2e.timeout, "bound on each suite (ginkgo --timeout)")
 	fs.StringVar(&o.e2e.reportDir, "e2e-report-dir", "", "directory for the JUnit reports, logs and summary.md (default DIR/e2e-report)")
@@ -349,17 +349,19 @@ func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Wri
 // flags) against c.
 func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Writer) error {
 	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout, c.Config().Volumes)
-	if o.e2e.focus != "" {
-		suites[0].Focus = o.e2e.focus
-	}
-	if o.e2e.skip != "" {
-		suites[0].Skip = o.e2e.skip
-	}
 	suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool {
 		return (s.Name == "cloud-provider" && !o.e2e.cloudProvider) || (s.Name == "network" && !o.e2e.network)
 	})
 	if len(suites) == 0 {
 		return errors.New("--e2e: every suite is off (--e2e-network=false, --e2e-cloud-provider=false, and no --volumes for the storage suite)")
+	}
+	// The focus and skip of the flags are the first suite's: the network suite's, or
+	// with --e2e-network=false the storage suite's.
+	if o.e2e.focus != "" {
+		suites[0].Focus = o.e2e.focus
+	}
+	if o.e2e.skip != "" {
+		suites[0].Skip = o.e2e.skip
 	}
 	reportDir := o.e2e.reportDir
 	if reportDir == "" {
