@@ -85,7 +85,6 @@ type Program struct {
 // hostToolsPath is the PATH of an image with host tools.
 const hostToolsPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-
 // Ref is the image reference of p at version, e.g. nephele.local/pause:dev.
 func (p Program) Ref(version string) string { return p.RefIn(Registry, version) }
 

@@ -163,7 +163,6 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	return built, nil
 }
 
-
 // dedupe joins lists of files, keeping the first of each path: two programs' library
 // closures share libc.
 func dedupe(lists ...[]images.File) []images.File {
