@@ -309,9 +309,9 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRe
 	}
 	// Staging grows a file system offline when its device grew while it was not
 	// mounted: then there is nothing left to do here.
-	need, err := n.resize.NeedResize(dev, p)
+	need, err := n.smallerThanDevice(dev)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "comparing the file system at %s with its device %s: %v", p, dev, err)
+		return nil, err
 	}
 	if need {
 		// Online growth: the kernel's EXT4_IOC_RESIZE_FS, which needs CAP_SYS_RESOURCE.
@@ -320,6 +320,18 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRe
 		}
 	}
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}, nil
+}
+
+// smallerThanDevice reports whether the ext4 file system of dev is smaller than dev: the
+// volume grew and its file system must follow. mount-utils' NeedResize answers yes for
+// every ext4 whatever the sizes, which would check and grow a volume at every stage and
+// call the kernel's online growth at every expansion.
+func (n *node) smallerThanDevice(dev string) (bool, error) {
+	devSize, fsSize, err := n.extSizes(dev)
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "comparing the file system of %s with its device: %v", dev, err)
+	}
+	return devSize > fsSize, nil
 }
 
 // extSizes returns the size of dev (blockdev) and of its ext4 file system (dumpe2fs's
@@ -370,14 +382,8 @@ func (n *node) growUnmounted(dev string) error {
 	if format != defaultFSType {
 		return nil
 	}
-	// mount-utils' NeedResize answers yes for ext4 whatever the sizes: compare them here,
-	// so that a volume that did not grow is not checked at every stage.
-	devSize, fsSize, err := n.extSizes(dev)
-	if err != nil {
-		return status.Errorf(codes.Internal, "comparing the file system of %s with its device: %v", dev, err)
-	}
-	if devSize <= fsSize {
-		return nil
+	if need, err := n.smallerThanDevice(dev); err != nil || !need {
+		return err
 	}
 	// e2fsck -p exits 1 when it corrected something, which is fine for growing.
 	if out, err := n.m.Exec.Command("e2fsck", "-f", "-p", dev).CombinedOutput(); err != nil {

@@ -60,7 +60,7 @@ var CSISidecars = []Prebuilt{CSIProvisioner, CSIAttacher, CSIResizer}
 
 // Prebuilts are the prebuilt images a real cluster's registry serves besides
 // InCluster's: CoreDNS and the CSI sidecars.
-var Prebuilts = []Prebuilt{CoreDNS, CSIProvisioner, CSIAttacher, CSIResizer}
+var Prebuilts = append([]Prebuilt{CoreDNS}, CSISidecars...)
 
 // Ref is p's reference under Registry at its Version.
 func (p Prebuilt) Ref() string { return p.Program.Ref(p.Version) }

@@ -78,6 +78,20 @@ type cloudSpec struct {
 	guardMetric int
 }
 
+// writeToken writes a new random bearer token (24 bytes, hex) to path, readable by its
+// owner only, and returns it; what names it in errors.
+func writeToken(path, what string) (string, error) {
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("make %s: %w", what, err)
+	}
+	token := hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", what, err)
+	}
+	return token, nil
+}
+
 // launchCloud starts a local cloud on a fresh state: with host instances on a bridge for
 // real nodes, on loopback for kwok nodes.
 func launchCloud(ctx context.Context, binDir string, spec cloudSpec) (*LocalCloud, error) {
@@ -85,33 +99,23 @@ func launchCloud(ctx context.Context, binDir string, spec cloudSpec) (*LocalClou
 	if err := os.MkdirAll(spec.dir, 0o755); err != nil {
 		return nil, err
 	}
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, err
-	}
-	token := hex.EncodeToString(raw)
 	lc.TokenFile = filepath.Join(spec.dir, "token")
-	if err := os.WriteFile(lc.TokenFile, []byte(token+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("write the local cloud's token: %w", err)
+	token, err := writeToken(lc.TokenFile, "the local cloud's token")
+	if err != nil {
+		return nil, err
 	}
 	// The CCM gets a token of its own, which may only read instances and manage load
 	// balancers and routes: in the cluster it is in a Secret that pods mount, and the
-	// administrator's token makes hosts whose boot command runs as root here.
-	if _, err := rand.Read(raw); err != nil {
-		return nil, err
-	}
+	// administrator's token makes hosts whose boot command runs as root here. The CSI
+	// driver gets one of its own role too, kept apart from the CCM's: each Secret can do
+	// only its component's work.
 	lc.CCMTokenFile = filepath.Join(spec.dir, "ccm-token")
-	if err := os.WriteFile(lc.CCMTokenFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("write the CCM's cloud token: %w", err)
-	}
-	// And the CSI driver one of its own role, kept apart from the CCM's: each Secret can
-	// do only its component's work.
-	if _, err := rand.Read(raw); err != nil {
+	if _, err := writeToken(lc.CCMTokenFile, "the CCM's cloud token"); err != nil {
 		return nil, err
 	}
 	lc.CSITokenFile = filepath.Join(spec.dir, "csi-token")
-	if err := os.WriteFile(lc.CSITokenFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("write the CSI driver's cloud token: %w", err)
+	if _, err := writeToken(lc.CSITokenFile, "the CSI driver's cloud token"); err != nil {
+		return nil, err
 	}
 	addrFile := filepath.Join(spec.dir, "address")
 	// The API is HTTPS on a certificate the cloud makes at start: the CCM's token crosses

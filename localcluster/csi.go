@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,11 +15,10 @@ import (
 	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/waitfor"
-	"github.com/nephele-dev/nephele/providers/local"
 )
 
 // CSIManifests are the options of the cluster's CSI driver manifests: `nephele manifests
-// --csi`'s defaults with the images by the digests Start pushed, and the hosts'
+// csi`'s defaults with the images by the digests Start pushed, and the hosts'
 // directory as the device directory (the local cloud's disk links are in each host's
 // directory, and lead to the machine's loop devices).
 func (c *Cluster) CSIManifests() (render.CSIOptions, error) {
@@ -48,15 +46,7 @@ func (c *Cluster) CSIManifests() (render.CSIOptions, error) {
 // the cloud's URL on the bridge, the CSI role's token (never the CCM's or the
 // administrator's) and the cloud's CA certificate inline.
 func (c *Cluster) CSICloudConfig() ([]byte, error) {
-	token, err := os.ReadFile(c.first.CSITokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the CSI driver's cloud token: %w", err)
-	}
-	ca, err := os.ReadFile(c.CloudCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("read the local cloud's CA certificate: %w", err)
-	}
-	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token)), CAData: string(ca)}.Marshal("nephele's localcluster (CSI driver)")
+	return c.podCloudConfig(c.first.CSITokenFile, "the CSI driver's", "nephele's localcluster (CSI driver)")
 }
 
 // deployCSI installs the CSI driver as users do: the cloud config Secret, then the
@@ -131,6 +121,31 @@ func (c *Cluster) WaitCSI(ctx context.Context, o render.CSIOptions) error {
 	})
 	if err != nil {
 		return errors.Join(err, c.podDiagnostics(context.WithoutCancel(ctx), o.Namespace, labels.SelectorFromSet(render.CSISelectorLabels)))
+	}
+	return nil
+}
+
+// VolumesLeft returns an error naming the volumes the cloud still holds and the
+// PersistentVolumes the cluster still has, nil when there are none: what deleting every
+// claim of the default StorageClass (reclaim policy Delete) must come to.
+func (c *Cluster) VolumesLeft(ctx context.Context) error {
+	vols, err := c.Cloud.ListVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	if len(vols) > 0 {
+		left := make([]string, len(vols))
+		for i, v := range vols {
+			left[i] = fmt.Sprintf("%s (%s)", v.ID, v.State)
+		}
+		return errors.New("volumes left in the cloud: " + strings.Join(left, ", "))
+	}
+	pvs, err := c.Env.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(pvs.Items) > 0 {
+		return fmt.Errorf("%d PersistentVolumes left", len(pvs.Items))
 	}
 	return nil
 }

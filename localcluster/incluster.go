@@ -82,15 +82,22 @@ func (c *Cluster) writeManifests(name string, data []byte) (string, error) {
 // cloud's CA certificate inline (a pod has no file of the machine's): never the
 // administrator's token.
 func (c *Cluster) CloudConfig() ([]byte, error) {
-	token, err := os.ReadFile(c.CCMTokenFile)
+	return c.podCloudConfig(c.CCMTokenFile, "the CCM's", "nephele's localcluster")
+}
+
+// podCloudConfig is the local provider's cloud config for a component running in a pod:
+// the cloud's URL on the bridge, the token in tokenFile (whose is names it in errors)
+// and the cloud's CA certificate inline.
+func (c *Cluster) podCloudConfig(tokenFile, whose, comment string) ([]byte, error) {
+	token, err := os.ReadFile(tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("read the CCM's cloud token: %w", err)
+		return nil, fmt.Errorf("read %s cloud token: %w", whose, err)
 	}
 	ca, err := os.ReadFile(c.CloudCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("read the local cloud's CA certificate: %w", err)
 	}
-	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token)), CAData: string(ca)}.Marshal("nephele's localcluster")
+	return local.File{Endpoint: c.CloudURL, Token: strings.TrimSpace(string(token)), CAData: string(ca)}.Marshal(comment)
 }
 
 // RunKubectl runs the cluster's kubectl as the admin with stdin and returns its output

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,23 +23,13 @@ import (
 
 // TestCSIInCluster deploys the CSI driver as `nephele up` does (the rendered manifests
 // applied with kubectl) on 2 real nodes of one zone with kube-apiserver's audit log on,
-// and walks a volume through its life: provisioned for a pod, expanded while mounted,
-// moved to the other node, deleted with its claim. Then every permission the rendering
+// and walks a volume through its life: provisioned for a pod, expanded while no pod uses
+// it, grown at staging on the other node, deleted with its claim. Then every permission the rendering
 // grants the driver's identities must have been used, or be in docs/volumes.md's table
 // of permissions this test does not see used, and no request of theirs refused.
 func TestCSIInCluster(t *testing.T) {
 	hoststest.RequireRoot(t)
-	bin := clustertest.BinDir(t)
-	auditDir := t.TempDir()
-	auditLog := filepath.Join(auditDir, "audit.log")
-	policy := filepath.Join(auditDir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := clustertest.Start(t, "nphcs", bin, 2, func(cfg *localcluster.Config) {
-		cfg.Volumes = true
-		cfg.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-format=json"}
-	})
+	c, auditLog := startAudited(t, "nphcs", clustertest.BinDir(t), func(cfg *localcluster.Config) { cfg.Volumes = true })
 	o, err := c.CSIManifests()
 	if err != nil {
 		t.Fatal(err)
@@ -233,21 +221,5 @@ func (v *volumeLife) remove(t *testing.T) {
 	if err := cs.CoreV1().PersistentVolumeClaims(v.ns).Delete(ctx, csiClaim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll.EventuallyContext(t, "no volume left in the cloud", func(ctx context.Context) error {
-		vols, err := v.c.Cloud.ListVolumes(ctx)
-		if err != nil {
-			return err
-		}
-		if len(vols) > 0 {
-			return fmt.Errorf("%d volumes left: %+v", len(vols), vols)
-		}
-		pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(pvs.Items) > 0 {
-			return fmt.Errorf("%d PersistentVolumes left", len(pvs.Items))
-		}
-		return nil
-	})
+	poll.EventuallyContext(t, "no volume left in the cloud", v.c.VolumesLeft)
 }

@@ -61,16 +61,9 @@ const (
 func TestInCluster(t *testing.T) {
 	hoststest.RequireRoot(t)
 	bin := clustertest.BinDir(t)
-	auditDir := t.TempDir()
-	auditLog := filepath.Join(auditDir, "audit.log")
-	policy := filepath.Join(auditDir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := clustertest.Start(t, "nphdp", bin, 2, func(cfg *localcluster.Config) {
+	c, auditLog := startAudited(t, "nphdp", bin, func(cfg *localcluster.Config) {
 		cfg.CCM = localcluster.CCMInCluster
 		cfg.DeferCCM = true // installed below, by kubectl
-		cfg.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog, "--audit-log-format=json"}
 	})
 
 	opts := c.CCMManifests()
@@ -93,6 +86,24 @@ func TestInCluster(t *testing.T) {
 	t.Run("every granted permission is used or documented", func(t *testing.T) {
 		checkLeastPrivilege(t, auditLog, opts, e.removal)
 	})
+}
+
+// startAudited starts a cluster of 2 real nodes (clustertest.Start, tweaked by tweak) whose
+// kube-apiserver writes the audit log auditPolicy asks for, and returns it with the
+// log's path. The log is whole once the cluster has stopped.
+func startAudited(t *testing.T, prefix, bin string, tweak func(*localcluster.Config)) (*localcluster.Cluster, string) {
+	t.Helper()
+	dir := t.TempDir()
+	auditLog := filepath.Join(dir, "audit.log")
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := clustertest.Start(t, prefix, bin, 2, func(cfg *localcluster.Config) {
+		tweak(cfg)
+		cfg.APIServerArgs = append(cfg.APIServerArgs, "--audit-policy-file="+policy, "--audit-log-path="+auditLog, "--audit-log-format=json")
+	})
+	return c, auditLog
 }
 
 // auditPolicy records the metadata of every request of a kube-system ServiceAccount

@@ -2,8 +2,10 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -149,15 +151,31 @@ func (o CSIOptions) validate() error {
 	if o.MaxVolumesPerNode < 0 {
 		bad("max-volumes-per-node", -1, o.MaxVolumesPerNode, "want 0 (none reported) or more")
 	}
+	// The node plugin mounts each device dir at its own path: one that is, holds or is
+	// under another mount of the container (or of the device dirs before it) would
+	// shadow it or be refused by the API server halfway through an apply.
+	taken := []string{csiSocketDir, registrationDir, kubeletDir, "/dev"}
 	for i, d := range o.DeviceDirs {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" || d == kubeletDir || strings.HasPrefix(d, kubeletDir+"/") {
-			bad("device-dir", i, d, "want the absolute, clean path of a directory other than / and kubelet's")
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
+			bad("device-dir", i, d, "want the absolute, clean path of a directory other than /")
+			continue
 		}
+		if j := slices.IndexFunc(taken, func(t string) bool { return nested(d, t) }); j >= 0 {
+			bad("device-dir", i, d, fmt.Sprintf("overlaps %s, which the node plugin mounts already", taken[j]))
+			continue
+		}
+		taken = append(taken, d)
 	}
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// nested reports whether one of the clean absolute paths a and b is the other or lies
+// under it.
+func nested(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 // RenderCSI validates o and returns the CSI driver's objects in the order `kubectl
@@ -182,18 +200,19 @@ func RenderCSI(o CSIOptions) ([]*unstructured.Unstructured, error) {
 // plugin's.
 var CSISelectorLabels = map[string]string{"app.kubernetes.io/name": "nephele-csi"}
 
-// csiLabels are the labels of every CSI object; component tells the parts apart.
-func csiLabels(component string) map[string]string {
-	return map[string]string{
-		"app.kubernetes.io/name":      "nephele-csi",
-		"app.kubernetes.io/component": component,
-		"app.kubernetes.io/part-of":   "nephele",
-	}
+// csiSelector selects the pods of one part: CSISelectorLabels and the component.
+func csiSelector(component string) map[string]string {
+	l := maps.Clone(CSISelectorLabels)
+	l["app.kubernetes.io/component"] = component
+	return l
 }
 
-// csiSelector selects the pods of one part.
-func csiSelector(component string) map[string]string {
-	return map[string]string{"app.kubernetes.io/name": "nephele-csi", "app.kubernetes.io/component": component}
+// csiLabels are the labels of every CSI object of component: its selector's and
+// part-of.
+func csiLabels(component string) map[string]string {
+	l := csiSelector(component)
+	l["app.kubernetes.io/part-of"] = "nephele"
+	return l
 }
 
 func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {

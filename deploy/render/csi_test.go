@@ -50,6 +50,11 @@ func TestRenderCSIRefusesBadOptions(t *testing.T) {
 		{"attach limit", func(o *CSIOptions) { o.MaxVolumesPerNode = -1 }, []string{"max-volumes-per-node"}},
 		{"device dirs", func(o *CSIOptions) { o.DeviceDirs = []string{"/ok", "rel", "/", "/var/lib/kubelet/x", "/a/../b"} },
 			[]string{"device-dir", "device-dir", "device-dir", "device-dir"}},
+		// Each would collide with a mount of the container: refused before anything is
+		// rendered, not by the API server halfway through kubectl apply.
+		{"device dirs over the container's mounts", func(o *CSIOptions) {
+			o.DeviceDirs = []string{"/srv/disks", "/srv/disks", "/srv/disks/a", "/dev/disk/by-id", "/var/lib", "/csi", "/registration/x"}
+		}, []string{"device-dir", "device-dir", "device-dir", "device-dir", "device-dir", "device-dir"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultCSIOptions()

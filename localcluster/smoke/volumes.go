@@ -2,7 +2,6 @@ package smoke
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -310,27 +309,7 @@ func (s *smoke) volumesDeleted(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("delete PersistentVolumeClaim %s: %w", claim, err)
 		}
 	}
-	err := s.eventually(ctx, func(ctx context.Context) error {
-		vols, err := s.c.Cloud.ListVolumes(ctx)
-		if err != nil {
-			return err
-		}
-		var left []string
-		for _, v := range vols {
-			left = append(left, fmt.Sprintf("%s (%s)", v.ID, v.State))
-		}
-		if len(left) > 0 {
-			return errors.New("volumes left in the cloud: " + strings.Join(left, ", "))
-		}
-		pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(pvs.Items) > 0 {
-			return fmt.Errorf("%d PersistentVolumes left", len(pvs.Items))
-		}
-		return nil
-	})
+	err := s.eventually(ctx, s.c.VolumesLeft)
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package upstreame2e
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nephele-dev/nephele/deploy/render"
@@ -22,7 +23,7 @@ func StorageTestDriver(o render.CSIOptions) ([]byte, error) {
 			// The local cloud rounds sizes up to a MiB; its largest volume is 1 TiB.
 			"SupportedSizeRange":   map[string]any{"Min": "1Mi", "Max": "1Ti"},
 			"SupportedFsType":      map[string]any{"": map[string]any{}, "ext4": map[string]any{}},
-			"TopologyKeys":         []string{"topology.kubernetes.io/zone"},
+			"TopologyKeys":         []string{corev1.LabelTopologyZone},
 			"NumAllowedTopologies": 1,
 			"Capabilities": map[string]bool{
 				"persistence":         true, // data outlives the pod
