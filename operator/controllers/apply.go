@@ -31,6 +31,8 @@ var operandKinds = []schema.GroupVersionKind{
 	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
 	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	{Group: "storage.k8s.io", Version: "v1", Kind: "CSIDriver"},
+	{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"},
 }
 
 // OperandKinds returns the kinds a profile may render.
@@ -143,12 +145,21 @@ func listOwned(ctx context.Context, c client.Reader, component string, namespace
 // others, which the operator may not list in kube-system (its Secrets among them).
 func kindNamespaces(kind string, namespaces []string) []string {
 	switch {
-	case kind == "ClusterRole" || kind == "ClusterRoleBinding":
+	case clusterScoped(kind):
 		return []string{""}
 	case render.InControllerNamespace(kind):
 		return namespaces
 	}
 	return namespaces[:1]
+}
+
+// clusterScoped says whether an operand kind is cluster-scoped.
+func clusterScoped(kind string) bool {
+	switch kind {
+	case "ClusterRole", "ClusterRoleBinding", "CSIDriver", "StorageClass":
+		return true
+	}
+	return false
 }
 
 // listLabelled lists every object of the operand kinds labelled as the operator's with

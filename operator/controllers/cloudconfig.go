@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/profiles"
 )
@@ -24,7 +25,9 @@ import (
 // named key transformed by the profile and renamed profiles.CloudConfigKey, and the
 // cloud's CA (ca-bundle.pem) if the source has one. Nothing else of the source is
 // copied: the Secret is mounted into a pod whose image the CloudControllerManager's
-// editor chooses, so it carries only what the CCM needs. It sets CloudConfigSynced.
+// editor chooses, so it carries only what the CCM needs. spec.volumes.cloudConfig, the
+// CSI driver's own credentials, is copied the same way into render.CSICloudConfigSecret
+// (key render.CSICloudConfigKey). It sets CloudConfigSynced for both.
 type CloudConfigSync struct {
 	cfg       Config
 	reader    client.Reader
@@ -93,14 +96,50 @@ func settle(w *transientWindow, res syncResult) syncResult {
 }
 
 func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControllerManager) syncResult {
-	src := ccm.Spec.CloudConfig
+	res := s.syncOne(ctx, ccm, "spec.cloudConfig", ccm.Spec.CloudConfig, profiles.CloudConfigSecret, profiles.CloudConfigKey)
+	if ccm.Spec.CloudConfig == nil && res.err == nil {
+		res.message = "spec.cloudConfig is not set: the CCM runs without --cloud-config"
+	}
+	if ccm.Spec.Volumes == nil {
+		csi := s.syncOne(ctx, ccm, "spec.volumes", nil, render.CSICloudConfigSecret, render.CSICloudConfigKey)
+		if csi.err != nil {
+			return csi
+		}
+		return res
+	}
+	csi := s.syncOne(ctx, ccm, "spec.volumes.cloudConfig", &ccm.Spec.Volumes.CloudConfig, render.CSICloudConfigSecret, render.CSICloudConfigKey)
+	return joinResults(res, csi)
+}
+
+// joinResults is the one condition of two syncs: False with the reason of the first
+// that is False, else the errors of both (retried), else True; both messages.
+func joinResults(a, b syncResult) syncResult {
+	msg := a.message + "; " + b.message
+	for _, r := range []syncResult{a, b} {
+		if r.err == nil && r.status == metav1.ConditionFalse {
+			return syncResult{status: metav1.ConditionFalse, reason: r.reason, message: msg}
+		}
+	}
+	if err := errors.Join(a.err, b.err); err != nil {
+		return syncResult{err: err, message: msg}
+	}
+	reason := ReasonSynced
+	if a.reason == ReasonNoSource && b.reason == ReasonNoSource {
+		reason = ReasonNoSource
+	}
+	return syncResult{status: metav1.ConditionTrue, reason: reason, message: msg}
+}
+
+// syncOne copies src (the spec's field) into the Secret target of the CCM's namespace
+// under key, or deletes target when src is nil.
+func (s *CloudConfigSync) syncOne(ctx context.Context, ccm *v1alpha1.CloudControllerManager, fieldPath string, src *v1alpha1.ConfigSource, target, targetKey string) syncResult {
 	if src == nil {
-		if err := deleteSynced(ctx, s.cfg.Client, &corev1.Secret{}, s.cfg.Namespace, profiles.CloudConfigSecret); err != nil {
+		if err := deleteSynced(ctx, s.cfg.Client, &corev1.Secret{}, s.cfg.Namespace, target); err != nil {
 			return syncResult{err: err}
 		}
-		return syncResult{status: metav1.ConditionTrue, reason: ReasonNoSource, message: "spec.cloudConfig is not set: the CCM runs without --cloud-config"}
+		return syncResult{status: metav1.ConditionTrue, reason: ReasonNoSource, message: fieldPath + " is not set"}
 	}
-	if err := s.cfg.checkSource("spec.cloudConfig", *src); err != nil {
+	if err := s.cfg.checkSource(fieldPath, *src); err != nil {
 		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceNotAllowed, message: err.Error()}
 	}
 	p, err := profiles.Load(ccm.Spec.Platform)
@@ -109,20 +148,20 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 	}
 	data, err := readSource(ctx, s.reader, *src, defaultCloudConfig)
 	if err != nil {
-		return sourceError("spec.cloudConfig", *src, err)
+		return sourceError(fieldPath, *src, err)
 	}
 	key := keyOr(src.Key, defaultCloudConfig)
 	out := map[string][]byte{}
 	if ca, ok := data[cloudConfigCAKey]; ok && key != cloudConfigCAKey {
 		out[cloudConfigCAKey] = ca
 	}
-	if out[profiles.CloudConfigKey], err = p.TransformCloudConfig(data[key]); err != nil {
+	if out[targetKey], err = p.TransformCloudConfig(data[key]); err != nil {
 		return syncResult{status: metav1.ConditionFalse, reason: ReasonSourceInvalid,
-			message: fmt.Sprintf("%s %s/%s key %s: %v; fix the file", src.Kind, src.Namespace, src.Name, key, err)}
+			message: fmt.Sprintf("%s: %s %s/%s key %s: %v; fix the file", fieldPath, src.Kind, src.Namespace, src.Name, key, err)}
 	}
 	secret := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: profiles.CloudConfigSecret, Namespace: s.cfg.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: target, Namespace: s.cfg.Namespace},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       out,
 	}
@@ -130,7 +169,7 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 		return syncResult{err: err}
 	}
 	return syncResult{status: metav1.ConditionTrue, reason: ReasonSynced,
-		message: fmt.Sprintf("%s %s/%s is copied to Secret %s/%s", src.Kind, src.Namespace, src.Name, s.cfg.Namespace, profiles.CloudConfigSecret)}
+		message: fmt.Sprintf("%s %s/%s is copied to Secret %s/%s", src.Kind, src.Namespace, src.Name, s.cfg.Namespace, target)}
 }
 
 // checkSource refuses a source outside the config namespace before anything is read:

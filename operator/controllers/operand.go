@@ -192,6 +192,9 @@ func (o *Operand) manage(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 		out.requeue = o.progressingRequeue()
 	} else if !out.degraded {
 		out.versions = []v1alpha1.OperandVersion{{Name: render.DeploymentName, Version: rendering.Version, Image: rendering.Image}}
+		if rendering.CSIImage != "" {
+			out.versions = append(out.versions, v1alpha1.OperandVersion{Name: render.CSIControllerName, Version: rendering.Version, Image: rendering.CSIImage})
+		}
 	}
 	return out
 }
@@ -211,7 +214,11 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 		return nil, profiles.Rendering{}, &terminal{ReasonUnknownPlatform, fmt.Errorf("spec.platform: %w; fix spec.platform", err)}
 	}
 	var bad []error
-	for field, src := range map[string]*v1alpha1.ConfigSource{"spec.cloudConfig": ccm.Spec.CloudConfig, "spec.trustedCA": ccm.Spec.TrustedCA} {
+	sources := map[string]*v1alpha1.ConfigSource{"spec.cloudConfig": ccm.Spec.CloudConfig, "spec.trustedCA": ccm.Spec.TrustedCA}
+	if ccm.Spec.Volumes != nil {
+		sources["spec.volumes.cloudConfig"] = &ccm.Spec.Volumes.CloudConfig
+	}
+	for field, src := range sources {
 		if src != nil {
 			if err := o.cfg.checkSource(field, *src); err != nil {
 				bad = append(bad, err)
@@ -222,7 +229,7 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 		slices.SortFunc(bad, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 		return nil, profiles.Rendering{}, &terminal{ReasonInvalidSpec, errors.Join(bad...)}
 	}
-	if ccm.Spec.CloudConfig != nil {
+	if ccm.Spec.CloudConfig != nil || ccm.Spec.Volumes != nil {
 		if c := findCondition(ccm.Status.Conditions, v1alpha1.ConditionCloudConfigSynced); c != nil && c.Status == metav1.ConditionFalse &&
 			(c.Reason == ReasonSourceNotFound || c.Reason == ReasonSourceInvalid) {
 			return nil, profiles.Rendering{}, &terminal{ReasonCloudConfigFailed, fmt.Errorf("the cloud config is not synced: %s", c.Message)}
@@ -250,8 +257,13 @@ func (o *Operand) render(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 				fmt.Errorf("platform %s renders %s, a kind the operator does not manage", p.Name, refString(ref(u)))}
 		}
 	}
-	in.ConfigHash, err = configHash(ctx, o.cfg.Client, o.cfg.Namespace, podConfigRefs(r.Objects))
-	if err != nil {
+	// Each workload's pods roll when what they mount changes: the CCM's with the CCM's
+	// config, the CSI driver's with its own.
+	ccmObjs := slices.DeleteFunc(slices.Clone(r.Objects), func(u *unstructured.Unstructured) bool { return slices.Contains(r.CSI, u) })
+	if in.ConfigHash, err = configHash(ctx, o.cfg.Client, o.cfg.Namespace, podConfigRefs(ccmObjs)); err != nil {
+		return nil, profiles.Rendering{}, err
+	}
+	if in.CSIConfigHash, err = configHash(ctx, o.cfg.Client, o.cfg.Namespace, podConfigRefs(r.CSI)); err != nil {
 		return nil, profiles.Rendering{}, err
 	}
 	if r, err = profiles.Render(p, in); err != nil {
@@ -387,6 +399,12 @@ func (o *Operand) observe(ctx context.Context, ccm *v1alpha1.CloudControllerMana
 		out.availReason, out.availMsg = ReasonNotAvailable, fmt.Sprintf("Deployment %s has no available replica", key)
 		return out
 	}
+	if ccm.Spec.Volumes != nil {
+		if msg, ok := o.observeCSI(ctx, &out); !ok {
+			out.availReason, out.availMsg = ReasonNotAvailable, msg
+			return out
+		}
+	}
 	var lease coordinationv1.Lease
 	leaseKey := client.ObjectKey{Namespace: o.cfg.Namespace, Name: render.LeaseName}
 	if err := o.cfg.Client.Get(ctx, leaseKey, &lease); err != nil || !leaseHeld(&lease, o.cfg.now()) {
@@ -399,6 +417,27 @@ func (o *Operand) observe(ctx context.Context, ccm *v1alpha1.CloudControllerMana
 	out.available, out.availReason = true, ReasonAsExpected
 	out.availMsg = fmt.Sprintf("%d of %d replicas available; %s leads", d.Status.AvailableReplicas, ptrOr(d.Spec.Replicas, 1), *lease.Spec.HolderIdentity)
 	return out
+}
+
+// observeCSI reads the CSI driver's controller Deployment: its rollout goes into out's
+// Progressing; it returns why the driver is not available, or ok. The node plugin's
+// DaemonSet is observed with the CCM's DaemonSets.
+func (o *Operand) observeCSI(ctx context.Context, out *outcome) (string, bool) {
+	key := client.ObjectKey{Namespace: o.cfg.Namespace, Name: render.CSIControllerName}
+	var d appsv1.Deployment
+	if err := o.cfg.Client.Get(ctx, key, &d); err != nil {
+		msg := fmt.Sprintf("the CSI driver's Deployment %s: %v", key, err)
+		out.progressing, out.progReason, out.progMsg = true, ReasonRolloutInProgress, msg
+		return msg, false
+	}
+	if msg, done := deploymentRollout(&d); !done {
+		out.progressing, out.progReason, out.progMsg = true, ReasonRolloutInProgress, msg
+	}
+	if d.Status.AvailableReplicas < 1 {
+		return fmt.Sprintf("the CSI driver's Deployment %s has no available replica (kubectl -n %s describe pods -l app.kubernetes.io/name=nephele-csi)",
+			key, key.Namespace), false
+	}
+	return "", true
 }
 
 // deploymentRollout says whether d's rollout is complete, and if not what is left.

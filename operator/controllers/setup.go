@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,6 +59,7 @@ func ownedTypes() []client.Object {
 	return []client.Object{
 		&corev1.ServiceAccount{}, &corev1.Service{}, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{},
 		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}, &appsv1.Deployment{}, &appsv1.DaemonSet{},
+		&storagev1.CSIDriver{}, &storagev1.StorageClass{},
 	}
 }
 

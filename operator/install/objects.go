@@ -146,11 +146,15 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: ns},
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(Name, o.Namespace)},
 	}
-	clusterNames, err := operandClusterNames(o.OperandNamespace)
+	clusterNames, err := operandClusterNames(o.OperandNamespace, "ClusterRole", "ClusterRoleBinding")
 	if err != nil {
 		return nil, err
 	}
-	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames)))...)
+	storageNames, err := operandClusterNames(o.OperandNamespace, "CSIDriver", "StorageClass")
+	if err != nil {
+		return nil, err
+	}
+	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames, storageNames)))...)
 	typed = append(typed, clusterRole(operandRulesRole, operandCluster)...)
 	typed = append(typed, role(Name, o.OperandNamespace, append(policyRules(namespacedRules()), operandNS[o.OperandNamespace]...))...)
 	if o.OperandNamespace != controllerNamespace {

@@ -23,9 +23,9 @@ type Rule struct {
 var writeVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 
 // clusterRules are the operator's own cluster-wide permissions; clusterNames are the
-// ClusterRoles and ClusterRoleBindings any built-in profile renders, the only ones it may
-// read by name, change or delete.
-func clusterRules(clusterNames []string) []Rule {
+// ClusterRoles and ClusterRoleBindings any built-in profile renders, storageNames its
+// CSIDrivers and StorageClasses: the only ones it may read by name, change or delete.
+func clusterRules(clusterNames, storageNames []string) []Rule {
 	return []Rule{
 		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers"},
 			Verbs: []string{"get", "list", "watch", "patch"}},
@@ -44,6 +44,12 @@ func clusterRules(clusterNames []string) []Rule {
 		{rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings"},
 			Verbs: []string{"get", "patch", "delete"}, ResourceNames: clusterNames},
 			"the CCM's ClusterRoles and bindings, by name (every name a built-in profile renders): applied and pruned, no other"},
+		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers", "storageclasses"},
+			Verbs: []string{"list", "watch", "create"}},
+			"spec.volumes: the CSI driver's CSIDriver object and default StorageClass, watched (cache limited to the operator's label) and created"},
+		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers", "storageclasses"},
+			Verbs: []string{"get", "patch", "delete"}, ResourceNames: storageNames},
+			"spec.volumes: the CSIDriver and StorageClass, by name (every name a built-in profile renders): applied and pruned, no other"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			"/metrics: the caller's token is checked by the API server"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -99,12 +105,12 @@ func leaderRules() []Rule {
 	}
 }
 
-// operandClusterNames returns the name of every ClusterRole and ClusterRoleBinding any
-// built-in profile renders, sorted.
-func operandClusterNames(namespace string) ([]string, error) {
+// operandClusterNames returns the name of every object of kinds any built-in profile
+// renders, sorted.
+func operandClusterNames(namespace string, kinds ...string) ([]string, error) {
 	var names []string
 	err := eachRendering(namespace, func(u *unstructured.Unstructured) {
-		if k := u.GetKind(); (k == "ClusterRole" || k == "ClusterRoleBinding") && !slices.Contains(names, u.GetName()) {
+		if slices.Contains(kinds, u.GetKind()) && !slices.Contains(names, u.GetName()) {
 			names = append(names, u.GetName())
 		}
 	})
@@ -135,7 +141,8 @@ func operandRules(namespace string) (cluster []rbacv1.PolicyRule, byNamespace ma
 }
 
 // eachRendering calls fn with every object of every built-in profile, rendered with
-// every optional controller on (routes configured), in namespace.
+// every optional controller on (routes configured) and the CSI driver where the profile
+// has one, in namespace.
 func eachRendering(namespace string, fn func(*unstructured.Unstructured)) error {
 	for _, name := range profiles.Names() {
 		p, err := profiles.Load(name)
@@ -143,6 +150,9 @@ func eachRendering(namespace string, fn func(*unstructured.Unstructured)) error 
 			return err
 		}
 		spec := v1alpha1.CloudControllerManagerSpec{Platform: name, ConfigureCloudRoutes: ptrTrue(), ClusterCIDR: "10.0.0.0/16"}
+		if p.CSI != nil {
+			spec.Volumes = &v1alpha1.Volumes{StorageClass: ptrTrue()}
+		}
 		if p.Image == "" {
 			spec.Image = "registry.example/ccm:v1"
 		}

@@ -93,3 +93,55 @@ func specField(option string) *field.Path {
 	}
 	return nil
 }
+
+// csiSpecErrors maps deploy/render's refusal of the CSI driver's options to
+// spec.volumes' fields, as specErrors does for the CCM's.
+func csiSpecErrors(p Profile, spec v1alpha1.CloudControllerManagerSpec, err error) error {
+	var list render.OptionErrors
+	if !errors.As(err, &list) {
+		return fmt.Errorf("platform %s: the CSI driver: %w", p.Name, err)
+	}
+	volumes := field.NewPath("spec", "volumes")
+	fields := map[string]string{
+		"driver-image":      "image",
+		"provisioner-image": "provisionerImage",
+		"attacher-image":    "attacherImage",
+		"resizer-image":     "resizerImage",
+		"device-dir":        "deviceDirs",
+	}
+	fieldOf := func(option string) *field.Path {
+		f, ok := fields[option]
+		if !ok {
+			return nil
+		}
+		if option == "driver-image" && spec.Volumes.Image == "" {
+			if spec.Version == "" {
+				return nil // the operator's version
+			}
+			return field.NewPath("spec", "version")
+		}
+		return volumes.Child(f)
+	}
+	name := func(option string) string {
+		if f := fieldOf(option); f != nil {
+			return f.String()
+		}
+		if option == "namespace" {
+			return "nephele-operator's --operand-namespace"
+		}
+		return fmt.Sprintf("platform %s's CSI --%s", p.Name, option)
+	}
+	errs := make([]error, 0, len(list))
+	for _, oe := range list {
+		f := fieldOf(oe.Option)
+		if f == nil {
+			errs = append(errs, fmt.Errorf("platform %s: the CSI driver: %w", p.Name, oe))
+			continue
+		}
+		if oe.Index >= 0 {
+			f = f.Index(oe.Index)
+		}
+		errs = append(errs, &FieldError{Field: f, Detail: "invalid value " + oe.Explain(name), Err: oe})
+	}
+	return errors.Join(errs...)
+}

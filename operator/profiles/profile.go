@@ -47,6 +47,9 @@ type Profile struct {
 	CloudConfig CloudConfigRules `json:"cloudConfig"`
 	// Objects are template files under data/ rendered beside the CCM's objects.
 	Objects []string `json:"objects,omitempty"`
+	// CSI is the platform's CSI driver, which spec.volumes runs; nil when the platform
+	// has none.
+	CSI *CSIRules `json:"csi,omitempty"`
 
 	// templates are the Objects' contents, read by Load.
 	templates map[string]string
@@ -60,6 +63,16 @@ type CloudConfigRules struct {
 	Defaults map[string]any `json:"defaults,omitempty"`
 	// Set are top-level keys always set, whatever the user's config says.
 	Set map[string]any `json:"set,omitempty"`
+}
+
+// CSIRules are a platform's CSI driver: nephele's driver (package csi) built with the
+// platform's provider.
+type CSIRules struct {
+	// DriverImage is the driver's image repository; the tag is spec.version or the
+	// operator's version, as for the CCM's.
+	DriverImage string `json:"driverImage"`
+	// MaxVolumesPerNode is the cloud's attach limit, told to the scheduler.
+	MaxVolumesPerNode int64 `json:"maxVolumesPerNode"`
 }
 
 // UnknownPlatformError is the answer for a platform no profile has.
@@ -102,6 +115,9 @@ func Load(platform string) (Profile, error) {
 	case FormatYAML, FormatOpaque:
 	default:
 		return Profile{}, fmt.Errorf("profile %s: cloudConfig.format %q: want yaml or opaque", platform, p.CloudConfig.Format)
+	}
+	if p.CSI != nil && p.CSI.DriverImage == "" {
+		return Profile{}, fmt.Errorf("profile %s: csi.driverImage is empty", platform)
 	}
 	p.templates = map[string]string{}
 	for _, name := range p.Objects {

@@ -58,8 +58,11 @@ type Input struct {
 	DefaultVersion string
 	// SingleNode says the cluster has one node: the default replicas are 1.
 	SingleNode bool
-	// ConfigHash is the hash of the ConfigMaps and Secrets the pods mount.
+	// ConfigHash is the hash of the ConfigMaps and Secrets the CCM's pods mount.
 	ConfigHash string
+	// CSIConfigHash is the hash of the ConfigMaps and Secrets the CSI driver's pods
+	// mount: their own, so that the driver's credentials roll the driver, not the CCM.
+	CSIConfigHash string
 }
 
 // Rendering is the objects of one CCM and what they run.
@@ -68,6 +71,10 @@ type Rendering struct {
 	Objects []*unstructured.Unstructured
 	// Image and Version the CCM runs.
 	Image, Version string
+	// CSI are the CSI driver's objects (spec.volumes), which Objects holds too.
+	CSI []*unstructured.Unstructured
+	// CSIImage is the driver's image when spec.volumes is set.
+	CSIImage string
 }
 
 // Render returns the objects of the CCM the profile and in describe, or an error that
@@ -140,6 +147,13 @@ func Render(p Profile, in Input) (Rendering, error) {
 		}
 		appended = append(appended, "--feature-gates="+strings.Join(gates, ","))
 	}
+	var csiOpts render.CSIOptions
+	if spec.Volumes != nil {
+		var err error
+		if csiOpts, err = csiOptions(p, in); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return Rendering{}, errors.Join(errs...)
 	}
@@ -147,18 +161,19 @@ func Render(p Profile, in Input) (Rendering, error) {
 	if err != nil {
 		return Rendering{}, specErrors(p, spec, err)
 	}
+	var csiObjs []*unstructured.Unstructured
+	if spec.Volumes != nil {
+		if csiObjs, err = render.RenderCSI(csiOpts); err != nil {
+			return Rendering{}, csiSpecErrors(p, spec, err)
+		}
+	}
 	extra, err := p.renderObjects(templateValues{Namespace: in.Namespace, Image: image, Provider: provider})
 	if err != nil {
 		return Rendering{}, err
 	}
 	objs = append(objs, extra...)
 	for _, u := range objs {
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[LabelManagedBy] = ManagedByValue
-		u.SetLabels(labels)
+		managed(u)
 		switch u.GetKind() {
 		case "Deployment", "DaemonSet":
 			if err := decoratePods(u, spec.NodePlacement, appended, in.ConfigHash, version, u.GetName() == render.DeploymentName); err != nil {
@@ -166,7 +181,54 @@ func Render(p Profile, in Input) (Rendering, error) {
 			}
 		}
 	}
-	return Rendering{Objects: objs, Image: image, Version: version}, nil
+	for _, u := range csiObjs {
+		managed(u)
+		switch u.GetKind() {
+		case "Deployment", "DaemonSet":
+			// No node placement: the node plugin must run on every node that mounts a
+			// volume, and the CCM's placement says where the CCM runs.
+			if err := decoratePods(u, nil, nil, in.CSIConfigHash, version, false); err != nil {
+				return Rendering{}, err
+			}
+		}
+	}
+	return Rendering{Objects: append(objs, csiObjs...), Image: image, Version: version, CSI: csiObjs, CSIImage: csiOpts.DriverImage}, nil
+}
+
+// managed labels u as the operator's.
+func managed(u *unstructured.Unstructured) {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedByValue
+	u.SetLabels(labels)
+}
+
+// csiOptions are the CSI driver's manifest options for spec.volumes: the profile's
+// driver at the CCM's version unless spec.volumes.image names one, the sidecars nephele
+// pins unless named, the cloud config Secret the sync writes, in the CCM's namespace.
+func csiOptions(p Profile, in Input) (render.CSIOptions, error) {
+	v := in.Spec.Volumes
+	if p.CSI == nil {
+		return render.CSIOptions{}, &FieldError{Field: field.NewPath("spec", "volumes"),
+			Detail: fmt.Sprintf("platform %s has no CSI driver (%s): remove spec.volumes and install the platform's driver yourself", p.Name, p.Description)}
+	}
+	o := render.DefaultCSIOptions()
+	o.Namespace = in.Namespace
+	o.MaxVolumesPerNode = p.CSI.MaxVolumesPerNode
+	o.DriverImage = v.Image
+	if o.DriverImage == "" {
+		o.DriverImage = p.CSI.DriverImage + ":" + cmp(in.Spec.Version, in.DefaultVersion)
+	}
+	o.ProvisionerImage = cmp(v.ProvisionerImage, o.ProvisionerImage)
+	o.AttacherImage = cmp(v.AttacherImage, o.AttacherImage)
+	o.ResizerImage = cmp(v.ResizerImage, o.ResizerImage)
+	o.DeviceDirs = slices.Clone(v.DeviceDirs)
+	if v.StorageClass != nil {
+		o.StorageClass = *v.StorageClass
+	}
+	return o, nil
 }
 
 func cmp(a, b string) string {

@@ -105,6 +105,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"unknown flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--no-such-flag=1"}}, `spec.extraArgs[0]: invalid value "--no-such-flag=1": the cloud-controller-manager has no flag --no-such-flag`},
 		{"owned flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--cloud-provider=aws"}}, "spec.extraArgs[0]: invalid value \"--cloud-provider=aws\": --cloud-provider is set by the rendering: use spec.provider"},
 		{"unknown controller on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}}, `spec.controllers: invalid value "volume": unknown controller "volume"`},
+		{"volumes on generic", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", Volumes: &v1alpha1.Volumes{}}, "spec.volumes: platform generic has no CSI driver"},
 		{"routes without CIDR", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", ConfigureCloudRoutes: ptr.To(true)}, `spec.clusterCIDR: invalid value "": required while the route controller runs (spec.configureCloudRoutes); set it, or spec.configureCloudRoutes=false`},
 	}
 	for _, tt := range tests {
@@ -159,6 +160,10 @@ func TestRenderFieldErrors(t *testing.T) {
 			fields: []string{"spec.provider"}, option: "provider"},
 		{name: "version", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Version: "v1 2"},
 			fields: []string{"spec.version"}, option: "image", cause: &name.ErrBadName{}},
+		{name: "device dir", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{DeviceDirs: []string{"/var/lib/cloud", "/dev/disk"}}},
+			fields: []string{"spec.volumes.deviceDirs[1]"}, option: "device-dir"},
+		{name: "sidecar image", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{ResizerImage: "a b"}},
+			fields: []string{"spec.volumes.resizerImage"}, option: "resizer-image"},
 		// The operator's default version is no field of the spec: render's error, as it is.
 		{name: "the operator's version", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local"}, version: "not a tag",
 			option: "image", cause: &name.ErrBadName{}},
@@ -297,5 +302,91 @@ func TestRunsBeforeCNI(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRenderVolumes: spec.volumes renders deploy/render's CSI driver in the CCM's
+// namespace with the profile's driver at the CCM's version, the user's device dirs and
+// sidecars, labelled as the operator's; its pods carry their own config hash and none of
+// the CCM's placement; StorageClass false leaves the class out.
+func TestRenderVolumes(t *testing.T) {
+	p, err := Load("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := v1alpha1.CloudControllerManagerSpec{
+		Platform: "local", Version: "v9",
+		NodePlacement: &v1alpha1.NodePlacement{NodeSelector: map[string]string{"node-role.kubernetes.io/control-plane": ""}},
+		Volumes: &v1alpha1.Volumes{
+			CloudConfig:   v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: "nephele-config", Name: "csi"},
+			AttacherImage: "registry.example/attacher:v4.99", DeviceDirs: []string{"/var/lib/cloud/hosts"},
+		},
+	}
+	in := Input{Spec: spec, Namespace: "cloud-system", DefaultVersion: "dev", ConfigHash: "ccm-hash", CSIConfigHash: "csi-hash"}
+	r, err := Render(p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CSIImage != "nephele.local/csi-driver:v9" {
+		t.Errorf("CSIImage = %q, want the profile's driver at spec.version", r.CSIImage)
+	}
+	o := render.DefaultCSIOptions()
+	o.Namespace, o.DriverImage, o.AttacherImage = "cloud-system", r.CSIImage, "registry.example/attacher:v4.99"
+	o.DeviceDirs, o.MaxVolumesPerNode = []string{"/var/lib/cloud/hosts"}, p.CSI.MaxVolumesPerNode
+	want, err := render.RenderCSI(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.CSI) != len(want) {
+		t.Fatalf("%d CSI objects, want RenderCSI's %d", len(r.CSI), len(want))
+	}
+	for i, u := range r.CSI {
+		if u.GetKind() != want[i].GetKind() || u.GetName() != want[i].GetName() || u.GetNamespace() != want[i].GetNamespace() {
+			t.Errorf("CSI object %d is %s %s/%s, want %s %s/%s", i, u.GetKind(), u.GetNamespace(), u.GetName(),
+				want[i].GetKind(), want[i].GetNamespace(), want[i].GetName())
+		}
+		if u.GetLabels()[LabelManagedBy] != ManagedByValue {
+			t.Errorf("%s %s is not labelled as the operator's", u.GetKind(), u.GetName())
+		}
+		if !slices.Contains(r.Objects, u) {
+			t.Errorf("%s %s is not among the rendering's Objects", u.GetKind(), u.GetName())
+		}
+		if k := u.GetKind(); k != "Deployment" && k != "DaemonSet" {
+			continue
+		}
+		hash, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", AnnotationConfigHash)
+		sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "spec", "nodeSelector")
+		if hash != "csi-hash" || len(sel) > 0 {
+			t.Errorf("%s %s: config hash %q, node selector %v; want the CSI driver's hash and no placement", u.GetKind(), u.GetName(), hash, sel)
+		}
+		images := map[string]bool{}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			img, _, _ := unstructured.NestedString(c.(map[string]any), "image")
+			images[img] = true
+		}
+		if !images[r.CSIImage] {
+			t.Errorf("%s %s runs %v, not the driver %s", u.GetKind(), u.GetName(), images, r.CSIImage)
+		}
+	}
+	for _, u := range r.Objects {
+		if u.GetName() == render.DeploymentName && u.GetKind() == "Deployment" {
+			hash, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", AnnotationConfigHash)
+			if hash != "ccm-hash" {
+				t.Errorf("the CCM's config hash is %q, want its own", hash)
+			}
+		}
+	}
+
+	spec.Volumes.StorageClass = ptr.To(false)
+	in.Spec = spec
+	if r, err = Render(p, in); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(r.Objects, func(u *unstructured.Unstructured) bool { return u.GetKind() == "StorageClass" }) {
+		t.Error("spec.volumes.storageClass false still renders a StorageClass")
+	}
+	if len(r.CSI) != len(want)-1 {
+		t.Errorf("%d CSI objects without the class, want %d", len(r.CSI), len(want)-1)
 	}
 }

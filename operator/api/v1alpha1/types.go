@@ -151,6 +151,60 @@ type CloudControllerManagerSpec struct {
 	// those every profile has (uninitialized, not-ready, control plane).
 	// +optional
 	NodePlacement *NodePlacement `json:"nodePlacement,omitempty"`
+
+	// Volumes, when set, runs the cloud's CSI driver beside the CCM: nephele's driver
+	// serving the platform's provider, its sidecars and the default StorageClass, for
+	// platforms whose profile has a driver (local). Unset removes what the operator ran.
+	// +optional
+	Volumes *Volumes `json:"volumes,omitempty"`
+}
+
+// Volumes is the cloud's CSI driver as the operator runs it (docs/volumes.md).
+type Volumes struct {
+	// CloudConfig is the driver's own cloud config: a credential of the cloud's volume
+	// role, never the CCM's. Read from the config namespace like spec.cloudConfig and
+	// copied, transformed as the profile says, to the Secret the driver's controller
+	// mounts (nephele-csi-cloud-config, key cloud.yaml).
+	// +required
+	CloudConfig ConfigSource `json:"cloudConfig"`
+
+	// Image is nephele's csi-driver image; default the profile's driver image at
+	// spec.version (or the operator's version).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="an image reference has no spaces"
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ProvisionerImage is external-provisioner's image; default the version nephele
+	// pins (v6, as `make node-images` builds it).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="an image reference has no spaces"
+	// +optional
+	ProvisionerImage string `json:"provisionerImage,omitempty"`
+	// AttacherImage is external-attacher's image; default the version nephele pins (v4).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="an image reference has no spaces"
+	// +optional
+	AttacherImage string `json:"attacherImage,omitempty"`
+	// ResizerImage is external-resizer's image; default the version nephele pins (v2).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ')",message="an image reference has no spaces"
+	// +optional
+	ResizerImage string `json:"resizerImage,omitempty"`
+
+	// DeviceDirs are directories of the nodes, outside /dev, that the cloud's device
+	// paths lead through, mounted read-only into the node plugin (the local cloud's:
+	// its hosts' directory). A cloud whose devices are under /dev needs none.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	DeviceDirs []string `json:"deviceDirs,omitempty"`
+
+	// StorageClass says whether the operator runs the default StorageClass nephele
+	// (WaitForFirstConsumer, expansion allowed); default true.
+	// +optional
+	StorageClass *bool `json:"storageClass,omitempty"`
 }
 
 // ConfigSource is one key of a ConfigMap or Secret, in any namespace.
