@@ -56,6 +56,9 @@ func (c *Cluster) StartCCM(ctx context.Context) error {
 	if !c.cfg.Volumes {
 		return nil
 	}
+	if c.cfg.CCM == CCMOperator {
+		return c.cfg.Progress.Step(ctx, "wait for the CSI driver nephele-operator runs (spec.volumes)", c.waitOperatorCSI)
+	}
 	return c.cfg.Progress.Step(ctx, "install the CSI driver and the default StorageClass (kubectl apply)", c.deployCSI)
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nephele-dev/nephele/deploy/render"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/operator/api/v1alpha1"
 	"github.com/nephele-dev/nephele/operator/install"
@@ -17,8 +18,9 @@ import (
 // startOperatorCCM installs nephele-operator as docs/operator.md tells users to (its
 // manifests written to Dir/operator/operator.yaml and applied with kubectl
 // --server-side), creates the cloud config Secret and the CloudControllerManager of the
-// local platform, and waits until the operator reports it Available: its Deployment
-// available and a replica holding the Lease.
+// local platform (with Config.Volumes, spec.volumes and the CSI driver's own cloud
+// config Secret), and waits until the operator reports it Available: its Deployment
+// available and a replica holding the Lease (and the CSI driver's controller available).
 func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 	opts := install.DefaultOptions()
 	if opts.Image, err = c.PinnedImage(images.Operator); err != nil {
@@ -64,6 +66,11 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 		ExtraArgs:   o.ExtraArgs,
 		Image:       ccmImage,
 	}
+	if c.cfg.Volumes {
+		if spec.Volumes, err = c.operatorVolumes(ctx, opts.ConfigNamespace); err != nil {
+			return "", err
+		}
+	}
 	if err := install.ApplyCloudControllerManager(ctx, cl, spec); err != nil {
 		return "", err
 	}
@@ -74,4 +81,47 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 		return "", fmt.Errorf("the operator's CloudControllerManager: %w; %w", err, c.ccmPodDiagnostics(context.WithoutCancel(ctx), o.Namespace))
 	}
 	return fmt.Sprintf("%s applied; CloudControllerManager %s Available: %s", path, v1alpha1.SingletonName, msg), nil
+}
+
+// operatorCSISecret is the CSI driver's cloud config source in the operator's config
+// namespace.
+const operatorCSISecret = "nephele-csi-cloud-config"
+
+// operatorVolumes creates the CSI driver's cloud config (the CSI role's token) in the
+// config namespace and returns spec.volumes running the driver with the images Start
+// pushed and the hosts' directory as its device directory.
+func (c *Cluster) operatorVolumes(ctx context.Context, configNamespace string) (*v1alpha1.Volumes, error) {
+	o, err := c.CSIManifests()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.CSICloudConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.createSecret(ctx, configNamespace, operatorCSISecret, render.CSICloudConfigKey, cfg); err != nil {
+		return nil, err
+	}
+	return &v1alpha1.Volumes{
+		CloudConfig:      v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: configNamespace, Name: operatorCSISecret, Key: render.CSICloudConfigKey},
+		Image:            o.DriverImage,
+		ProvisionerImage: o.ProvisionerImage,
+		AttacherImage:    o.AttacherImage,
+		ResizerImage:     o.ResizerImage,
+		DeviceDirs:       o.DeviceDirs,
+	}, nil
+}
+
+// waitOperatorCSI waits until the CSI driver nephele-operator runs for spec.volumes
+// serves on every node, as deployCSI does for the one it applies.
+func (c *Cluster) waitOperatorCSI(ctx context.Context) (string, error) {
+	o, err := c.CSIManifests()
+	if err != nil {
+		return "", err
+	}
+	o.Namespace = install.DefaultOptions().OperandNamespace
+	if err := c.WaitCSI(ctx, o); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("driver %s registered on %s, StorageClass %s is the default", o.DriverName, plural(len(c.Nodes), "node"), render.CSIStorageClass), nil
 }

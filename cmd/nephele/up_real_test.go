@@ -148,10 +148,14 @@ func TestUpRealNodes(t *testing.T) {
 		smoke(t, []string{"--ccm=in-cluster", "--volumes=false"}, "install the cloud-controller-manager in the cluster (kubectl apply)", "2 replicas available", "smoke: PASSED (28 checks)")
 	})
 	// The CCM as nephele-operator manages it: the operator installed from its manifests,
-	// a CloudControllerManager of the local platform, the operator's rendering running.
-	t.Run("smoke passes with the CCM managed by the operator", func(t *testing.T) {
-		smoke(t, []string{"--ccm=operator", "--volumes=false"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
-			"PASS the operator copies no Secret from outside its config namespace", "smoke: PASSED (29 checks)")
+	// a CloudControllerManager of the local platform with spec.volumes, the operator's
+	// rendering running the CCM and the CSI driver.
+	t.Run("smoke passes with the CCM and the CSI driver managed by the operator", func(t *testing.T) {
+		smoke(t, []string{"--ccm=operator"}, "install nephele-operator and a CloudControllerManager (kubectl apply)", "CloudControllerManager cluster Available",
+			"wait for the CSI driver nephele-operator runs (spec.volumes)",
+			"PASS a PVC of the default StorageClass is bound, mounted in a pod and written",
+			"PASS deleting the claims deletes their volumes in the cloud",
+			"PASS the operator copies no Secret from outside its config namespace", "smoke: PASSED (33 checks)")
 	})
 	// A hybrid cluster (docs/hybrid.md): a second local cloud of one node, a peer of the
 	// first, and a node that declares a platform nobody owns; one CCM for both clouds.

@@ -35,6 +35,13 @@ var operandKinds = []schema.GroupVersionKind{
 	{Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass"},
 }
 
+// syncKinds are the kinds the sync controllers write into the CCM's namespace: the
+// copied cloud configs and the CA bundle.
+var syncKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "ConfigMap"},
+}
+
 // OperandKinds returns the kinds a profile may render.
 func OperandKinds() []schema.GroupVersionKind {
 	return append([]schema.GroupVersionKind(nil), operandKinds...)
@@ -162,12 +169,17 @@ func clusterScoped(kind string) bool {
 	return false
 }
 
-// listLabelled lists every object of the operand kinds labelled as the operator's with
-// component, whoever made it, where kindNamespaces says.
+// listLabelled lists every object of the operand kinds (the sync kinds for
+// ComponentSync) labelled as the operator's with component, whoever made it, where
+// kindNamespaces says.
 func listLabelled(ctx context.Context, c client.Reader, component string, namespaces []string) ([]*unstructured.Unstructured, error) {
 	sel := client.MatchingLabels{profiles.LabelManagedBy: profiles.ManagedByValue, LabelComponent: component}
+	kinds := operandKinds
+	if component == ComponentSync {
+		kinds = syncKinds
+	}
 	var out []*unstructured.Unstructured
-	for _, gvk := range operandKinds {
+	for _, gvk := range kinds {
 		for _, ns := range kindNamespaces(gvk.Kind, namespaces) {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))

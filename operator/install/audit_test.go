@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -31,7 +32,8 @@ import (
 
 // TestRBACAudit installs the operator's RBAC as its manifests have it and runs the
 // controllers as the operator's ServiceAccount (impersonated) through install, a cloud
-// config and trusted CA from another namespace, Removed, and deletion, with the CCM in
+// config, trusted CA and CSI driver's cloud config from another namespace (spec.volumes:
+// the driver applied too), Removed, and deletion, with the CCM in
 // kube-system and in a namespace of its own. Any transient error is Degraded at once
 // (DegradedAfter 1ns), so a Forbidden shows as Degraded.
 func TestRBACAudit(t *testing.T) {
@@ -120,6 +122,8 @@ func auditOperator(t *testing.T, operandNS string) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: DefaultConfigNamespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: DefaultConfigNamespace},
 			Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "csi", Namespace: DefaultConfigNamespace},
+			Data: map[string][]byte{"cloud.conf": []byte("endpoint: http://127.0.0.1:1\n")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ca", Namespace: DefaultConfigNamespace},
 			Data: map[string]string{"ca-bundle.crt": string(operatortest.CA(t, "test CA"))}},
 	} {
@@ -130,7 +134,8 @@ func auditOperator(t *testing.T, operandNS string) {
 	ccm := &v1alpha1.CloudControllerManager{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SingletonName}}
 	if err := ApplyCloudControllerManager(ctx, admin, v1alpha1.CloudControllerManagerSpec{Platform: "local",
 		CloudConfig: &v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: DefaultConfigNamespace, Name: "cloud"},
-		TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: DefaultConfigNamespace, Name: "ca"}}); err != nil {
+		TrustedCA:   &v1alpha1.ConfigSource{Kind: v1alpha1.SourceConfigMap, Namespace: DefaultConfigNamespace, Name: "ca"},
+		Volumes:     &v1alpha1.Volumes{CloudConfig: v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: DefaultConfigNamespace, Name: "csi"}}}); err != nil {
 		t.Fatal(err)
 	}
 	wantConditions := func(want map[string]metav1.ConditionStatus) func() error {
@@ -160,10 +165,19 @@ func auditOperator(t *testing.T, operandNS string) {
 		v1alpha1.ConditionCloudConfigSynced: metav1.ConditionTrue, v1alpha1.ConditionTrustedCABundleSynced: metav1.ConditionTrue,
 		v1alpha1.ConditionDegraded: metav1.ConditionFalse, v1alpha1.ConditionProgressing: metav1.ConditionTrue,
 	}))
-	poll.Eventually(t, "the CCM Deployment", func() error {
-		var d appsv1.Deployment
-		return admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: render.DeploymentName}, &d)
-	})
+	csiObjects := []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: operandNS, Name: render.DeploymentName}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: operandNS, Name: render.CSIControllerName}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: operandNS, Name: render.CSINodeName}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: render.CSIDriverName}},
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: render.CSIStorageClass}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operandNS, Name: render.CSICloudConfigSecret}},
+	}
+	for _, o := range csiObjects {
+		poll.Eventually(t, fmt.Sprintf("%T %s applied as the operator", o, o.GetName()), func() error {
+			return admin.Get(ctx, client.ObjectKeyFromObject(o), o)
+		})
+	}
 	var bundle corev1.ConfigMap
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: profiles.TrustedCAConfigMap}, &bundle); err != nil {
 		t.Fatal(err)
@@ -176,14 +190,15 @@ func auditOperator(t *testing.T, operandNS string) {
 		ManagementState: v1alpha1.Removed}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, "the CCM Deployment deleted", func() error {
-		var d appsv1.Deployment
-		err := admin.Get(ctx, client.ObjectKey{Namespace: operandNS, Name: render.DeploymentName}, &d)
-		if apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil) {
-			return nil
-		}
-		return fmt.Errorf("still there: %v", err)
-	})
+	for _, o := range csiObjects {
+		poll.Eventually(t, fmt.Sprintf("%T %s deleted as the operator", o, o.GetName()), func() error {
+			err := admin.Get(ctx, client.ObjectKeyFromObject(o), o)
+			if apierrors.IsNotFound(err) || (err == nil && o.GetDeletionTimestamp() != nil) {
+				return nil
+			}
+			return fmt.Errorf("still there: %v", err)
+		})
+	}
 	poll.Eventually(t, "not Degraded after removal", wantConditions(map[string]metav1.ConditionStatus{
 		v1alpha1.ConditionDegraded: metav1.ConditionFalse, v1alpha1.ConditionAvailable: metav1.ConditionFalse,
 	}))
