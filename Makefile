@@ -293,6 +293,13 @@ bench: tools ## run the scale benchmarks against upstream's controllers: make be
 	cd bench && $(GO) build -o $(BIN)/ ./cmd/...
 	cd bench && NEPHELE_BIN_DIR=$(BIN) $(BIN)/bench run -scale $(SCALE) $(if $(PROFILE),-profile $(PROFILE)) -out results
 
+# Issue 22's row: 100 claims with pods on 3 real nodes under the bench harness's cloud
+# profile (deploy/e2e BenchmarkVolumeClaims; make test runs it once with 6). CLAIMS=N sizes it.
+CLAIMS ?= 100
+.PHONY: bench-volumes
+bench-volumes: tools build node-deps node-images ## run the volume benchmark: CLAIMS (100) claims with pods on 3 real nodes (root); see docs/volumes.md
+	NEPHELE_BENCH_CLAIMS=$(CLAIMS) NEPHELE_BIN_DIR=$(BIN) NEPHELE_BUILT_DIR=$(BIN) $(GO) test -race -run '^$$' -bench BenchmarkVolumeClaims -benchtime 1x -timeout 60m -v ./deploy/e2e/
+
 .PHONY: clean
 clean: ## remove bin/
 	rm -rf $(BIN)

@@ -76,6 +76,8 @@ type cloudSpec struct {
 	// cloud's guard metric, the second's other than the first's.
 	peers       []hosts.Peer
 	guardMetric int
+	// attachLimit is the cloud's --volume-attach-limit; 0 leaves its default.
+	attachLimit int
 }
 
 // writeToken writes a new random bearer token (24 bytes, hex) to path, readable by its
@@ -131,6 +133,9 @@ func launchCloud(ctx context.Context, binDir string, spec cloudSpec) (*LocalClou
 		"--vip-pool", spec.vipPool.String(),
 		"--instance-cidr", spec.instanceCIDR.String(),
 	}
+	if spec.attachLimit > 0 {
+		args = append(args, "--volume-attach-limit", strconv.Itoa(spec.attachLimit))
+	}
 	if spec.real {
 		// The cloud listens on the bridge's address (the cloud creates the bridge before
 		// it listens): the CCM reaches it there from the machine and from pods on the
@@ -176,7 +181,7 @@ func (c *Cluster) startCloud(ctx context.Context) (string, error) {
 	real := c.cfg.NodeMode == NodesReal
 	spec := cloudSpec{name: FirstCloud, dir: c.cfg.cloudDir(), hostDir: c.cfg.hostDir(), bridge: c.cfg.Bridge,
 		instanceCIDR: c.cfg.InstanceCIDR, vipPool: c.cfg.VIPPool, real: real,
-		guards: []netip.Prefix{c.cfg.ClusterCIDR, c.cfg.ServiceCIDR}}
+		guards: []netip.Prefix{c.cfg.ClusterCIDR, c.cfg.ServiceCIDR}, attachLimit: c.cfg.VolumeAttachLimit}
 	if h := c.cfg.Hybrid; h != nil {
 		spec.peers = []hosts.Peer{{Bridge: h.Bridge, Range: h.InstanceCIDR}}
 	}

@@ -116,6 +116,10 @@ type Config struct {
 	// PersistentVolumeClaim is provisioned from the local cloud's volumes. Real nodes of
 	// one cloud only.
 	Volumes bool
+	// VolumeAttachLimit is how many volumes one instance of the cloud takes (localcloud
+	// --volume-attach-limit), which the CSI driver tells the scheduler; default the
+	// cloud's, 16. Raising it lets many claims share few nodes (the volume benchmark).
+	VolumeAttachLimit int
 	// DeferCCM makes Start stop before the cloud-controller-manager: the nodes are Ready
 	// but uninitialized and nothing routes pod traffic between them, until StartCCM.
 	DeferCCM bool
@@ -339,6 +343,12 @@ func (c *Config) complete() error {
 	}
 	if c.Volumes && c.Hybrid != nil {
 		bad("volumes", c.Volumes, "the CSI driver serves one cloud's volumes: a hybrid cluster's second cloud has no driver")
+	}
+	switch {
+	case c.VolumeAttachLimit < 0:
+		bad("volumeAttachLimit", c.VolumeAttachLimit, "want 0 (the cloud's default) or more")
+	case c.VolumeAttachLimit > 0 && c.CCM == CCMOperator:
+		bad("volumeAttachLimit", c.VolumeAttachLimit, "nephele-operator's local profile tells the scheduler the cloud's default: leave it 0 with ccm %s", CCMOperator)
 	}
 	if c.CCMReplicas == 0 {
 		c.CCMReplicas = render.DefaultReplicas

@@ -39,6 +39,9 @@ func (c *Cluster) CSIManifests() (render.CSIOptions, error) {
 		*img.into = pinned
 	}
 	o.DeviceDirs = []string{c.cfg.hostDir()}
+	if c.cfg.VolumeAttachLimit > 0 {
+		o.MaxVolumesPerNode = int64(c.cfg.VolumeAttachLimit)
+	}
 	return o, nil
 }
 
