@@ -120,10 +120,13 @@ func (h *harness) waitCondition(typ string, status metav1.ConditionStatus, reaso
 	return got
 }
 
-func (h *harness) deployment() *appsv1.Deployment {
+func (h *harness) deployment() *appsv1.Deployment { return h.deploymentNamed(render.DeploymentName) }
+
+// deploymentNamed waits for the Deployment name in the harness's namespace.
+func (h *harness) deploymentNamed(name string) *appsv1.Deployment {
 	var d appsv1.Deployment
-	poll.Eventually(h.t, "the CCM Deployment", func() error {
-		return h.c.Get(h.t.Context(), client.ObjectKey{Namespace: h.ns, Name: render.DeploymentName}, &d)
+	poll.Eventually(h.t, "Deployment "+name, func() error {
+		return h.c.Get(h.t.Context(), client.ObjectKey{Namespace: h.ns, Name: name}, &d)
 	})
 	return &d
 }

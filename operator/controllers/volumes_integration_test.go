@@ -83,13 +83,13 @@ func TestVolumes(t *testing.T) {
 
 	t.Run("the driver's config rolls the driver, not the CCM", func(t *testing.T) {
 		ccmHash := h.deployment().Spec.Template.Annotations[profiles.AnnotationConfigHash]
-		csiHash := h.csiController().Spec.Template.Annotations[profiles.AnnotationConfigHash]
+		csiHash := h.deploymentNamed(render.CSIControllerName).Spec.Template.Annotations[profiles.AnnotationConfigHash]
 		csiSrc.Data["cloud.conf"] = []byte("endpoint: http://127.0.0.1:2\ntoken: csi-token\n")
 		if err := h.c.Update(ctx, csiSrc); err != nil {
 			t.Fatal(err)
 		}
 		poll.Eventually(t, "a new config hash on the CSI driver's pods", func() error {
-			if h.csiController().Spec.Template.Annotations[profiles.AnnotationConfigHash] == csiHash {
+			if h.deploymentNamed(render.CSIControllerName).Spec.Template.Annotations[profiles.AnnotationConfigHash] == csiHash {
 				return errors.New("hash unchanged")
 			}
 			return nil
@@ -142,12 +142,4 @@ func (h *harness) source(name, conf string) *corev1.Secret {
 	}
 	h.t.Cleanup(func() { _ = h.c.Delete(context.Background(), s) })
 	return s
-}
-
-func (h *harness) csiController() *appsv1.Deployment {
-	var d appsv1.Deployment
-	poll.Eventually(h.t, "the CSI driver's Deployment", func() error {
-		return h.c.Get(h.t.Context(), client.ObjectKey{Namespace: h.ns, Name: render.CSIControllerName}, &d)
-	})
-	return &d
 }
