@@ -103,7 +103,7 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 	if ccm.Spec.Volumes == nil {
 		csi := s.syncOne(ctx, ccm, "spec.volumes", nil, render.CSICloudConfigSecret, render.CSICloudConfigKey)
 		if csi.err != nil {
-			return csi
+			return joinResults(res, csi)
 		}
 		return res
 	}
@@ -112,9 +112,16 @@ func (s *CloudConfigSync) sync(ctx context.Context, ccm *v1alpha1.CloudControlle
 }
 
 // joinResults is the one condition of two syncs: False with the reason of the first
-// that is False, else the errors of both (retried), else True; both messages.
+// that is False (an error of the other is in the message, and retried at the next
+// resync), else the errors of both (retried with backoff), else True; both messages.
 func joinResults(a, b syncResult) syncResult {
-	msg := a.message + "; " + b.message
+	text := func(r syncResult) string {
+		if r.err != nil {
+			return "failed: " + r.err.Error()
+		}
+		return r.message
+	}
+	msg := text(a) + "; " + text(b)
 	for _, r := range []syncResult{a, b} {
 		if r.err == nil && r.status == metav1.ConditionFalse {
 			return syncResult{status: metav1.ConditionFalse, reason: r.reason, message: msg}
@@ -134,7 +141,7 @@ func joinResults(a, b syncResult) syncResult {
 // under key, or deletes target when src is nil.
 func (s *CloudConfigSync) syncOne(ctx context.Context, ccm *v1alpha1.CloudControllerManager, fieldPath string, src *v1alpha1.ConfigSource, target, targetKey string) syncResult {
 	if src == nil {
-		if err := deleteSynced(ctx, s.cfg.Client, &corev1.Secret{}, s.cfg.Namespace, target); err != nil {
+		if err := deleteSynced(ctx, s.cfg.Client, ccm, &corev1.Secret{}, s.cfg.Namespace, target); err != nil {
 			return syncResult{err: err}
 		}
 		return syncResult{status: metav1.ConditionTrue, reason: ReasonNoSource, message: fieldPath + " is not set"}
@@ -250,11 +257,23 @@ func applySynced(ctx context.Context, c client.Client, ccm *v1alpha1.CloudContro
 	return nil
 }
 
-// deleteSynced deletes a sync controller's output; already gone is fine.
-func deleteSynced(ctx context.Context, c client.Client, obj client.Object, namespace, name string) error {
-	obj.SetNamespace(namespace)
-	obj.SetName(name)
-	if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+// deleteSynced deletes a sync controller's output, read through c (whose cache holds
+// only objects labelled as the operator's): already gone is fine, and an object of that
+// name that ccm does not control is left alone. A user who installed the CSI driver by
+// hand created its cloud config Secret under the name the sync writes; the operator
+// must not delete it because spec.volumes is unset.
+func deleteSynced(ctx context.Context, c client.Client, ccm *v1alpha1.CloudControllerManager, obj client.Object, namespace, name string) error {
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get %s/%s to delete it: %w", namespace, name, err)
+	case !metav1.IsControlledBy(obj, ccm):
+		return nil
+	}
+	uid := obj.GetUID()
+	if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -56,7 +56,7 @@ func compare(a, b string) int {
 type MissingConfigError struct{ Kind, Namespace, Name string }
 
 func (e *MissingConfigError) Error() string {
-	return fmt.Sprintf("%s %s/%s, which the CCM's pods mount, does not exist yet", e.Kind, e.Namespace, e.Name)
+	return fmt.Sprintf("%s %s/%s, which the CCM's or the CSI driver's pods mount, does not exist yet", e.Kind, e.Namespace, e.Name)
 }
 
 // configHash hashes the data of every ConfigMap and Secret in refs: a change to any of

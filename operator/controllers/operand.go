@@ -33,7 +33,8 @@ type Config struct {
 	Reader client.Reader
 	// Namespace is the CCM's namespace.
 	Namespace string
-	// ConfigNamespace is the one namespace spec.cloudConfig and spec.trustedCA may name
+	// ConfigNamespace is the one namespace spec.cloudConfig, spec.trustedCA and
+	// spec.volumes.cloudConfig may name
 	// (the operator's --config-namespace), and the only one whose Secrets and ConfigMaps
 	// the operator may read: a source named anywhere else is refused before anything is
 	// read, copied or deleted.
@@ -193,7 +194,7 @@ func (o *Operand) manage(ctx context.Context, ccm *v1alpha1.CloudControllerManag
 	} else if !out.degraded {
 		out.versions = []v1alpha1.OperandVersion{{Name: render.DeploymentName, Version: rendering.Version, Image: rendering.Image}}
 		if rendering.CSIImage != "" {
-			out.versions = append(out.versions, v1alpha1.OperandVersion{Name: render.CSIControllerName, Version: rendering.Version, Image: rendering.CSIImage})
+			out.versions = append(out.versions, v1alpha1.OperandVersion{Name: render.CSIControllerName, Version: rendering.CSIVersion, Image: rendering.CSIImage})
 		}
 	}
 	return out

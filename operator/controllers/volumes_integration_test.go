@@ -77,9 +77,14 @@ func TestVolumes(t *testing.T) {
 	h.holdLease()
 	h.waitCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected)
 	h.waitCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, "")
-	if v := h.get("versions").Status.Versions; len(v) != 2 || v[1].Name != render.CSIControllerName || v[1].Image != "nephele.local/csi-driver:v1" {
-		t.Errorf("versions = %+v, want the CCM's and the CSI driver's at v1", v)
-	}
+	// Versions are written once every rollout is complete.
+	poll.Eventually(t, "the CSI driver's version", func() error {
+		if v := h.get("versions").Status.Versions; len(v) != 2 || v[1].Name != render.CSIControllerName ||
+			v[1].Image != "nephele.local/csi-driver:v1" || v[1].Version != "v1" {
+			return fmt.Errorf("versions = %+v, want the CCM's and the CSI driver's at v1", v)
+		}
+		return nil
+	})
 
 	t.Run("the driver's config rolls the driver, not the CCM", func(t *testing.T) {
 		ccmHash := h.deployment().Spec.Template.Annotations[profiles.AnnotationConfigHash]
@@ -127,9 +132,25 @@ func TestVolumes(t *testing.T) {
 			})
 		}
 		h.waitCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected)
-		if v := h.get("versions").Status.Versions; len(v) != 1 {
-			t.Errorf("versions = %+v, want the CCM's alone", v)
+		poll.Eventually(t, "the CCM's version alone", func() error {
+			if v := h.get("versions").Status.Versions; len(v) != 1 {
+				return fmt.Errorf("versions = %+v, want the CCM's alone", v)
+			}
+			return nil
+		})
+	})
+
+	// A driver installed by hand (nephele manifests csi) reads a Secret of the name the
+	// sync writes; without spec.volumes the operator must leave it alone.
+	t.Run("a hand-made driver's Secret is left alone", func(t *testing.T) {
+		mine := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.CSICloudConfigSecret, Namespace: h.ns},
+			Data: map[string][]byte{render.CSICloudConfigKey: []byte("endpoint: http://127.0.0.1:3\n")}}
+		if err := h.c.Create(ctx, mine); err != nil {
+			t.Fatal(err)
 		}
+		h.update(func(c *v1alpha1.CloudControllerManager) { c.Spec.ExtraArgs = []string{"--v=3"} })
+		h.conditionAtGeneration(v1alpha1.ConditionCloudConfigSynced)
+		assertExists(t, h, mine)
 	})
 }
 

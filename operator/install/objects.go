@@ -150,11 +150,15 @@ func Render(o Options) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	storageNames, err := operandClusterNames(o.OperandNamespace, "CSIDriver", "StorageClass")
+	driverNames, err := operandClusterNames(o.OperandNamespace, "CSIDriver")
 	if err != nil {
 		return nil, err
 	}
-	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames, storageNames)))...)
+	classNames, err := operandClusterNames(o.OperandNamespace, "StorageClass")
+	if err != nil {
+		return nil, err
+	}
+	typed = append(typed, clusterRole(Name, policyRules(clusterRules(clusterNames, driverNames, classNames)))...)
 	typed = append(typed, clusterRole(operandRulesRole, operandCluster)...)
 	typed = append(typed, role(Name, o.OperandNamespace, append(policyRules(namespacedRules()), operandNS[o.OperandNamespace]...))...)
 	if o.OperandNamespace != controllerNamespace {

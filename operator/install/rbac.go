@@ -23,9 +23,10 @@ type Rule struct {
 var writeVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 
 // clusterRules are the operator's own cluster-wide permissions; clusterNames are the
-// ClusterRoles and ClusterRoleBindings any built-in profile renders, storageNames its
-// CSIDrivers and StorageClasses: the only ones it may read by name, change or delete.
-func clusterRules(clusterNames, storageNames []string) []Rule {
+// ClusterRoles and ClusterRoleBindings any built-in profile renders, driverNames and
+// classNames its CSIDrivers and StorageClasses: the only ones it may read by name,
+// change or delete.
+func clusterRules(clusterNames, driverNames, classNames []string) []Rule {
 	return []Rule{
 		{rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"cloudcontrollermanagers"},
 			Verbs: []string{"get", "list", "watch", "patch"}},
@@ -47,9 +48,12 @@ func clusterRules(clusterNames, storageNames []string) []Rule {
 		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers", "storageclasses"},
 			Verbs: []string{"list", "watch", "create"}},
 			"spec.volumes: the CSI driver's CSIDriver object and default StorageClass, watched (cache limited to the operator's label) and created"},
-		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers", "storageclasses"},
-			Verbs: []string{"get", "patch", "delete"}, ResourceNames: storageNames},
-			"spec.volumes: the CSIDriver and StorageClass, by name (every name a built-in profile renders): applied and pruned, no other"},
+		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"},
+			Verbs: []string{"get", "patch", "delete"}, ResourceNames: driverNames},
+			"spec.volumes: the CSIDriver, by name (every name a built-in profile renders): applied and pruned, no other"},
+		{rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"},
+			Verbs: []string{"get", "patch", "delete"}, ResourceNames: classNames},
+			"spec.volumes: the default StorageClass, by name (every name a built-in profile renders): applied and pruned, no other"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			"/metrics: the caller's token is checked by the API server"},
 		{rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
@@ -86,12 +90,12 @@ func namespacedRules() []Rule {
 }
 
 // configRules are the operator's permissions in the config namespace, the only one
-// spec.cloudConfig and spec.trustedCA may name: an editor of the CloudControllerManager
+// spec.cloudConfig, spec.trustedCA and spec.volumes.cloudConfig may name: an editor of the CloudControllerManager
 // can make the operator read a Secret there and no other.
 func configRules() []Rule {
 	return []Rule{
 		{rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
-			"spec.cloudConfig and spec.trustedCA, read with GET, never listed or watched (operator/controllers/cloudconfig.go, trustedca.go)"},
+			"spec.cloudConfig, spec.trustedCA and spec.volumes.cloudConfig, read with GET, never listed or watched (operator/controllers/cloudconfig.go, trustedca.go)"},
 	}
 }
 

@@ -73,8 +73,9 @@ type Rendering struct {
 	Image, Version string
 	// CSI are the CSI driver's objects (spec.volumes), which Objects holds too.
 	CSI []*unstructured.Unstructured
-	// CSIImage is the driver's image when spec.volumes is set.
-	CSIImage string
+	// CSIImage and CSIVersion are the driver's image and version when spec.volumes is
+	// set: the version is the image's tag, or the whole reference spec.volumes.image names.
+	CSIImage, CSIVersion string
 }
 
 // Render returns the objects of the CCM the profile and in describe, or an error that
@@ -187,12 +188,25 @@ func Render(p Profile, in Input) (Rendering, error) {
 		case "Deployment", "DaemonSet":
 			// No node placement: the node plugin must run on every node that mounts a
 			// volume, and the CCM's placement says where the CCM runs.
-			if err := decoratePods(u, nil, nil, in.CSIConfigHash, version, false); err != nil {
+			if err := decoratePods(u, nil, nil, in.CSIConfigHash, csiVersion(in), false); err != nil {
 				return Rendering{}, err
 			}
 		}
 	}
-	return Rendering{Objects: append(objs, csiObjs...), Image: image, Version: version, CSI: csiObjs, CSIImage: csiOpts.DriverImage}, nil
+	r := Rendering{Objects: append(objs, csiObjs...), Image: image, Version: version, CSI: csiObjs}
+	if spec.Volumes != nil {
+		r.CSIImage, r.CSIVersion = csiOpts.DriverImage, csiVersion(in)
+	}
+	return r, nil
+}
+
+// csiVersion is the CSI driver's version: spec.volumes.image when it names one, else the
+// tag of the profile's driver image (spec.version or the operator's version).
+func csiVersion(in Input) string {
+	if v := in.Spec.Volumes; v != nil && v.Image != "" {
+		return v.Image
+	}
+	return cmp(in.Spec.Version, in.DefaultVersion)
 }
 
 // managed labels u as the operator's.
@@ -225,6 +239,14 @@ func csiOptions(p Profile, in Input) (render.CSIOptions, error) {
 	o.AttacherImage = cmp(v.AttacherImage, o.AttacherImage)
 	o.ResizerImage = cmp(v.ResizerImage, o.ResizerImage)
 	o.DeviceDirs = slices.Clone(v.DeviceDirs)
+	// deploy/render checks the node plugin's own mounts; the operator adds the trusted CA
+	// bundle's to every container.
+	for i, d := range v.DeviceDirs {
+		if d == TrustedCADir || strings.HasPrefix(d, TrustedCADir+"/") || strings.HasPrefix(TrustedCADir, d+"/") {
+			return render.CSIOptions{}, &FieldError{Field: field.NewPath("spec", "volumes", "deviceDirs").Index(i),
+				Detail: fmt.Sprintf("invalid value %q: overlaps %s, where the operator mounts the trusted CA bundle", d, TrustedCADir)}
+		}
+	}
 	if v.StorageClass != nil {
 		o.StorageClass = *v.StorageClass
 	}

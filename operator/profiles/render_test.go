@@ -105,6 +105,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"unknown flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--no-such-flag=1"}}, `spec.extraArgs[0]: invalid value "--no-such-flag=1": the cloud-controller-manager has no flag --no-such-flag`},
 		{"owned flag on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", ExtraArgs: []string{"--cloud-provider=aws"}}, "spec.extraArgs[0]: invalid value \"--cloud-provider=aws\": --cloud-provider is set by the rendering: use spec.provider"},
 		{"unknown controller on local", v1alpha1.CloudControllerManagerSpec{Platform: "local", Controllers: []string{"volume"}}, `spec.controllers: invalid value "volume": unknown controller "volume"`},
+		{"device dir over the CA bundle", v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{DeviceDirs: []string{"/etc/nephele"}}}, `spec.volumes.deviceDirs[0]: invalid value "/etc/nephele": overlaps /etc/nephele/trusted-ca`},
 		{"volumes on generic", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", Volumes: &v1alpha1.Volumes{}}, "spec.volumes: platform generic has no CSI driver"},
 		{"routes without CIDR", v1alpha1.CloudControllerManagerSpec{Platform: "generic", Provider: "x", Image: "registry.example/y:1", ConfigureCloudRoutes: ptr.To(true)}, `spec.clusterCIDR: invalid value "": required while the route controller runs (spec.configureCloudRoutes); set it, or spec.configureCloudRoutes=false`},
 	}
@@ -327,8 +328,8 @@ func TestRenderVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.CSIImage != "nephele.local/csi-driver:v9" {
-		t.Errorf("CSIImage = %q, want the profile's driver at spec.version", r.CSIImage)
+	if r.CSIImage != "nephele.local/csi-driver:v9" || r.CSIVersion != "v9" {
+		t.Errorf("CSIImage, CSIVersion = %q, %q; want the profile's driver at spec.version", r.CSIImage, r.CSIVersion)
 	}
 	o := render.DefaultCSIOptions()
 	o.Namespace, o.DriverImage, o.AttacherImage = "cloud-system", r.CSIImage, "registry.example/attacher:v4.99"
