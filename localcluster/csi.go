@@ -86,8 +86,13 @@ func (c *Cluster) deployCSI(ctx context.Context) (string, error) {
 	if err := c.WaitCSI(ctx, o); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s applied; driver %s registered on %s, StorageClass %s is the default",
-		path, o.DriverName, plural(len(c.Nodes), "node"), render.CSIStorageClass), nil
+	return path + " applied; " + c.csiServing(o), nil
+}
+
+// csiServing says what WaitCSI found: the driver registered on every node and the
+// default StorageClass.
+func (c *Cluster) csiServing(o render.CSIOptions) string {
+	return fmt.Sprintf("driver %s registered on %s, StorageClass %s is the default", o.DriverName, plural(len(c.Nodes), "node"), render.CSIStorageClass)
 }
 
 // WaitCSI waits until the CSI driver o describes serves: the controller Deployment

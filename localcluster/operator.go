@@ -83,12 +83,8 @@ func (c *Cluster) startOperatorCCM(ctx context.Context) (_ string, err error) {
 	return fmt.Sprintf("%s applied; CloudControllerManager %s Available: %s", path, v1alpha1.SingletonName, msg), nil
 }
 
-// operatorCSISecret is the CSI driver's cloud config source in the operator's config
-// namespace.
-const operatorCSISecret = "nephele-csi-cloud-config"
-
 // operatorVolumes creates the CSI driver's cloud config (the CSI role's token) in the
-// config namespace and returns spec.volumes running the driver with the images Start
+// config namespace, under the name the driver's own Secret has, and returns spec.volumes running the driver with the images Start
 // pushed and the hosts' directory as its device directory.
 func (c *Cluster) operatorVolumes(ctx context.Context, configNamespace string) (*v1alpha1.Volumes, error) {
 	o, err := c.CSIManifests()
@@ -99,11 +95,11 @@ func (c *Cluster) operatorVolumes(ctx context.Context, configNamespace string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := c.createSecret(ctx, configNamespace, operatorCSISecret, render.CSICloudConfigKey, cfg); err != nil {
+	if err := c.createSecret(ctx, configNamespace, render.CSICloudConfigSecret, render.CSICloudConfigKey, cfg); err != nil {
 		return nil, err
 	}
 	return &v1alpha1.Volumes{
-		CloudConfig:      v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: configNamespace, Name: operatorCSISecret, Key: render.CSICloudConfigKey},
+		CloudConfig:      v1alpha1.ConfigSource{Kind: v1alpha1.SourceSecret, Namespace: configNamespace, Name: render.CSICloudConfigSecret, Key: render.CSICloudConfigKey},
 		Image:            o.DriverImage,
 		ProvisionerImage: o.ProvisionerImage,
 		AttacherImage:    o.AttacherImage,
@@ -123,5 +119,5 @@ func (c *Cluster) waitOperatorCSI(ctx context.Context) (string, error) {
 	if err := c.WaitCSI(ctx, o); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("driver %s registered on %s, StorageClass %s is the default", o.DriverName, plural(len(c.Nodes), "node"), render.CSIStorageClass), nil
+	return c.csiServing(o), nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,10 @@ type CSIOptions struct {
 	// read-only into the node plugin at the same path. A cloud whose device paths are
 	// under /dev (/dev/disk/by-id) needs none.
 	DeviceDirs []string
+	// ReservedDirs are directories an installer mounts into every container of the
+	// driver beside the rendering's own mounts (nephele-operator's trusted CA bundle): a
+	// device dir may not overlap them either. Not a flag.
+	ReservedDirs []string
 	// StorageClass, when true, adds the default StorageClass CSIStorageClass:
 	// WaitForFirstConsumer, expansion allowed, volumes deleted with their claim.
 	StorageClass bool
@@ -136,8 +141,10 @@ func (o CSIOptions) validate() error {
 		{"driver-image", o.DriverImage}, {"provisioner-image", o.ProvisionerImage},
 		{"attacher-image", o.AttacherImage}, {"resizer-image", o.ResizerImage},
 	} {
-		if img.value == "" || strings.ContainsAny(img.value, " \t\n") {
-			bad(img.option, -1, img.value, "want an image reference")
+		// The parser the CCM's --image is checked with: a reference kubelet could not pull
+		// is refused here, not by an image pull error on every node.
+		if _, err := name.ParseReference(img.value, name.StrictValidation); err != nil {
+			errs = append(errs, &OptionError{Option: img.option, Index: -1, Value: img.value, Reason: "not an image reference", Err: err})
 		}
 	}
 	switch o.ImagePullPolicy {
@@ -154,7 +161,7 @@ func (o CSIOptions) validate() error {
 	// The node plugin mounts each device dir at its own path: one that is, holds or is
 	// under another mount of the container (or of the device dirs before it) would
 	// shadow it or be refused by the API server halfway through an apply.
-	taken := []string{csiSocketDir, registrationDir, kubeletDir, "/dev"}
+	taken := append([]string{csiSocketDir, registrationDir, kubeletDir, "/dev"}, o.ReservedDirs...)
 	for i, d := range o.DeviceDirs {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
 			bad("device-dir", i, d, "want the absolute, clean path of a directory other than /")

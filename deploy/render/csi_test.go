@@ -44,7 +44,8 @@ func TestRenderCSIRefusesBadOptions(t *testing.T) {
 		{"long driver name", func(o *CSIOptions) {
 			o.DriverName = "a.abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij.dev"
 		}, []string{"driver-name"}},
-		{"images", func(o *CSIOptions) { o.DriverImage, o.ResizerImage = "", "a b" }, []string{"driver-image", "resizer-image"}},
+		{"images", func(o *CSIOptions) { o.DriverImage, o.ResizerImage, o.AttacherImage = "", "a b", "Registry.Example/Attacher:v4" },
+			[]string{"driver-image", "attacher-image", "resizer-image"}},
 		{"pull policy", func(o *CSIOptions) { o.ImagePullPolicy = "Sometimes" }, []string{"image-pull-policy"}},
 		{"replicas", func(o *CSIOptions) { o.ControllerReplicas = 0 }, []string{"controller-replicas"}},
 		{"attach limit", func(o *CSIOptions) { o.MaxVolumesPerNode = -1 }, []string{"max-volumes-per-node"}},
@@ -55,6 +56,9 @@ func TestRenderCSIRefusesBadOptions(t *testing.T) {
 		{"device dirs over the container's mounts", func(o *CSIOptions) {
 			o.DeviceDirs = []string{"/srv/disks", "/srv/disks", "/srv/disks/a", "/dev/disk/by-id", "/var/lib", "/csi", "/registration/x"}
 		}, []string{"device-dir", "device-dir", "device-dir", "device-dir", "device-dir", "device-dir"}},
+		{"device dir over an installer's mount", func(o *CSIOptions) {
+			o.ReservedDirs, o.DeviceDirs = []string{"/etc/trusted"}, []string{"/etc", "/srv/disks"}
+		}, []string{"device-dir"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultCSIOptions()

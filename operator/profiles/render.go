@@ -233,20 +233,14 @@ func csiOptions(p Profile, in Input) (render.CSIOptions, error) {
 	o.MaxVolumesPerNode = p.CSI.MaxVolumesPerNode
 	o.DriverImage = v.Image
 	if o.DriverImage == "" {
-		o.DriverImage = p.CSI.DriverImage + ":" + cmp(in.Spec.Version, in.DefaultVersion)
+		o.DriverImage = p.CSI.DriverImage + ":" + csiVersion(in)
 	}
 	o.ProvisionerImage = cmp(v.ProvisionerImage, o.ProvisionerImage)
 	o.AttacherImage = cmp(v.AttacherImage, o.AttacherImage)
 	o.ResizerImage = cmp(v.ResizerImage, o.ResizerImage)
 	o.DeviceDirs = slices.Clone(v.DeviceDirs)
-	// deploy/render checks the node plugin's own mounts; the operator adds the trusted CA
-	// bundle's to every container.
-	for i, d := range v.DeviceDirs {
-		if d == TrustedCADir || strings.HasPrefix(d, TrustedCADir+"/") || strings.HasPrefix(TrustedCADir, d+"/") {
-			return render.CSIOptions{}, &FieldError{Field: field.NewPath("spec", "volumes", "deviceDirs").Index(i),
-				Detail: fmt.Sprintf("invalid value %q: overlaps %s, where the operator mounts the trusted CA bundle", d, TrustedCADir)}
-		}
-	}
+	// decoratePods mounts the trusted CA bundle into every container.
+	o.ReservedDirs = []string{TrustedCADir}
 	if v.StorageClass != nil {
 		o.StorageClass = *v.StorageClass
 	}

@@ -163,6 +163,8 @@ func TestRenderFieldErrors(t *testing.T) {
 			fields: []string{"spec.version"}, option: "image", cause: &name.ErrBadName{}},
 		{name: "device dir", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{DeviceDirs: []string{"/var/lib/cloud", "/dev/disk"}}},
 			fields: []string{"spec.volumes.deviceDirs[1]"}, option: "device-dir"},
+		{name: "driver image", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{Image: "Registry.Example/Driver:v1"}},
+			fields: []string{"spec.volumes.image"}, option: "driver-image", cause: &name.ErrBadName{}},
 		{name: "sidecar image", spec: v1alpha1.CloudControllerManagerSpec{Platform: "local", Volumes: &v1alpha1.Volumes{ResizerImage: "a b"}},
 			fields: []string{"spec.volumes.resizerImage"}, option: "resizer-image"},
 		// The operator's default version is no field of the spec: render's error, as it is.
