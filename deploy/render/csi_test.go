@@ -44,7 +44,9 @@ func TestRenderCSIRefusesBadOptions(t *testing.T) {
 		{"long driver name", func(o *CSIOptions) {
 			o.DriverName = "a.abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij.dev"
 		}, []string{"driver-name"}},
-		{"images", func(o *CSIOptions) { o.DriverImage, o.ResizerImage, o.AttacherImage = "", "a b", "Registry.Example/Attacher:v4" },
+		{"images", func(o *CSIOptions) {
+			o.DriverImage, o.ResizerImage, o.AttacherImage = "", "a b", "Registry.Example/Attacher:v4"
+		},
 			[]string{"driver-image", "attacher-image", "resizer-image"}},
 		{"pull policy", func(o *CSIOptions) { o.ImagePullPolicy = "Sometimes" }, []string{"image-pull-policy"}},
 		{"replicas", func(o *CSIOptions) { o.ControllerReplicas = 0 }, []string{"controller-replicas"}},
