@@ -197,13 +197,13 @@ var csiScenarios = []struct {
 	{name: "defaults", namespace: "kube-system"},
 	{
 		name: "everything set",
-		args: []string{"--driver-name=disks.example.com", "--driver-image=registry.example.com/csi@sha256:0123", "--provisioner-image=p:1",
-			"--attacher-image=a:1", "--resizer-image=r:1", "--image-pull-policy=Always", "--controller-replicas=2",
+		args: []string{"--driver-name=disks.example.com", "--driver-image=registry.example.com/csi@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "--provisioner-image=registry.example.com/p:v1",
+			"--attacher-image=registry.example.com/a:v1", "--resizer-image=registry.example.com/r:v1", "--image-pull-policy=Always", "--controller-replicas=2",
 			"--max-volumes-per-node=0", "--device-dir=/srv/disks", "--device-dir=/var/lib/cloud", "--storage-class=false"},
 		values: map[string]any{
 			"driverName": "disks.example.com",
-			"images": map[string]any{"driver": "registry.example.com/csi@sha256:0123", "provisioner": "p:1",
-				"attacher": "a:1", "resizer": "r:1"},
+			"images": map[string]any{"driver": "registry.example.com/csi@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "provisioner": "registry.example.com/p:v1",
+				"attacher": "registry.example.com/a:v1", "resizer": "registry.example.com/r:v1"},
 			"imagePullPolicy": "Always", "controllerReplicas": 2, "maxVolumesPerNode": 0,
 			"deviceDirs": []any{"/srv/disks", "/var/lib/cloud"}, "storageClass": false,
 		},
