@@ -4,9 +4,13 @@ import (
 	"archive/tar"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -47,7 +51,7 @@ func TestBuild(t *testing.T) {
 	}{
 		"agnhost": {[]string{"/agnhost", "/bin/sh", "/bin/bash", "/usr/bin/nc", "/usr/bin/curl", "/usr/bin/wget",
 			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep",
-			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/tmp/", "/uploads/", "/localhost.crt", "/localhost.key"}, []string{"/agnhost"}},
+			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/etc/wgetrc", "/tmp/", "/uploads/", "/localhost.crt", "/localhost.key"}, []string{"/agnhost"}},
 		"glibc-dns-testing": {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
 		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html", "/bin/sh", "/usr/bin/chmod"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
 		"busybox":           {[]string{"/bin/busybox", "/bin/sh", "/bin/wget"}, []string{"/bin/sh"}},
@@ -155,5 +159,55 @@ func TestRepoList(t *testing.T) {
 		if got := tc.img.Ref(); got != tc.want {
 			t.Errorf("%s: Ref() = %s, want %s", tc.img.Name, got, tc.want)
 		}
+	}
+}
+
+// TestWgetTriesOnce: with the agnhost image's /etc/wgetrc, GNU wget gives up after one
+// try on a target that does not answer, as busybox's wget in upstream's image does. The
+// listener accepts and never answers; wget's retries would be further connections.
+func TestWgetTriesOnce(t *testing.T) {
+	wget, err := exec.LookPath("wget")
+	if err != nil {
+		hoststest.Unavailable(t, "no wget on this machine: run hack/install-node-deps.sh --e2e (make e2e-deps)")
+	}
+	rc := filepath.Join(t.TempDir(), "wgetrc")
+	if err := os.WriteFile(rc, []byte(wgetrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	// SYSTEM_WGETRC stands in for the image's /etc/wgetrc; a HOME of its own keeps a
+	// user's ~/.wgetrc out.
+	cmd := exec.CommandContext(t.Context(), wget, "-T", "1", "-qO-", "http://"+ln.Addr().String()+"/")
+	cmd.Env = append(os.Environ(), "SYSTEM_WGETRC="+rc, "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	_ = ln.Close()
+	<-done
+	if err == nil {
+		t.Fatalf("wget reached a target that never answers: %s", out)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("wget connected %d times, want 1 (one try): %s", n, out)
 	}
 }
