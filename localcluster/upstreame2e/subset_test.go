@@ -14,8 +14,8 @@ import (
 	"github.com/nephele-dev/nephele/localcluster/upstreame2e"
 )
 
-// subsetTimeout bounds the subset's ginkgo run. Passing, its tests take about five
-// minutes on three ginkgo nodes; a failing load balancer test waits up to 15 minutes,
+// subsetTimeout bounds the subset's ginkgo run. Passing, its tests take about a minute
+// and a half on four ginkgo nodes; a failing load balancer test waits up to 15 minutes,
 // so a data plane that breaks them is reported within make test's budget.
 const subsetTimeout = 15 * time.Minute
 
