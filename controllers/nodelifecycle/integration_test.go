@@ -137,6 +137,19 @@ func (h *harness) waitRounds(n int) {
 	})
 }
 
+// waitMetricAtLeast waits until metric name with labels reaches want. The rounds
+// counter waitRounds reads counts rounds as they start, so what a round records may
+// come a moment after.
+func (h *harness) waitMetricAtLeast(name string, labels map[string]string, want float64) {
+	h.t.Helper()
+	poll.Eventually(h.t, fmt.Sprintf("%s%v >= %v", name, labels, want), func() error {
+		if got := h.Metric(name, labels); got < want {
+			return fmt.Errorf("%s%v = %v", name, labels, got)
+		}
+		return nil
+	})
+}
+
 func (h *harness) waitReady(short string) {
 	h.t.Helper()
 	poll.Eventually(h.t, "node "+short+" Ready", func() error {
@@ -175,9 +188,7 @@ func TestIntegrationNoDeletionWhileTheCloudFails(t *testing.T) {
 			if got := h.Metric("nephele_node_lifecycle_safe_mode", nil); got != 1 {
 				t.Errorf("safe mode gauge = %v, want 1", got)
 			}
-			if got := h.Metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}); got < 24 {
-				t.Errorf("safe-mode rounds = %v, want >= 24", got)
-			}
+			h.waitMetricAtLeast("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeCloudErrors}, 24)
 			poll.Eventually(h.t, "safe-mode events", func() error {
 				if got := len(h.EventNodes(EventNodeDeletionSafeMode)); got != maxSafeModeEvents {
 					return fmt.Errorf("safe-mode events on %d nodes, want %d", got, maxSafeModeEvents)
@@ -195,9 +206,7 @@ func TestIntegrationNoDeletionWhileTheCloudFails(t *testing.T) {
 			if got := h.Count(); got != n {
 				t.Fatalf("%d of %d nodes left after the cloud reported them all gone at once", got, n)
 			}
-			if got := h.Metric("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}); got < 1 {
-				t.Errorf("too-many-deletions rounds = %v, want >= 1", got)
-			}
+			h.waitMetricAtLeast("nephele_node_lifecycle_safe_mode_rounds_total", map[string]string{"reason": SafeModeTooManyDeletions}, 1)
 		})
 	}
 }
@@ -229,10 +238,12 @@ func TestIntegrationDeletionAfterConfirmedNotFound(t *testing.T) {
 		}
 		return nil
 	})
+	// Counted once the Delete call has returned, a moment after the node is gone.
+	h.waitMetricAtLeast("nephele_node_lifecycle_deletions_total", nil, 1)
+	h.waitRounds(5)
 	if got := h.Metric("nephele_node_lifecycle_deletions_total", nil); got != 1 {
 		t.Errorf("deletions = %v, want 1", got)
 	}
-	h.waitRounds(5)
 	if got := h.Count(); got != 11 {
 		t.Errorf("%d nodes left, want 11: only the gone one deleted", got)
 	}

@@ -311,21 +311,7 @@ func TestIntegrationCloudErrorsAreRetried(t *testing.T) {
 		h.cloud.ThrottleNext(cloud.OpCreateRoute, 1, retryAfter)
 		n := h.createNode("b", "10.244.2.0/24")
 		h.waitRoutes(want(routeOf(h.node("a"), "10.244.1.0/24"), routeOf(n, "10.244.2.0/24")))
-		var throttledAt, createdAt time.Time
-		for _, c := range h.cloud.CallLog() {
-			if c.Op != cloud.OpCreateRoute || c.Subject != n.Name {
-				continue
-			}
-			switch c.Result() {
-			case cloud.ResultThrottled:
-				throttledAt = c.Start
-			case cloud.ResultSuccess:
-				createdAt = c.Start
-			}
-		}
-		if throttledAt.IsZero() || createdAt.IsZero() {
-			t.Fatalf("call log lacks the throttled or the successful create: %v", h.cloud.CallLog())
-		}
+		throttledAt, createdAt := throttledThenCreated(t, h, n.Name)
 		if d := createdAt.Sub(throttledAt); d < retryAfter {
 			t.Errorf("retried after %v, before the Retry-After of %v", d, retryAfter)
 		}
@@ -371,24 +357,36 @@ func TestIntegrationRetryAfterIsCapped(t *testing.T) {
 	h.cloud.ThrottleNext(cloud.OpCreateRoute, 1, 24*time.Hour)
 	n := h.createNode("a", "10.244.1.0/24")
 	h.waitRoutes(want(routeOf(n, "10.244.1.0/24")))
-	var throttledAt, createdAt time.Time
-	for _, c := range h.cloud.CallLog() {
-		if c.Op != cloud.OpCreateRoute {
-			continue
-		}
-		switch c.Result() {
-		case cloud.ResultThrottled:
-			throttledAt = c.Start
-		case cloud.ResultSuccess:
-			createdAt = c.Start
-		}
-	}
-	if throttledAt.IsZero() || createdAt.IsZero() {
-		t.Fatalf("call log lacks the throttled or the successful create: %v", h.cloud.CallLog())
-	}
+	throttledAt, createdAt := throttledThenCreated(t, h, n.Name)
 	if d := createdAt.Sub(throttledAt); d < limit {
 		t.Errorf("retried %v after a day's Retry-After, before the %v cap", d, limit)
 	}
+}
+
+// throttledThenCreated waits until the call log holds a throttled and a successful
+// CreateRoute for node and returns when each started. The fake cloud logs a call a
+// moment after it applies it, so the route may show before its call does.
+func throttledThenCreated(t *testing.T, h *harness, node string) (throttledAt, createdAt time.Time) {
+	t.Helper()
+	poll.Eventually(t, "a throttled and a successful create of node "+node+"'s route in the call log", func() error {
+		throttledAt, createdAt = time.Time{}, time.Time{}
+		for _, c := range h.cloud.CallLog() {
+			if c.Op != cloud.OpCreateRoute || c.Subject != node {
+				continue
+			}
+			switch c.Result() {
+			case cloud.ResultThrottled:
+				throttledAt = c.Start
+			case cloud.ResultSuccess:
+				createdAt = c.Start
+			}
+		}
+		if throttledAt.IsZero() || createdAt.IsZero() {
+			return fmt.Errorf("call log: %v", h.cloud.CallLog())
+		}
+		return nil
+	})
+	return throttledAt, createdAt
 }
 
 func TestIntegrationNetworkUnavailableWhileCreationFails(t *testing.T) {

@@ -48,9 +48,23 @@ func TestMetricsOneSchemeForEveryController(t *testing.T) {
 	syncs := func(controller, result string) float64 {
 		return metrictest.Value(t, reg, "nephele_controller_syncs_total", map[string]string{"controller": controller, "result": result})
 	}
+	// Each count lands a moment after the sync: the worker's after it returns, the
+	// queue's work duration when the key is Done, and ctrl-b's sync is not waited for
+	// above.
 	poll.Eventually(t, "every sync counted", func() error {
 		if got := metrictest.Value(t, reg, "nephele_controller_sync_duration_seconds", map[string]string{"controller": "ctrl-a"}); got != 8 {
 			return fmt.Errorf("%v syncs of ctrl-a timed, want 8", got)
+		}
+		for _, q := range []struct {
+			name string
+			want float64
+		}{{"ctrl-a", 8}, {"ctrl-b", 1}} {
+			if got := metrictest.Value(t, reg, "workqueue_work_duration_seconds", map[string]string{"name": q.name}); got != q.want {
+				return fmt.Errorf("%v keys of %s done, want %v", got, q.name, q.want)
+			}
+		}
+		if got := syncs("ctrl-b", ResultSuccess); got != 1 {
+			return fmt.Errorf("%v syncs of ctrl-b succeeded, want 1", got)
 		}
 		return nil
 	})

@@ -136,8 +136,9 @@ func TestCriticalKeysGoFirstAndRetryAsCritical(t *testing.T) {
 			return Result{}, errors.New("first attempt fails")
 		case key == "refine-1":
 			// Hold the only worker until the failed critical key is back in the queue
-			// (its retry waits 1ms), so that the next pick chooses between it and
-			// refine-2.
+			// (its retry waits 200ms: long enough that the worker has taken refine-1
+			// first even on a loaded machine), so that the next pick chooses between
+			// it and refine-2.
 			if err := poll.Until(ctx, poll.Timeout, func(context.Context) error {
 				if w.Len() < 2 {
 					return errors.New("the critical key's retry is not queued yet")
@@ -150,7 +151,7 @@ func TestCriticalKeysGoFirstAndRetryAsCritical(t *testing.T) {
 		return Result{}, nil
 	}
 	w = start(t, Config{Name: "prio", Sync: sync, Workers: 1, Prioritized: true,
-		Retry: Retry{MinDelay: time.Millisecond, MaxDelay: time.Second, QPS: -1}})
+		Retry: Retry{MinDelay: 200 * time.Millisecond, MaxDelay: time.Second, QPS: -1}})
 	w.Add("gate")
 	poll.Eventually(t, "the gate key in work", func() error {
 		if w.Len() != 0 {

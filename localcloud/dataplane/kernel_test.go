@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,13 +183,13 @@ func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
 	f := &fakeMachine{unroutable: unroutable}
 	k := newTestKernel(t, f)
 	hc := freePort(t, TCP, nodeA, nodeB)
-	healthz(t, netip.AddrPortFrom(nodeA, hc), http.StatusOK) // b answers no health check
+	healthz(t, netip.AddrPortFrom(nodeA, hc), http.StatusOK)
+	// b's checks pass until the test makes them fail, while the machine refuses: a
+	// check that failed from the start could be programmed before the refusal.
+	bStatus := switchableHealthz(t, netip.AddrPortFrom(nodeB, hc), http.StatusOK)
 	lb := LoadBalancer{Name: "web", VIP: kernelVIP, HealthCheckNodePort: hc, Ports: []Port{{Protocol: TCP, Port: 80}},
 		Backends: []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}}}
 	f.fail(errors.New("the machine refuses for now"))
-	f.mu.Lock()
-	before := f.calls
-	f.mu.Unlock()
 	if err := k.Apply(context.Background(), lb, nil); err == nil {
 		t.Fatal("Apply succeeded on a machine that refuses")
 	}
@@ -195,14 +197,18 @@ func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
 	if err := k.Apply(context.Background(), lb, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Programmed before any check: both healthy-or-unknown, both targets.
-	if h, _ := k.Health("web"); h[1].Health == HealthUnhealthy {
-		t.Fatalf("b reads unhealthy before any check: %+v", h)
-	}
+	poll.Eventually(t, "a and b targets", f.targets("web", nodeA, nodeB))
+	poll.Eventually(t, "b programmed healthy", func() error {
+		if h, _ := k.Health("web"); h[1].Health != HealthHealthy {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
 	f.fail(errors.New("the machine refuses for now"))
 	f.mu.Lock()
-	before = f.calls
+	before := f.calls
 	f.mu.Unlock()
+	bStatus.Store(http.StatusServiceUnavailable)
 	poll.Eventually(t, "a failed programming after b's checks failed", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -222,6 +228,25 @@ func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// switchableHealthz serves GET /healthz on addr with the status it returns holds, until
+// the test ends.
+func switchableHealthz(t *testing.T, addr netip.AddrPort, status int) *atomic.Int32 {
+	t.Helper()
+	var st atomic.Int32
+	st.Store(int32(status))
+	ln, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(st.Load()))
+	}), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return &st
 }
 
 // TestKernelApplyIsAllOrNothing: when programming or the commit fails, the commit does

@@ -202,7 +202,8 @@ func TestUDPForwardsPerClientSessions(t *testing.T) {
 }
 
 func TestUDPSessionsEndWhenIdle(t *testing.T) {
-	p, _ := newTestPlane(t, func(c *Config) { c.UDPIdleTimeout = 100 * time.Millisecond })
+	// Idle for a second: a shorter timeout could end the session before the test counts it.
+	p, _ := newTestPlane(t, func(c *Config) { c.UDPIdleTimeout = time.Second })
 	nodePort := freePort(t, UDP, nodeA)
 	udpEcho(t, netip.AddrPortFrom(nodeA, nodePort), "a")
 	vip := testVIP()

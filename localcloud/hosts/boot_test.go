@@ -57,9 +57,14 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 	if now.BootPID == 0 || now.Boots != 2 || !strings.Contains(now.Error, "recording its boot process") {
 		t.Errorf("status %+v: want the second boot process supervised, and its recording's failure", now)
 	}
-	if procs := cgroupProcs(t, st.Cgroup); len(procs) != 1 || procs[0] != now.BootPID {
-		t.Errorf("the host's cgroup holds %v, want only the supervised boot process %d", procs, now.BootPID)
-	}
+	// The boot process joins the cgroup when its script runs, which may come after the
+	// status shows it started.
+	poll.Eventually(t, "the boot process alone in the host's cgroup", func() error {
+		if procs := cgroupProcs(t, st.Cgroup); len(procs) != 1 || procs[0] != now.BootPID {
+			return fmt.Errorf("the host's cgroup holds %v, want only the supervised boot process %d", procs, now.BootPID)
+		}
+		return nil
+	})
 	unbind()
 	if err := m.Stop(ctx, spec.ID); err != nil {
 		t.Fatal(err)
