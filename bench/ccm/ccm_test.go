@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nephele-dev/nephele/bench/ccm/nephele"
 	"github.com/nephele-dev/nephele/bench/ccm/upstream"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
 func TestMainRefusesBadArguments(t *testing.T) {
@@ -65,24 +66,29 @@ func TestStatsEndpoint(t *testing.T) {
 	for range 64 {
 		keep = append(keep, make([]byte, 64<<10))
 	}
-	time.Sleep(2 * sampleEvery)
-	resp, err := http.Get("http://" + string(addr) + "/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	// /stats answers the last sample, taken every sampleEvery: wait for one that saw
+	// the allocation.
 	var st Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatal(err)
-	}
+	poll.Eventually(t, "a sample with the 4 MiB allocated", func() error {
+		resp, err := http.Get("http://" + string(addr) + "/stats")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		st = Stats{}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return err
+		}
+		if st.PeakHeapObjectsBytes < 4<<20 {
+			return fmt.Errorf("peak heap %d does not include the 4 MiB allocated", st.PeakHeapObjectsBytes)
+		}
+		return nil
+	})
 	if st.TotalBytes == 0 || st.HeapObjectsBytes == 0 || st.Goroutines == 0 {
 		t.Fatalf("empty statistics: %+v", st)
 	}
 	if st.PeakTotalBytes < st.TotalBytes || st.PeakHeapObjectsBytes < st.HeapObjectsBytes || st.PeakGoroutines < st.Goroutines {
 		t.Fatalf("a peak below its current value: %+v", st)
-	}
-	if st.PeakHeapObjectsBytes < 4<<20 {
-		t.Fatalf("peak heap %d does not include the 4 MiB allocated", st.PeakHeapObjectsBytes)
 	}
 	_ = keep[len(keep)-1]
 }

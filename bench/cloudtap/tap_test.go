@@ -3,11 +3,13 @@ package cloudtap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
+	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/servertest"
 	"github.com/nephele-dev/nephele/localcloud/api"
 	"github.com/nephele-dev/nephele/localcloud/client"
@@ -185,18 +187,21 @@ func TestHangHoldsUntilTheClientGivesUpOrRelease(t *testing.T) {
 	ctx := t.Context()
 	tap.Hang("ns/slow")
 
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	_, err := c.EnsureLoadBalancer(short, "slow", spec("ns/slow", 18082))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ensure of a held load balancer: %v, want the client's deadline", err)
+	// Each held call is given up only once the tap has counted it: a deadline could
+	// pass before the tap read the request, and then nothing would be held.
+	if err := heldUntilCancelled(t, tap, "slow", 1, func(ctx context.Context) error {
+		_, err := c.EnsureLoadBalancer(ctx, "slow", spec("ns/slow", 18082))
+		return err
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ensure of a held load balancer: %v, want the client's cancellation", err)
 	}
 	// Calls by name only (no Service in the body) are held too, once the tap knows
 	// the load balancer's Service.
-	short2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel2()
-	if _, err := c.GetLoadBalancer(short2, "slow"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("get of a held load balancer: %v, want the client's deadline", err)
+	if err := heldUntilCancelled(t, tap, "slow", 2, func(ctx context.Context) error {
+		_, err := c.GetLoadBalancer(ctx, "slow")
+		return err
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("get of a held load balancer: %v, want the client's cancellation", err)
 	}
 	// Other load balancers are not held.
 	if _, err := c.EnsureLoadBalancer(ctx, "fast", spec("ns/fast", 18083)); err != nil {
@@ -239,10 +244,11 @@ func TestHangHoldsUntilTheClientGivesUpOrRelease(t *testing.T) {
 
 	// Hanging again works after a release.
 	tap.Hang("ns/fast")
-	short3, cancel3 := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel3()
-	if _, err := c.EnsureLoadBalancer(short3, "fast", spec("ns/fast", 18083)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ensure after a second Hang: %v, want the client's deadline", err)
+	if err := heldUntilCancelled(t, tap, "fast", 1, func(ctx context.Context) error {
+		_, err := c.EnsureLoadBalancer(ctx, "fast", spec("ns/fast", 18083))
+		return err
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ensure after a second Hang: %v, want the client's cancellation", err)
 	}
 }
 
@@ -253,4 +259,27 @@ func TestStartRefusesBadTargets(t *testing.T) {
 			t.Errorf("Start(%q) succeeded", target)
 		}
 	}
+}
+
+// heldUntilCancelled runs call, waits until the tap has held load balancer name's calls
+// n times in all, then cancels call's context and returns its error.
+func heldUntilCancelled(t *testing.T, tap *Tap, name string, n int, call func(context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	poll.Eventually(t, fmt.Sprintf("%d held calls", n), func() error {
+		if held := tap.LoadBalancers()[name].Held; held < n {
+			return fmt.Errorf("held %d", held)
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the held call returned before it was given up: %v", err)
+	default:
+	}
+	cancel()
+	return <-done
 }

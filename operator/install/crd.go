@@ -7,9 +7,10 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,7 +29,9 @@ func CRD() (*unstructured.Unstructured, error) {
 }
 
 // EnsureCRD applies the CRD with server-side apply as fieldOwner and waits until the API
-// server serves it (condition Established), or ctx ends.
+// server serves it (condition Established) and c's REST mapper finds its kind, or ctx
+// ends. The API server adds an established CRD to discovery a moment later, and a typed
+// call made before then fails with "no matches for kind".
 func EnsureCRD(ctx context.Context, c client.Client, fieldOwner string) error {
 	crd, err := CRD()
 	if err != nil {
@@ -38,19 +41,42 @@ func EnsureCRD(ctx context.Context, c client.Client, fieldOwner string) error {
 		return fmt.Errorf("apply CustomResourceDefinition %s: %w", crd.GetName(), err)
 	}
 	key := client.ObjectKeyFromObject(crd)
+	var established *apiextensionsv1.CustomResourceDefinition
 	for {
-		var got apiextensionsv1.CustomResourceDefinition
-		if err := c.Get(ctx, key, &got); err != nil {
-			return fmt.Errorf("get CustomResourceDefinition %s: %w", key.Name, err)
+		if established == nil {
+			var got apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(ctx, key, &got); err != nil {
+				return fmt.Errorf("get CustomResourceDefinition %s: %w", key.Name, err)
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					established = &got
+				}
+			}
 		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+		if established != nil {
+			gk := schema.GroupKind{Group: established.Spec.Group, Kind: established.Spec.Names.Kind}
+			var versions []string
+			for _, v := range established.Spec.Versions {
+				if v.Served {
+					versions = append(versions, v.Name)
+				}
+			}
+			_, err := c.RESTMapper().RESTMapping(gk, versions...)
+			if err == nil {
 				return nil
+			}
+			if !apimeta.IsNoMatchError(err) {
+				return fmt.Errorf("CustomResourceDefinition %s: mapping kind %s: %w", key.Name, gk, err)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CustomResourceDefinition %s not established: %w", key.Name, ctx.Err())
+			state := "not established"
+			if established != nil {
+				state = "established but not in the API server's discovery"
+			}
+			return fmt.Errorf("CustomResourceDefinition %s %s: %w", key.Name, state, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
