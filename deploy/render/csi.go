@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -141,16 +140,12 @@ func (o CSIOptions) validate() error {
 		{"driver-image", o.DriverImage}, {"provisioner-image", o.ProvisionerImage},
 		{"attacher-image", o.AttacherImage}, {"resizer-image", o.ResizerImage},
 	} {
-		// The parser the CCM's --image is checked with: a reference kubelet could not pull
-		// is refused here, not by an image pull error on every node.
-		if _, err := name.ParseReference(img.value, name.StrictValidation); err != nil {
-			errs = append(errs, &OptionError{Option: img.option, Index: -1, Value: img.value, Reason: "not an image reference", Err: err})
+		if e := imageError(img.option, img.value); e != nil {
+			errs = append(errs, e)
 		}
 	}
-	switch o.ImagePullPolicy {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		bad("image-pull-policy", -1, string(o.ImagePullPolicy), "want Always, IfNotPresent or Never")
+	if e := pullPolicyError(o.ImagePullPolicy); e != nil {
+		errs = append(errs, e)
 	}
 	if o.ControllerReplicas < 1 {
 		bad("controller-replicas", -1, o.ControllerReplicas, "want at least 1")
@@ -161,10 +156,14 @@ func (o CSIOptions) validate() error {
 	// The node plugin mounts each device dir at its own path: one that is, holds or is
 	// under another mount of the container (or of the device dirs before it) would
 	// shadow it or be refused by the API server halfway through an apply.
-	taken := append([]string{csiSocketDir, registrationDir, kubeletDir, "/dev"}, o.ReservedDirs...)
+	taken := []string{csiSocketDir, registrationDir, kubeletDir, "/dev"}
 	for i, d := range o.DeviceDirs {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
 			bad("device-dir", i, d, "want the absolute, clean path of a directory other than /")
+			continue
+		}
+		if j := slices.IndexFunc(o.ReservedDirs, func(t string) bool { return nested(d, t) }); j >= 0 {
+			bad("device-dir", i, d, fmt.Sprintf("overlaps %s, which the installer mounts into every container", o.ReservedDirs[j]))
 			continue
 		}
 		if j := slices.IndexFunc(taken, func(t string) bool { return nested(d, t) }); j >= 0 {

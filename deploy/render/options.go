@@ -217,13 +217,11 @@ func (o Options) resolve() (resolved, error) {
 	if !providerName.MatchString(o.Provider) {
 		bad("provider", o.Provider, nil, "want the provider's registered name: lowercase letters, digits and '-'")
 	}
-	if _, err := name.ParseReference(o.Image, name.StrictValidation); err != nil {
-		bad("image", o.Image, err, "not an image reference")
+	if e := imageError("image", o.Image); e != nil {
+		errs = append(errs, e)
 	}
-	switch corev1.PullPolicy(o.ImagePullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		bad("image-pull-policy", o.ImagePullPolicy, nil, "want Always, IfNotPresent or Never")
+	if e := pullPolicyError(corev1.PullPolicy(o.ImagePullPolicy)); e != nil {
+		errs = append(errs, e)
 	}
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
 		bad("namespace", o.Namespace, nil, "%s", strings.Join(msgs, "; "))
@@ -363,3 +361,22 @@ func checkExtraArg(arg string) (reason string, err error) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// imageError refuses, as option, a reference kubelet could not pull: one check for the
+// CCM's and the CSI driver's images, so that a bad one is refused here and not by an
+// image pull error on every node.
+func imageError(option, ref string) *OptionError {
+	if _, err := name.ParseReference(ref, name.StrictValidation); err != nil {
+		return &OptionError{Option: option, Index: -1, Value: ref, Reason: "not an image reference", Err: err}
+	}
+	return nil
+}
+
+// pullPolicyError refuses an --image-pull-policy kubelet does not know.
+func pullPolicyError(p corev1.PullPolicy) *OptionError {
+	switch p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		return nil
+	}
+	return &OptionError{Option: "image-pull-policy", Index: -1, Value: string(p), Reason: "want Always, IfNotPresent or Never"}
+}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,7 +184,7 @@ func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
 	healthz(t, netip.AddrPortFrom(nodeA, hc), http.StatusOK)
 	// b's checks pass until the test makes them fail, while the machine refuses: a
 	// check that failed from the start could be programmed before the refusal.
-	bStatus := switchableHealthz(t, netip.AddrPortFrom(nodeB, hc), http.StatusOK)
+	bStatus := healthz(t, netip.AddrPortFrom(nodeB, hc), http.StatusOK)
 	lb := LoadBalancer{Name: "web", VIP: kernelVIP, HealthCheckNodePort: hc, Ports: []Port{{Protocol: TCP, Port: 80}},
 		Backends: []Backend{{NodeName: "a", Addr: nodeA}, {NodeName: "b", Addr: nodeB}}}
 	f.fail(errors.New("the machine refuses for now"))
@@ -228,25 +226,6 @@ func TestKernelReportsTheHealthItProgrammed(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// switchableHealthz serves GET /healthz on addr with the status it returns holds, until
-// the test ends.
-func switchableHealthz(t *testing.T, addr netip.AddrPort, status int) *atomic.Int32 {
-	t.Helper()
-	var st atomic.Int32
-	st.Store(int32(status))
-	ln, err := net.Listen("tcp", addr.String())
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(int(st.Load()))
-	}), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return &st
 }
 
 // TestKernelApplyIsAllOrNothing: when programming or the commit fails, the commit does

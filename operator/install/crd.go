@@ -4,11 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -41,27 +43,30 @@ func EnsureCRD(ctx context.Context, c client.Client, fieldOwner string) error {
 		return fmt.Errorf("apply CustomResourceDefinition %s: %w", crd.GetName(), err)
 	}
 	key := client.ObjectKeyFromObject(crd)
-	var established *apiextensionsv1.CustomResourceDefinition
+	// The kind and its served versions, as the applied CRD declares them.
+	var want apiextensionsv1.CustomResourceDefinition
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(crd.Object, &want); err != nil {
+		return fmt.Errorf("decode CustomResourceDefinition %s: %w", key.Name, err)
+	}
+	gk := schema.GroupKind{Group: want.Spec.Group, Kind: want.Spec.Names.Kind}
+	var versions []string
+	for _, v := range want.Spec.Versions {
+		if v.Served {
+			versions = append(versions, v.Name)
+		}
+	}
+	established := false
 	for {
-		if established == nil {
+		if !established {
 			var got apiextensionsv1.CustomResourceDefinition
 			if err := c.Get(ctx, key, &got); err != nil {
 				return fmt.Errorf("get CustomResourceDefinition %s: %w", key.Name, err)
 			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					established = &got
-				}
-			}
+			established = slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			})
 		}
-		if established != nil {
-			gk := schema.GroupKind{Group: established.Spec.Group, Kind: established.Spec.Names.Kind}
-			var versions []string
-			for _, v := range established.Spec.Versions {
-				if v.Served {
-					versions = append(versions, v.Name)
-				}
-			}
+		if established {
 			_, err := c.RESTMapper().RESTMapping(gk, versions...)
 			if err == nil {
 				return nil
@@ -73,7 +78,7 @@ func EnsureCRD(ctx context.Context, c client.Client, fieldOwner string) error {
 		select {
 		case <-ctx.Done():
 			state := "not established"
-			if established != nil {
+			if established {
 				state = "established but not in the API server's discovery"
 			}
 			return fmt.Errorf("CustomResourceDefinition %s %s: %w", key.Name, state, ctx.Err())

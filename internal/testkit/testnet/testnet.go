@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -196,9 +197,12 @@ func UDPEcho(t testing.TB, addr netip.AddrPort, tag string) {
 }
 
 // Healthz serves GET /healthz on addr with status until the test ends, like
-// kube-proxy's health check node port.
-func Healthz(t testing.TB, addr netip.AddrPort, status int) {
+// kube-proxy's health check node port. It returns the status it answers, which the test
+// may change (a node turning unhealthy).
+func Healthz(t testing.TB, addr netip.AddrPort, status int) *atomic.Int32 {
 	t.Helper()
+	var st atomic.Int32
+	st.Store(int32(status))
 	ln, err := net.Listen("tcp", addr.String())
 	if err != nil {
 		t.Fatalf("listening on %s: %v", addr, err)
@@ -208,11 +212,12 @@ func Healthz(t testing.TB, addr netip.AddrPort, status int) {
 			http.NotFound(w, r)
 			return
 		}
-		w.WriteHeader(status)
+		w.WriteHeader(int(st.Load()))
 	}), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return &st
 }
 
 // Tag returns the backend tag an echo answer starts with.
