@@ -60,7 +60,9 @@ type credentials struct {
 	kubeletClientCert, kubeletClientKey string
 	// etcd are etcd's certificates, of a CA of their own (see writeEtcdCerts).
 	etcd etcdCerts
-	dir  string
+	// frontProxy are the aggregator's request-header certificates (writeFrontProxyCerts).
+	frontProxy frontProxyCerts
+	dir        string
 }
 
 // etcdCerts are the files of etcd's TLS: its CA, the certificate it serves clients and
@@ -73,6 +75,19 @@ type etcdCerts struct {
 	// etcd's /health.
 	tls *tls.Config
 }
+
+// frontProxyCerts are the files of the aggregation layer's authentication: a CA of its
+// own and the client certificate kube-apiserver presents when it proxies a request to an
+// aggregated API server (metrics-server, sample-apiserver), which then trusts the
+// X-Remote-User and X-Remote-Group headers of that certificate only.
+type frontProxyCerts struct {
+	caFile                string
+	clientCert, clientKey string
+}
+
+// frontProxyClientName is the common name of the aggregator's client certificate, the
+// one name --requestheader-allowed-names lets set the X-Remote headers.
+const frontProxyClientName = "front-proxy-client"
 
 // writeCredentials creates a random admin token, service account keys, a CA, a serving
 // certificate for 127.0.0.1, the kubernetes Service's address svcIP and servingIP (when
@@ -111,7 +126,43 @@ func writeCredentials(dir string, svcIP, servingIP netip.Addr) (*credentials, er
 	if err := c.writeEtcdCerts(); err != nil {
 		return nil, err
 	}
+	if err := c.writeFrontProxyCerts(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// writeFrontProxyCerts makes the aggregator's CA and client certificate in the
+// front-proxy-pki subdirectory. The CA is not the cluster's: a client certificate the
+// cluster's CA signed (a kubelet's, a user's) must not be able to assert any user to an
+// aggregated API server through the request headers. The apiserver publishes the CA in
+// kube-system/extension-apiserver-authentication for those servers to read.
+func (c *credentials) writeFrontProxyCerts() error {
+	dir := filepath.Join(c.dir, "front-proxy-pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("front proxy certificates: %w", err)
+	}
+	ca, err := pki.NewAuthority("nephele-front-proxy-ca", certValidity)
+	if err != nil {
+		return fmt.Errorf("front proxy certificates: %w", err)
+	}
+	f := frontProxyCerts{
+		caFile:     filepath.Join(dir, "ca.crt"),
+		clientCert: filepath.Join(dir, frontProxyClientName+".crt"),
+		clientKey:  filepath.Join(dir, frontProxyClientName+".key"),
+	}
+	if err := os.WriteFile(f.caFile, ca.PEM(), 0o600); err != nil {
+		return fmt.Errorf("front proxy certificates: %w", err)
+	}
+	client := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: frontProxyClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if _, err := issue(ca, client, f.clientCert, f.clientKey); err != nil {
+		return fmt.Errorf("front proxy certificates: %w", err)
+	}
+	c.frontProxy = f
+	return nil
 }
 
 // writeEtcdCerts makes etcd's CA and certificates in the etcd subdirectory. etcd serves

@@ -270,6 +270,19 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		"--service-cluster-ip-range", svc.String(),
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=" + reconciler,
+		// kube-apiserver runs on the machine, outside every node, where no kube-proxy
+		// serves ClusterIPs: it calls admission and conversion webhooks and aggregated
+		// APIs at their Services' endpoints, the pod addresses the local cloud's routes
+		// reach from the machine (kind needs no such flag: its apiserver runs in a node).
+		"--enable-aggregator-routing=true",
+		// The aggregation layer's authentication toward aggregated API servers.
+		"--requestheader-client-ca-file", creds.frontProxy.caFile,
+		"--requestheader-allowed-names", frontProxyClientName,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", creds.frontProxy.clientCert,
+		"--proxy-client-key-file", creds.frontProxy.clientKey,
 	}, opts.APIServerArgs...), nil)
 	if err != nil {
 		return err

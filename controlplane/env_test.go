@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -130,6 +131,55 @@ func TestControlPlane(t *testing.T) {
 			if _, err := client.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{}); err != nil {
 				t.Errorf("get namespace %s: %v", ns, err)
 			}
+		}
+	})
+
+	t.Run("aggregated API servers trust the front proxy's certificate only", func(t *testing.T) {
+		frontCA, err := os.ReadFile(filepath.Join(env.Dir, "front-proxy-pki", "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusterCA, err := os.ReadFile(filepath.Join(env.Dir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(frontCA) == string(clusterCA) {
+			t.Fatal("the front proxy's CA is the cluster's: any client certificate could assert a user to aggregated servers")
+		}
+		// What aggregated servers (metrics-server, sample-apiserver) read to authenticate
+		// the aggregator; the apiserver writes it after it starts.
+		poll.WithinContext(t, pollTimeout, "ConfigMap kube-system/extension-apiserver-authentication with the request-header CA", func(ctx context.Context) error {
+			cm, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := cm.Data["requestheader-client-ca-file"]; got != string(frontCA) {
+				return fmt.Errorf("requestheader-client-ca-file is %.40q..., want the front proxy's CA", got)
+			}
+			if got, want := cm.Data["requestheader-allowed-names"], `["front-proxy-client"]`; got != want {
+				return fmt.Errorf("requestheader-allowed-names = %s, want %s", got, want)
+			}
+			return nil
+		})
+		cert, err := os.ReadFile(filepath.Join(env.Dir, "front-proxy-pki", "front-proxy-client.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(cert)
+		if block == nil {
+			t.Fatal("front-proxy-client.crt holds no PEM block")
+		}
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(frontCA)
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("the aggregator's client certificate does not verify against the front proxy's CA: %v", err)
+		}
+		if leaf.Subject.CommonName != "front-proxy-client" {
+			t.Errorf("the aggregator's client certificate is for %q, want front-proxy-client", leaf.Subject.CommonName)
 		}
 	})
 

@@ -60,9 +60,13 @@ func TestConfigChecksFlags(t *testing.T) {
 		{"in-cluster CCM", true, func(o *upOptions) { o.ccm = "in-cluster" }, ""},
 		{"operator CCM", true, func(o *upOptions) { o.ccm = "operator" }, ""},
 		{"unknown CCM mode", true, func(o *upOptions) { o.ccm = "sidecar" }, `--ccm sidecar: supported values: "process", "in-cluster", "operator"`},
-		{"e2e", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour} }, ""},
+		{"e2e", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour, network: true} }, ""},
 		{"e2e with --kwok", false, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour} }, "--e2e: not with --smoke or --kwok"},
 		{"e2e with --smoke", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour}; o.smoke = true }, "--e2e: not with --smoke or --kwok"},
+		{"e2e with every suite off", true, func(o *upOptions) {
+			o.e2e = e2eOptions{run: true, parallel: 3, timeout: time.Hour}
+			o.volumes, o.volumesSet = false, true
+		}, "--e2e: every suite is off"},
 		{"e2e without ginkgo nodes", true, func(o *upOptions) { o.e2e = e2eOptions{run: true, timeout: time.Hour} }, "--e2e-parallel 0"},
 		{"hybrid", true, func(o *upOptions) { o.hybridNodes, o.unownedNode = 2, true }, ""},
 		{"hybrid with --kwok", false, func(o *upOptions) { o.hybridNodes = 1 }, "--hybrid-nodes set: a hybrid cluster needs real nodes"},

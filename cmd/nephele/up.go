@@ -225,6 +225,12 @@ func (o *upOptions) config() (localcluster.Config, error) {
 		cfg.Hybrid = &localcluster.Hybrid{Nodes: o.hybridNodes, UnownedNode: o.unownedNode, Bridge: o.hybridBridge,
 			InstanceCIDR: prefix("hybrid-instance-cidr", o.hybridInstanceCIDR), VIPPool: prefix("hybrid-vip-pool", o.hybridVIPPool)}
 	}
+	if o.e2e.run {
+		// Refused here, before the cluster starts, not after.
+		if _, err := o.e2eSuites(cfg.Volumes); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return cfg, errors.Join(errs...)
 	}
@@ -348,20 +354,9 @@ func runUp(ctx context.Context, o upOptions, cfg localcluster.Config, out io.Wri
 // runE2E runs upstream's e2e suites (upstreame2e.Suites, or the focus and skip of the
 // flags) against c.
 func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Writer) error {
-	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout, c.Config().Volumes)
-	suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool {
-		return (s.Name == "cloud-provider" && !o.e2e.cloudProvider) || (s.Name == "network" && !o.e2e.network)
-	})
-	if len(suites) == 0 {
-		return errors.New("--e2e: every suite is off (--e2e-network=false, --e2e-cloud-provider=false, and no --volumes for the storage suite)")
-	}
-	// The focus and skip of the flags are the first suite's: the network suite's, or
-	// with --e2e-network=false the storage suite's.
-	if o.e2e.focus != "" {
-		suites[0].Focus = o.e2e.focus
-	}
-	if o.e2e.skip != "" {
-		suites[0].Skip = o.e2e.skip
+	suites, err := o.e2eSuites(c.Config().Volumes)
+	if err != nil {
+		return err
 	}
 	reportDir := o.e2e.reportDir
 	if reportDir == "" {
@@ -375,6 +370,28 @@ func runE2E(ctx context.Context, o upOptions, c *localcluster.Cluster, out io.Wr
 		fmt.Fprintf(out, "upstream e2e: reports in %s (summary.md)\n", reportDir)
 	}
 	return err
+}
+
+// e2eSuites are the suites --e2e runs on a cluster with or without volumes: the network,
+// storage and cloud-provider suites the flags leave on, the first with the flags' focus
+// and skip. It is an error when the flags turn every suite off.
+func (o *upOptions) e2eSuites(volumes bool) ([]upstreame2e.Suite, error) {
+	suites := upstreame2e.Suites(o.e2e.parallel, o.e2e.timeout, volumes)
+	suites = slices.DeleteFunc(suites, func(s upstreame2e.Suite) bool {
+		return (s.Name == "cloud-provider" && !o.e2e.cloudProvider) || (s.Name == "network" && !o.e2e.network)
+	})
+	if len(suites) == 0 {
+		return nil, errors.New("--e2e: every suite is off (--e2e-network=false, --e2e-cloud-provider=false, and no --volumes for the storage suite): leave one on; --e2e-focus applies to the first")
+	}
+	// The focus and skip of the flags are the first suite's: the network suite's, or
+	// with --e2e-network=false the storage suite's.
+	if o.e2e.focus != "" {
+		suites[0].Focus = o.e2e.focus
+	}
+	if o.e2e.skip != "" {
+		suites[0].Skip = o.e2e.skip
+	}
+	return suites, nil
 }
 
 // credentialFiles are the admin's kubeconfig and token, which up writes into the state

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,6 +93,10 @@ var (
 	GlibcDNSTesting = Image{PromoterE2E, "glibc-dns-testing", "2.0.0"}
 	Nginx           = Image{PromoterE2E, "nginx", "1.15-4"}
 	BusyBox         = Image{PromoterE2E, "busybox", "1.37.0-1"}
+	// AgnhostPrev is the version of agnhost tests roll from and back to (StatefulSet and
+	// Deployment updates, kubectl's replace): the same agnhost image under the older
+	// tag, since those tests change the image's name and never ask what is in it.
+	AgnhostPrev = Image{PromoterE2E, "agnhost", "2.55"}
 	// Pause is nephele's pause image (images.Pause) under upstream's name: pushed from
 	// its archive, not built again.
 	Pause = Image{GC, "pause", "3.10.2"}
@@ -112,6 +117,8 @@ type Built struct {
 	Image   Image
 	Archive string
 	Digest  v1.Hash
+	// AlsoAs are further names the same image is pushed under (AgnhostPrev).
+	AlsoAs []Image
 }
 
 // Build builds agnhost, glibc-dns-testing, nginx and busybox (see the package
@@ -129,13 +136,14 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 		return nil, fmt.Errorf("e2e images: %w", err)
 	}
 	specs := []struct {
-		img  Image
-		spec func(context.Context, Options) (images.Spec, error)
+		img    Image
+		spec   func(context.Context, Options) (images.Spec, error)
+		alsoAs []Image
 	}{
-		{Agnhost, agnhostSpec},
-		{GlibcDNSTesting, glibcDNSTestingSpec},
-		{Nginx, nginxSpec},
-		{BusyBox, busyboxSpec},
+		{Agnhost, agnhostSpec, []Image{AgnhostPrev}},
+		{GlibcDNSTesting, glibcDNSTestingSpec, nil},
+		{Nginx, nginxSpec, nil},
+		{BusyBox, busyboxSpec, nil},
 	}
 	var built []Built
 	for _, s := range specs {
@@ -160,7 +168,7 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 		if err := images.WriteArchive(archive, s.img.Ref(), img); err != nil {
 			return nil, err
 		}
-		built = append(built, Built{Image: s.img, Archive: archive, Digest: digest})
+		built = append(built, Built{Image: s.img, Archive: archive, Digest: digest, AlsoAs: s.alsoAs})
 	}
 	return built, nil
 }
@@ -246,10 +254,20 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 		images.HostTool{Path: "/usr/bin/hostname", Name: "hostname", Package: "hostname"},
 		images.HostTool{Path: "/usr/sbin/ip", Name: "ip", Package: "iproute2"},
 		images.HostTool{Path: "/usr/bin/ss", Name: "ss", Package: "iproute2"},
+		images.HostTool{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"},
 	))
 	if err != nil {
 		return images.Spec{}, err
 	}
+	// Upstream's agnhost is Alpine's: busybox answers every common command tests run in
+	// it (dd in "should be rejected for evicted pods", od, md5sum...). The Debian
+	// programs above come first; busybox fills in the rest, as links in /bin.
+	applets, err := busyboxApplets(ctx)
+	if err != nil {
+		return images.Spec{}, err
+	}
+	tools = append(tools, usrMerged(tools)...)
+	tools = append(tools, appletLinks(tools, applets)...)
 	porter, err := porterCertificate()
 	if err != nil {
 		return images.Spec{}, err
@@ -311,6 +329,7 @@ func glibcDNSTestingSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, err
 	}
+	tools = append(tools, usrMerged(tools)...)
 	return images.Spec{Files: append(files, tools...), Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
 }
 
@@ -355,6 +374,7 @@ func nginxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 		return images.Spec{}, fmt.Errorf("%w (Debian package nginx-common)", err)
 	}
 	files = append(files, tools...)
+	files = append(files, usrMerged(tools)...)
 	files = append(files, mime...)
 	files = append(files,
 		images.File{Path: "/etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(nginxConf)},
@@ -392,10 +412,55 @@ func busyboxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	}
 	files = append(files, bin...)
 	files = append(files, images.File{Path: "/bin/sh", Link: "bash"})
-	for _, applet := range applets {
-		files = append(files, images.File{Path: "/bin/" + applet, Link: "busybox"})
-	}
+	files = append(files, appletLinks(files, applets)...)
 	return images.Spec{Files: files, Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
+}
+
+// usrMerged links /bin/<name> to each program in /usr/bin and /sbin/<name> to each in
+// /usr/sbin, where files have none there, as Debian's merged /usr does: tests name
+// programs by absolute paths in either (a preStop hook's /bin/sleep, a probe's
+// /bin/false), and a missing one fails the hook or probe, not the test's intent.
+func usrMerged(files []images.File) []images.File {
+	have := make(map[string]bool, len(files))
+	for _, f := range files {
+		have[f.Path] = true
+	}
+	var links []images.File
+	for _, f := range files {
+		dir, name := filepath.Split(f.Path)
+		var at string
+		switch dir {
+		case "/usr/bin/":
+			at = "/bin/" + name
+		case "/usr/sbin/":
+			at = "/sbin/" + name
+		default:
+			continue
+		}
+		if !have[at] {
+			have[at] = true
+			links = append(links, images.File{Path: at, Link: "../usr" + at})
+		}
+	}
+	return links
+}
+
+// appletLinks links /bin/<applet> to busybox for each applet no file of files provides
+// already in a directory of the image's PATH.
+func appletLinks(files []images.File, applets []string) []images.File {
+	have := make(map[string]bool, len(files))
+	for _, f := range files {
+		if dir := filepath.Dir(f.Path); slices.Contains([]string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"}, dir) {
+			have[filepath.Base(f.Path)] = true
+		}
+	}
+	var links []images.File
+	for _, a := range applets {
+		if !have[a] {
+			links = append(links, images.File{Path: "/bin/" + a, Link: "busybox"})
+		}
+	}
+	return links
 }
 
 // busyboxApplets are the applets this machine's busybox has, each linked in /bin as in

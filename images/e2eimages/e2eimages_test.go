@@ -50,7 +50,7 @@ func TestBuild(t *testing.T) {
 		entrypoint []string
 	}{
 		"agnhost": {[]string{"/agnhost", "/bin/sh", "/bin/bash", "/usr/bin/nc", "/usr/bin/curl", "/usr/bin/wget",
-			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep",
+			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep", "/bin/busybox", "/bin/dd", "/bin/od", "/bin/sleep", "/bin/false",
 			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/etc/wgetrc", "/tmp/", "/uploads/", "/localhost.crt", "/localhost.key"}, []string{"/agnhost"}},
 		"glibc-dns-testing": {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
 		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html", "/bin/sh", "/usr/bin/chmod"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
@@ -123,6 +123,36 @@ func readArchive(t *testing.T, archive string) ([]string, []string) {
 		files = append(files, h.Name)
 	}
 	return files, cf.Config.Entrypoint
+}
+
+// TestProgramLinks: programs answer at /bin and /usr/bin alike (merged /usr), the
+// packed programs win over busybox's applets, and an applet fills what nothing packs.
+func TestProgramLinks(t *testing.T) {
+	files := []images.File{
+		{Path: "/usr/bin/sleep"}, {Path: "/usr/sbin/ip"}, {Path: "/bin/sh", Link: "dash"},
+		{Path: "/usr/bin/sh"}, {Path: "/agnhost"}, {Path: "/usr/bin/wget"},
+	}
+	merged := usrMerged(files)
+	want := map[string]string{"/bin/sleep": "../usr/bin/sleep", "/sbin/ip": "../usr/sbin/ip", "/bin/wget": "../usr/bin/wget"}
+	if len(merged) != len(want) {
+		t.Errorf("usrMerged linked %v, want %v", merged, want)
+	}
+	for _, l := range merged {
+		if want[l.Path] != l.Link {
+			t.Errorf("usrMerged: %s -> %s, want -> %q", l.Path, l.Link, want[l.Path])
+		}
+	}
+	links := appletLinks(append(files, merged...), []string{"sleep", "wget", "dd", "ip", "od"})
+	var got []string
+	for _, l := range links {
+		if l.Link != "busybox" {
+			t.Errorf("applet %s links to %s, want busybox", l.Path, l.Link)
+		}
+		got = append(got, l.Path)
+	}
+	if !slices.Equal(got, []string{"/bin/dd", "/bin/od"}) {
+		t.Errorf("applets linked: %v, want /bin/dd and /bin/od only (the rest are packed)", got)
+	}
 }
 
 // TestBusyboxShellKeepsEveryVariable runs the busybox image's files from a directory:

@@ -66,6 +66,11 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 		if _, err := c.Registry.PushArchive(ctx, b.Archive, ""); err != nil {
 			return nil, fmt.Errorf("upstream e2e: %w", err)
 		}
+		for _, alias := range b.AlsoAs {
+			if _, err := c.Registry.PushArchive(ctx, b.Archive, alias.Ref()); err != nil {
+				return nil, fmt.Errorf("upstream e2e: %w", err)
+			}
+		}
 	}
 	if _, err := c.Registry.PushArchive(ctx, filepath.Join(localcluster.ImageDir(c.Config().BinDir), images.Pause.Name+".tar"), e2eimages.Pause.Ref()); err != nil {
 		return nil, fmt.Errorf("upstream e2e: %w", err)
