@@ -37,7 +37,7 @@ TOOL_BINS := $(BIN)/etcd $(KUBE_BINS) $(KCM_PEER) $(BIN)/kwok $(BIN)/kwok-stages
 # parallel nodes, and agnhost for its test image): not part of make tools, which every
 # cluster needs; make e2e and make test build them (docs/testing.md says what it costs).
 E2E_DIR := hack/tools/e2e
-E2E_BINS := $(BIN)/e2e.test $(BIN)/ginkgo $(BIN)/agnhost
+E2E_BINS := $(BIN)/e2e.test $(BIN)/ginkgo $(BIN)/agnhost $(BIN)/nonewprivs $(BIN)/regression-issue-74839 $(BIN)/sample-apiserver
 
 .PHONY: help
 help: ## list the targets
@@ -59,7 +59,7 @@ $(CSI_BINS) &: $(CSI_DIR)/go.mod $(CSI_DIR)/go.sum
 	cd $(CSI_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $$(grep -o '"github.com/kubernetes-csi/[^"]*"' tools.go | tr -d '"')
 
 .PHONY: e2e-bins
-e2e-bins: $(E2E_BINS) ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI and agnhost into bin/
+e2e-bins: $(E2E_BINS) $(BIN)/e2e-image-files/.stamp $(BIN)/busybox ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI and agnhost into bin/
 
 # Real nodes need a few Debian packages the project does not build (runc, iptables; the
 # script says why each): node-deps installs those missing, as root, and does nothing when
@@ -112,7 +112,23 @@ $(BIN)/coredns: $(COREDNS_DIR)/go.mod $(COREDNS_DIR)/go.sum $(COREDNS_DIR)/main.
 $(E2E_BINS) &: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum $(wildcard $(E2E_DIR)/*.go)
 	mkdir -p $(BIN)
 	cd $(E2E_DIR) && $(GO) test -c -vet=off -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/e2e.test .
-	cd $(E2E_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost github.com/onsi/ginkgo/v2/ginkgo
+	cd $(E2E_DIR) && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/nonewprivs k8s.io/kubernetes/test/images/regression-issue-74839 k8s.io/sample-apiserver github.com/onsi/ginkgo/v2/ginkgo
+
+# Upstream busybox for the e2e busybox image: Debian's drops environment variables
+# the suite reads (hack/build-busybox.sh says why).
+$(BIN)/busybox: hack/build-busybox.sh
+	hack/build-busybox.sh $@
+
+# The files of upstream's test images that are not programs (the kitten and nautilus
+# pictures), copied from the k8s.io/kubernetes module the suite is built from.
+$(BIN)/e2e-image-files/.stamp: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
+	rm -rf $(BIN)/e2e-image-files && mkdir -p $(BIN)/e2e-image-files
+	dir=$$(cd $(E2E_DIR) && $(GO) mod download -json k8s.io/kubernetes | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	  test -n "$$dir" || { echo "could not locate the k8s.io/kubernetes module" >&2; exit 1; }; \
+	  for img in kitten nautilus; do \
+	    mkdir -p $(BIN)/e2e-image-files/$$img && cp -r "$$dir"/test/images/$$img/html $(BIN)/e2e-image-files/$$img/ && chmod -R u+w $(BIN)/e2e-image-files/$$img; \
+	  done
+	touch $@
 
 $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	cd $(KWOK_DIR) && $(GO) build -trimpath -o $@ sigs.k8s.io/kwok/cmd/kwok

@@ -10,7 +10,8 @@
 #
 # Each entry is "command package why". Only what is really run on a node is listed:
 # - conntrack is not: kube-proxy 1.36 clears conntrack entries over netlink, not with the
-#   conntrack tool (it only uses iptables' conntrack match, which is in the kernel).
+#   conntrack tool (it only uses iptables' conntrack match, which is in the kernel). The
+#   e2e images' list below has it for a test image.
 # - socat is not: containerd 2.x forwards ports in Go (kubectl port-forward).
 # - ethtool is not: the CNI bridge plugin sets hairpin mode over netlink.
 set -euo pipefail
@@ -57,6 +58,8 @@ e2e_deps=(
 	hostname=hostname
 	nginx=nginx-light # the nginx test image of the EndpointSlice conformance tests
 	busybox=busybox-static
+	conntrack=conntrack # the distroless-iptables test image (the CLOSE_WAIT test)
+	bzip2=bzip2 # unpacking busybox's source (hack/build-busybox.sh)
 )
 
 check_only=false

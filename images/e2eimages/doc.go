@@ -34,10 +34,29 @@
 //   - nginx:1.15-4 — a real nginx, Debian's nginx-light (1.22 on bookworm, not 1.15),
 //     with its libraries, serving a page on port 80 as upstream's image does. The
 //     EndpointSlice and Endpoints conformance tests that use it only need its pods to run.
-//   - busybox:1.37.0-1 — Debian's busybox-static (1.35) with a link per applet, but
-//     /bin/sh is Debian's bash: busybox 1.35's ash drops environment variables whose
-//     names are not identifiers (a ConfigMap key "data-1" through envFrom), which
-//     upstream's busybox (1.36 and later) keeps.
+//   - busybox:1.37.0-1 — upstream busybox built static by hack/build-busybox.sh (the
+//     upstream tarball of this Debian release's source package, 1.35 on bookworm,
+//     defconfig, no Debian patch), with a link per applet and ash as /bin/sh, as
+//     upstream's image. Not Debian's busybox-static: Debian patches ash to drop
+//     environment variables whose names are not identifiers (a ConfigMap key "data-1"
+//     through envFrom), which upstream's keeps; bash keeps them too but words its
+//     errors otherwise than ash, and a Conformance test compares ash's word for word.
+//   - kitten:1.8 and nautilus:1.8 — the agnhost program with upstream's picture and
+//     data.json (test/images/<name>/html of the k8s.io/kubernetes module, copied by make
+//     e2e-bins) at /, running test-webserver, as upstream's: kubectl's Update Demo reads
+//     data.json through the pod proxy.
+//   - nonewprivs:1.4 — upstream's nnp program (test/images/nonewprivs, built by make
+//     e2e-bins) at /usr/local/bin/nnp, setuid root, as the command: it prints its
+//     effective uid, which allowPrivilegeEscalation decides.
+//   - regression-issue-74839:1.4 — upstream's boom-server (test/images/regression-issue-74839,
+//     built by make e2e-bins) as the entrypoint, for the invalid conntrack state test.
+//   - distroless-iptables:v0.9.6 — Debian's iptables (nft) and conntrack with dash,
+//     coreutils and busybox's other applets: the CLOSE_WAIT test runs it privileged on
+//     the host network and reads conntrack's table through /bin/sh.
+//   - sample-apiserver:1.29.2 — k8s.io/sample-apiserver v0.36.3 (the suite's own module
+//     graph; upstream's tag names the 1.29 build) as the entrypoint, and etcd:3.6.8-0 —
+//     the etcd the control plane runs at /usr/local/bin/etcd: the aggregator's test runs
+//     both in one pod and registers the wardle API through the aggregation layer.
 //   - pause:3.10.2 — nephele's own pause image (cmd/pause), pushed under upstream's name.
 //
 // Debian's programs make these images as reproducible as the machine's package

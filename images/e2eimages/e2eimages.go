@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -97,6 +96,25 @@ var (
 	// Deployment updates, kubectl's replace): the same agnhost image under the older
 	// tag, since those tests change the image's name and never ask what is in it.
 	AgnhostPrev = Image{PromoterE2E, "agnhost", "2.55"}
+	// Kitten and Nautilus are agnhost's test-webserver serving one picture and a
+	// data.json naming it, as upstream's (kubectl's Update Demo rolls from one to the
+	// other and reads data.json through the apiserver's pod proxy).
+	Kitten   = Image{PromoterE2E, "kitten", "1.8"}
+	Nautilus = Image{PromoterE2E, "nautilus", "1.8"}
+	// Nonewprivs is upstream's nnp program, setuid root, which prints its effective uid:
+	// the allowPrivilegeEscalation tests read it.
+	Nonewprivs = Image{PromoterE2E, "nonewprivs", "1.4"}
+	// RegressionIssue74839 is upstream's boom-server, which sends a TCP segment out of
+	// the window to show a proxy that NATs conntrack's INVALID packets wrongly.
+	RegressionIssue74839 = Image{PromoterE2E, "regression-issue-74839", "1.4"}
+	// DistrolessIptables is a privileged host-network tool image: iptables and
+	// conntrack with a shell (the CLOSE_WAIT test reads conntrack's table with it).
+	DistrolessIptables = Image{BuildImage, "distroless-iptables", "v0.9.6"}
+	// SampleAPIServer is k8s.io/sample-apiserver (v0.36.3, where upstream's tag says
+	// 1.29.2) and Etcd the etcd beside it in its pod: the aggregator's Conformance test
+	// registers it as an APIService.
+	SampleAPIServer = Image{PromoterE2E, "sample-apiserver", "1.29.2"}
+	Etcd            = Image{GCEtcd, "etcd", "3.6.8-0"}
 	// Pause is nephele's pause image (images.Pause) under upstream's name: pushed from
 	// its archive, not built again.
 	Pause = Image{GC, "pause", "3.10.2"}
@@ -106,6 +124,24 @@ var (
 type Options struct {
 	// AgnhostBinary is agnhost built for this machine (make e2e-bins: bin/agnhost).
 	AgnhostBinary string
+	// NonewprivsBinary is upstream's test/images/nonewprivs program (make e2e-bins:
+	// bin/nonewprivs).
+	NonewprivsBinary string
+	// RegressionIssue74839Binary is upstream's test/images/regression-issue-74839
+	// program (make e2e-bins: bin/regression-issue-74839).
+	RegressionIssue74839Binary string
+	// BusyboxBinary is upstream busybox, static (make e2e-bins: bin/busybox, built by
+	// hack/build-busybox.sh).
+	BusyboxBinary string
+	// SampleAPIServerBinary is k8s.io/sample-apiserver (make e2e-bins:
+	// bin/sample-apiserver).
+	SampleAPIServerBinary string
+	// EtcdBinary is the etcd the control plane runs (make tools: bin/etcd).
+	EtcdBinary string
+	// ImageFiles holds the files of upstream's test images that are not programs
+	// (make e2e-bins: bin/e2e-image-files, copied from k8s.io/kubernetes/test/images):
+	// kitten/html and nautilus/html.
+	ImageFiles string
 	// OutDir receives one archive per image, <name>.tar.
 	OutDir string
 	// Source gives the images' labels.
@@ -121,12 +157,22 @@ type Built struct {
 	AlsoAs []Image
 }
 
-// Build builds agnhost, glibc-dns-testing, nginx and busybox (see the package
+// Build builds agnhost, glibc-dns-testing, nginx, busybox, kitten, nautilus,
+// nonewprivs, regression-issue-74839, distroless-iptables, sample-apiserver and etcd
+// (see the package
 // documentation) for this machine's platform into opts.OutDir. It fails naming the
 // Debian package of any program missing here.
 func Build(ctx context.Context, opts Options) ([]Built, error) {
-	if opts.AgnhostBinary == "" || opts.OutDir == "" {
-		return nil, errors.New("e2e images: AgnhostBinary and OutDir are required")
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"AgnhostBinary", opts.AgnhostBinary}, {"NonewprivsBinary", opts.NonewprivsBinary},
+		{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}, {"SampleAPIServerBinary", opts.SampleAPIServerBinary},
+		{"EtcdBinary", opts.EtcdBinary}, {"BusyboxBinary", opts.BusyboxBinary}, {"ImageFiles", opts.ImageFiles}, {"OutDir", opts.OutDir}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("e2e images: Options need %s", strings.Join(missing, ", "))
 	}
 	platform, err := images.HostPlatform()
 	if err != nil {
@@ -144,6 +190,13 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 		{GlibcDNSTesting, glibcDNSTestingSpec, nil},
 		{Nginx, nginxSpec, nil},
 		{BusyBox, busyboxSpec, nil},
+		{Kitten, pictureSpec("kitten"), nil},
+		{Nautilus, pictureSpec("nautilus"), nil},
+		{Nonewprivs, nonewprivsSpec, nil},
+		{RegressionIssue74839, programSpec("/regression-issue-74839", func(o Options) string { return o.RegressionIssue74839Binary }), nil},
+		{DistrolessIptables, distrolessIptablesSpec, nil},
+		{SampleAPIServer, programSpec("/sample-apiserver", func(o Options) string { return o.SampleAPIServerBinary }), nil},
+		{Etcd, programSpec("/usr/local/bin/etcd", func(o Options) string { return o.EtcdBinary }), nil},
 	}
 	var built []Built
 	for _, s := range specs {
@@ -262,7 +315,7 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	// Upstream's agnhost is Alpine's: busybox answers every common command tests run in
 	// it (dd in "should be rejected for evicted pods", od, md5sum...). The Debian
 	// programs above come first; busybox fills in the rest, as links in /bin.
-	applets, err := busyboxApplets(ctx)
+	applets, err := busyboxApplets(ctx, "")
 	if err != nil {
 		return images.Spec{}, err
 	}
@@ -286,6 +339,92 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 		Env:          []string{path},
 		ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
 	}, nil
+}
+
+// pictureSpec returns the spec of upstream's kitten or nautilus image: agnhost (without
+// the tools of the agnhost image: nothing runs in these but test-webserver), with
+// test/images/<name>/html's picture and data.json at / and test-webserver, which serves
+// /, as the command.
+func pictureSpec(name string) func(context.Context, Options) (images.Spec, error) {
+	return func(ctx context.Context, opts Options) (images.Spec, error) {
+		spec, err := programSpec("/agnhost", func(o Options) string { return o.AgnhostBinary })(ctx, opts)
+		if err != nil {
+			return images.Spec{}, err
+		}
+		dir := filepath.Join(opts.ImageFiles, name, "html")
+		for _, f := range []string{name + ".jpg", "data.json"} {
+			data, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				return images.Spec{}, fmt.Errorf("%w (make e2e-bins copies it from k8s.io/kubernetes/test/images)", err)
+			}
+			spec.Files = append(spec.Files, images.File{Path: "/" + f, Mode: 0o644, Data: data})
+		}
+		spec.Cmd = []string{"test-webserver"}
+		return spec, nil
+	}
+}
+
+// nonewprivsSpec is upstream's nonewprivs image: nnp, setuid root, as the command.
+// Run as a user with allowPrivilegeEscalation left on, it prints effective uid 0; with
+// it off (no_new_privs), the user's own uid.
+func nonewprivsSpec(ctx context.Context, opts Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	nnp, err := images.HostPrograms(ctx, images.HostFile{Path: "/usr/local/bin/nnp", From: opts.NonewprivsBinary})
+	if err != nil {
+		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
+	}
+	for i := range nnp {
+		if nnp[i].Path == "/usr/local/bin/nnp" {
+			nnp[i].Mode = 0o4755
+		}
+	}
+	return images.Spec{Files: append(files, nnp...), Cmd: []string{"nnp"}, Env: []string{path}}, nil
+}
+
+// programSpec returns the spec of an image that is one program of this machine (with
+// its libraries) at at, the entrypoint: regression-issue-74839, sample-apiserver and
+// etcd, whose pods give their arguments or command.
+func programSpec(at string, from func(Options) string) func(context.Context, Options) (images.Spec, error) {
+	return func(ctx context.Context, opts Options) (images.Spec, error) {
+		files, err := basics()
+		if err != nil {
+			return images.Spec{}, err
+		}
+		prog, err := images.HostPrograms(ctx, images.HostFile{Path: at, From: from(opts)})
+		if err != nil {
+			return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
+		}
+		return images.Spec{Files: append(files, prog...), Entrypoint: []string{at}, Env: []string{path}}, nil
+	}
+}
+
+// distrolessIptablesSpec is the distroless-iptables image: Debian's iptables (nft) and
+// conntrack, with a shell and busybox's applets for what scripts call beside them
+// (which, test, sleep), as the tests run it through /bin/sh.
+func distrolessIptablesSpec(ctx context.Context, _ Options) (images.Spec, error) {
+	files, err := basics()
+	if err != nil {
+		return images.Spec{}, err
+	}
+	tools, err := images.PackHostTools(ctx, append(shellTools(),
+		images.HostTool{Path: "/usr/sbin/iptables", Name: "iptables", Package: "iptables"},
+		images.HostTool{Path: "/usr/sbin/ip6tables", Name: "ip6tables", Package: "iptables"},
+		images.HostTool{Path: "/usr/sbin/conntrack", Name: "conntrack", Package: "conntrack"},
+		images.HostTool{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"},
+	))
+	if err != nil {
+		return images.Spec{}, err
+	}
+	applets, err := busyboxApplets(ctx, "")
+	if err != nil {
+		return images.Spec{}, err
+	}
+	tools = append(tools, usrMerged(tools)...)
+	tools = append(tools, appletLinks(tools, applets)...)
+	return images.Spec{Files: dedupe(files, tools), Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
 }
 
 // porterCertificate returns /localhost.crt and /localhost.key, which agnhost porter
@@ -390,29 +529,23 @@ func nginxSpec(ctx context.Context, _ Options) (images.Spec, error) {
 	}, nil
 }
 
-func busyboxSpec(ctx context.Context, _ Options) (images.Spec, error) {
+func busyboxSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	files, err := basics()
 	if err != nil {
 		return images.Spec{}, err
 	}
-	// /bin/sh is bash: Debian's busybox (1.35) ash drops environment variables whose names
-	// are not shell identifiers, which Kubernetes allows (envFrom a ConfigMap key
-	// "data-1"); upstream's busybox image (1.36 and later) keeps them, and upstream's
-	// "consumable via the environment" tests run `sh -c env` in it.
-	bin, err := images.PackHostTools(ctx, []images.HostTool{
-		{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"},
-		{Path: "/bin/bash", Name: "bash", Package: "bash"},
-	})
+	// Upstream busybox, not Debian's busybox-static: Debian's ash drops environment
+	// variables whose names are not identifiers (hack/build-busybox.sh says more).
+	bin, err := images.HostPrograms(ctx, images.HostFile{Path: "/bin/busybox", From: opts.BusyboxBinary})
 	if err != nil {
-		return images.Spec{}, err
+		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
 	}
-	applets, err := busyboxApplets(ctx)
+	applets, err := busyboxApplets(ctx, opts.BusyboxBinary)
 	if err != nil {
 		return images.Spec{}, err
 	}
 	files = append(files, bin...)
-	files = append(files, images.File{Path: "/bin/sh", Link: "bash"})
-	files = append(files, appletLinks(files, applets)...)
+	files = append(files, appletLinks(files, append(applets, "sh"))...)
 	return images.Spec{Files: files, Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
 }
 
@@ -463,13 +596,16 @@ func appletLinks(files []images.File, applets []string) []images.File {
 	return links
 }
 
-// busyboxApplets are the applets this machine's busybox has, each linked in /bin as in
-// upstream's image (tests call hexdump, od, md5sum and others), but for sh (bash, see
-// busyboxSpec), busybox itself and names that are not plain file names.
-func busyboxApplets(ctx context.Context) ([]string, error) {
-	from, err := images.LookHostProgram("busybox", "busybox-static")
-	if err != nil {
-		return nil, err
+// busyboxApplets are the applets of the busybox at from (or, when from is empty, this
+// machine's busybox-static), for links in /bin as in upstream's images (tests call
+// hexdump, od, md5sum and others), but for sh (the image decides what its shell is),
+// busybox itself and names that are not plain file names.
+func busyboxApplets(ctx context.Context, from string) ([]string, error) {
+	if from == "" {
+		var err error
+		if from, err = images.LookHostProgram("busybox", "busybox-static"); err != nil {
+			return nil, err
+		}
 	}
 	out, err := exec.CommandContext(ctx, from, "--list").Output()
 	if err != nil {
@@ -477,7 +613,7 @@ func busyboxApplets(ctx context.Context) ([]string, error) {
 	}
 	var applets []string
 	for _, a := range strings.Fields(string(out)) {
-		if a == "sh" || a == "busybox" || a == "bash" || strings.Contains(a, "/") {
+		if a == "sh" || a == "busybox" || strings.Contains(a, "/") {
 			continue
 		}
 		applets = append(applets, a)

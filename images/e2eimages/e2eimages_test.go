@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
 	"github.com/nephele-dev/nephele/internal/testkit/hoststest"
 )
@@ -41,7 +42,29 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := Build(t.Context(), Options{AgnhostBinary: agnhost, OutDir: out})
+	// Stand-ins for upstream's programs and pictures: the test checks where they go.
+	nnp, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		hoststest.Unavailable(t, "no busybox on this machine: run hack/install-node-deps.sh --e2e (make e2e-deps)")
+	}
+	files := t.TempDir()
+	for _, name := range []string{"kitten", "nautilus"} {
+		dir := filepath.Join(files, name, "html")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{name + ".jpg", "data.json"} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	built, err := Build(t.Context(), Options{AgnhostBinary: agnhost, NonewprivsBinary: nnp, RegressionIssue74839Binary: nnp,
+		SampleAPIServerBinary: nnp, EtcdBinary: nnp, BusyboxBinary: busybox, ImageFiles: files, OutDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +75,16 @@ func TestBuild(t *testing.T) {
 		"agnhost": {[]string{"/agnhost", "/bin/sh", "/bin/bash", "/usr/bin/nc", "/usr/bin/curl", "/usr/bin/wget",
 			"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/seq", "/usr/bin/grep", "/bin/busybox", "/bin/dd", "/bin/od", "/bin/sleep", "/bin/false",
 			"/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf", "/etc/wgetrc", "/tmp/", "/uploads/", "/localhost.crt", "/localhost.key"}, []string{"/agnhost"}},
-		"glibc-dns-testing": {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
-		"nginx":             {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html", "/bin/sh", "/usr/bin/chmod"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
-		"busybox":           {[]string{"/bin/busybox", "/bin/sh", "/bin/bash", "/bin/ash", "/bin/wget", "/bin/hexdump", "/bin/["}, []string{"/bin/sh"}},
+		"glibc-dns-testing":      {[]string{"/bin/sh", "/usr/bin/dig", "/usr/bin/getent", "/usr/bin/seq"}, []string{"/bin/sh"}},
+		"nginx":                  {[]string{"/usr/sbin/nginx", "/etc/nginx/nginx.conf", "/etc/nginx/mime.types", "/usr/share/nginx/html/index.html", "/bin/sh", "/usr/bin/chmod"}, []string{"/usr/sbin/nginx", "-g", "daemon off;"}},
+		"kitten":                 {[]string{"/agnhost", "/kitten.jpg", "/data.json"}, []string{"/agnhost"}},
+		"nautilus":               {[]string{"/agnhost", "/nautilus.jpg", "/data.json"}, []string{"/agnhost"}},
+		"nonewprivs":             {[]string{"/usr/local/bin/nnp"}, nil},
+		"regression-issue-74839": {[]string{"/regression-issue-74839"}, []string{"/regression-issue-74839"}},
+		"sample-apiserver":       {[]string{"/sample-apiserver"}, []string{"/sample-apiserver"}},
+		"etcd":                   {[]string{"/usr/local/bin/etcd"}, []string{"/usr/local/bin/etcd"}},
+		"distroless-iptables":    {[]string{"/usr/sbin/iptables", "/usr/sbin/conntrack", "/bin/sh", "/bin/sleep", "/bin/which", "/usr/bin/grep"}, []string{"/bin/sh"}},
+		"busybox":                {[]string{"/bin/busybox", "/bin/sh", "/bin/ash", "/bin/wget", "/bin/hexdump", "/bin/sysctl", "/bin/["}, []string{"/bin/sh"}},
 	}
 	if len(built) != len(want) {
 		t.Fatalf("built %d images, want %d", len(built), len(want))
@@ -65,7 +95,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("built an unexpected image %s", b.Image.Name)
 			continue
 		}
-		files, entrypoint := readArchive(t, b.Archive)
+		files, entrypoint, modes := readArchive(t, b.Archive)
 		for _, f := range w.files {
 			if !slices.Contains(files, strings.TrimPrefix(f, "/")) {
 				t.Errorf("%s: no %s in the image", b.Image.Name, f)
@@ -74,15 +104,18 @@ func TestBuild(t *testing.T) {
 		if !slices.Equal(entrypoint, w.entrypoint) {
 			t.Errorf("%s: entrypoint %q, want %q", b.Image.Name, entrypoint, w.entrypoint)
 		}
+		if b.Image == Nonewprivs && modes["usr/local/bin/nnp"]&0o4000 == 0 {
+			t.Errorf("nonewprivs: nnp has mode %o, want setuid", modes["usr/local/bin/nnp"])
+		}
 		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "/libc.so.6") }) {
 			t.Errorf("%s: no libc.so.6 in the image: the programs' libraries are missing", b.Image.Name)
 		}
 	}
 }
 
-// readArchive returns the paths in the single layer of the image an archive holds, and
-// its entrypoint.
-func readArchive(t *testing.T, archive string) ([]string, []string) {
+// readArchive returns the paths in the single layer of the image an archive holds, its
+// entrypoint and each path's mode.
+func readArchive(t *testing.T, archive string) ([]string, []string, map[string]int64) {
 	t.Helper()
 	dir := t.TempDir()
 	_, root, err := images.ExtractArchive(archive, dir)
@@ -111,6 +144,7 @@ func readArchive(t *testing.T, archive string) ([]string, []string) {
 	}
 	defer rc.Close()
 	var files []string
+	modes := map[string]int64{}
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
@@ -121,8 +155,23 @@ func readArchive(t *testing.T, archive string) ([]string, []string) {
 			t.Fatal(err)
 		}
 		files = append(files, h.Name)
+		modes[h.Name] = h.Mode
 	}
-	return files, cf.Config.Entrypoint
+	return files, cf.Config.Entrypoint, modes
+}
+
+// TestBuildNamesWhatIsMissing: Build refuses options without the programs it packs,
+// naming each field, before it builds anything.
+func TestBuildNamesWhatIsMissing(t *testing.T) {
+	out := t.TempDir()
+	_, err := Build(t.Context(), Options{AgnhostBinary: "/x", OutDir: out})
+	want := "e2e images: Options need NonewprivsBinary, RegressionIssue74839Binary, SampleAPIServerBinary, EtcdBinary, BusyboxBinary, ImageFiles"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Build() = %v, want %q", err, want)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("Build wrote %d files before refusing", len(entries))
+	}
 }
 
 // TestProgramLinks: programs answer at /bin and /usr/bin alike (merged /usr), the
@@ -160,9 +209,17 @@ func TestProgramLinks(t *testing.T) {
 // upstream's busybox does; upstream's "consumable via the environment" tests look for
 // "data-1=value-1" in `sh -c env`), and applets such as hexdump answer.
 func TestBusyboxShellKeepsEveryVariable(t *testing.T) {
-	spec, err := busyboxSpec(t.Context(), Options{})
+	bin, err := controlplane.BinDir()
 	if err != nil {
-		hoststest.Unavailable(t, fmt.Sprintf("busybox image: %v: run hack/install-node-deps.sh --e2e (make e2e-deps)", err))
+		t.Fatal(err)
+	}
+	busybox := filepath.Join(bin, "busybox")
+	if _, err := os.Stat(busybox); err != nil {
+		hoststest.Unavailable(t, fmt.Sprintf("%v: run make e2e-bins (make test builds it)", err))
+	}
+	spec, err := busyboxSpec(t.Context(), Options{BusyboxBinary: busybox})
+	if err != nil {
+		t.Fatal(err)
 	}
 	root := t.TempDir()
 	for _, f := range spec.Files {
@@ -188,6 +245,9 @@ func TestBusyboxShellKeepsEveryVariable(t *testing.T) {
 		{"env keeps data-1", "env", "data-1=value-1"},
 		{"env keeps the prefixed name", "env", "p-data-1=value-1"},
 		{"hexdump is an applet", "printf AB | " + filepath.Join(root, "bin/hexdump") + " -C", "41 42"},
+		// Upstream's "should not write to root filesystem" compares ash's message word
+		// for word ("can't create /file: Read-only file system"); bash says it otherwise.
+		{"the shell is ash", "echo test > " + filepath.Join(root, "no-such-dir", "file") + " || true", "can't create " + filepath.Join(root, "no-such-dir", "file")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), filepath.Join(root, "bin/sh"), "-c", tc.script)

@@ -19,8 +19,9 @@ import (
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
-// Binaries are what make e2e-bins builds into the bin directory.
-var Binaries = []string{"e2e.test", "ginkgo", "agnhost"}
+// Binaries are what make e2e-bins builds into the bin directory: the programs, and
+// e2e-image-files, the directory of the test images' other files.
+var Binaries = []string{"e2e.test", "ginkgo", "agnhost", "nonewprivs", "regression-issue-74839", "sample-apiserver", "busybox", "e2e-image-files"}
 
 // Env is a cluster ready for the suite: Prepare makes one.
 type Env struct {
@@ -55,9 +56,15 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 	}
 	imgDir := filepath.Join(dir, "images")
 	built, err := e2eimages.Build(ctx, e2eimages.Options{
-		AgnhostBinary: filepath.Join(binDir, "agnhost"),
-		OutDir:        imgDir,
-		Source:        images.Source{Version: images.DefaultVersion},
+		AgnhostBinary:              filepath.Join(binDir, "agnhost"),
+		NonewprivsBinary:           filepath.Join(binDir, "nonewprivs"),
+		RegressionIssue74839Binary: filepath.Join(binDir, "regression-issue-74839"),
+		SampleAPIServerBinary:      filepath.Join(binDir, "sample-apiserver"),
+		EtcdBinary:                 filepath.Join(binDir, "etcd"),
+		BusyboxBinary:              filepath.Join(binDir, "busybox"),
+		ImageFiles:                 filepath.Join(binDir, "e2e-image-files"),
+		OutDir:                     imgDir,
+		Source:                     images.Source{Version: images.DefaultVersion},
 	})
 	if err != nil {
 		return nil, err

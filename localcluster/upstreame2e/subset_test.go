@@ -21,7 +21,8 @@ const subsetTimeout = 15 * time.Minute
 
 // TestLoadBalancerSubset runs upstream's load balancer tests that every CI run must pass
 // (upstreame2e.SubsetFocus: the cleanup finalizer, the TCP type-and-ports test, source
-// ranges and the externalTrafficPolicy: Local tests) against a real 3-node cluster, on
+// ranges and the externalTrafficPolicy: Local tests, with a webhook test and a busybox
+// environment test that prove the cluster around them) against a real 3-node cluster, on
 // parallel ginkgo nodes, and fails naming each test that failed, with upstream's failure
 // message and place, or that skipped itself: on this cluster every one of them must run.
 func TestLoadBalancerSubset(t *testing.T) {
@@ -68,15 +69,15 @@ func TestLoadBalancerSubset(t *testing.T) {
 			t.Errorf("SKIPPED %s: %s (every test of the subset must run on a 3-node cluster)", r.Name, r.Message)
 		}
 	}
-	// The focus selects seven tests (loadbalancer.go v1.36.3); fewer means a test was
-	// renamed or a ginkgo run ended early.
+	// The focus selects nine tests (v1.36.3); fewer means a test was renamed or a
+	// ginkgo run ended early.
 	if n := len(rep.Results); n < subsetTests {
 		t.Errorf("%d tests reported, want %d: %s", n, subsetTests, fmt.Sprint(names(rep)))
 	}
 }
 
 // subsetTests is how many tests upstreame2e.SubsetFocus selects in v1.36.3.
-const subsetTests = 7
+const subsetTests = 9
 
 func names(r *upstreame2e.Report) []string {
 	var n []string

@@ -91,12 +91,17 @@ func Suites(parallel int, timeout time.Duration, volumes bool) []Suite {
 		})
 }
 
-// SubsetFocus are the load balancer tests make test runs on every CI run: the cleanup
-// finalizer, the TCP type-and-ports test, source ranges and the four
-// externalTrafficPolicy: Local tests.
+// SubsetFocus are the tests make test runs on every CI run: the load balancer tests (the
+// cleanup finalizer, the TCP type-and-ports test, source ranges and the four
+// externalTrafficPolicy: Local tests), and two that prove the cluster around them: a
+// mutating admission webhook, which kube-apiserver on the machine reaches at its pod
+// (--enable-aggregator-routing), and a busybox pod's environment from a ConfigMap with
+// names that are not shell identifiers (upstream busybox's ash keeps them).
 var SubsetFocus = strings.Join([]string{
 	`should handle load balancer cleanup finalizer for service`,
 	`should be able to change the type and ports of a TCP service`,
 	`should only allow access from service loadbalancer source ranges`,
 	`LoadBalancers ExternalTrafficPolicy: Local`,
+	`AdmissionWebhook \[Privileged:ClusterAdmin\] should mutate configmap \[Conformance\]`,
+	`ConfigMap should be consumable via the environment`,
 }, "|")
