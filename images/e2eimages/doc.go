@@ -25,9 +25,10 @@
 //     busybox provides them upstream (dd, od, md5sum...; the Debian programs come first
 //     in PATH). The same image is pushed as agnhost:2.55 too (AgnhostPrev), the tag
 //     the StatefulSet, Deployment and kubectl tests roll from and back to: they change
-//     the image's name and never ask what is in it. Upstream's image also has iperf, a
-//     CoreDNS binary at /coredns and a fake registry tree, which only tests outside the
-//     chosen set use; they are left out.
+//     the image's name and never ask what is in it. nephele's CoreDNS (bin/coredns, the cluster
+//     DNS's) is at /coredns, where upstream's image has one: the DNS tests run it as a
+//     pod's name server. Upstream's image also has iperf and a fake registry tree, which
+//     only tests outside the chosen set use; they are left out.
 //   - glibc-dns-testing:2.0.0 — upstream's is Debian with dnsutils: a shell, dig and
 //     glibc's getent, for the DNS tests' second prober. The same programs from this
 //     Debian machine.

@@ -130,6 +130,10 @@ type Options struct {
 	// RegressionIssue74839Binary is upstream's test/images/regression-issue-74839
 	// program (make e2e-bins: bin/regression-issue-74839).
 	RegressionIssue74839Binary string
+	// CorednsBinary is the CoreDNS nephele builds for cluster DNS (make tools:
+	// bin/coredns); upstream's agnhost image carries one at /coredns, which the DNS
+	// tests run as a pod's name server.
+	CorednsBinary string
 	// BusyboxBinary is upstream busybox, static (make e2e-bins: bin/busybox, built by
 	// hack/build-busybox.sh).
 	BusyboxBinary string
@@ -166,7 +170,7 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"AgnhostBinary", opts.AgnhostBinary}, {"NonewprivsBinary", opts.NonewprivsBinary},
 		{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}, {"SampleAPIServerBinary", opts.SampleAPIServerBinary},
-		{"EtcdBinary", opts.EtcdBinary}, {"BusyboxBinary", opts.BusyboxBinary}, {"ImageFiles", opts.ImageFiles}, {"OutDir", opts.OutDir}} {
+		{"EtcdBinary", opts.EtcdBinary}, {"BusyboxBinary", opts.BusyboxBinary}, {"CorednsBinary", opts.CorednsBinary}, {"ImageFiles", opts.ImageFiles}, {"OutDir", opts.OutDir}} {
 		if f.v == "" {
 			missing = append(missing, f.name)
 		}
@@ -291,9 +295,10 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	}
 	// Built like kubelet (cgo on), agnhost links the machine's libc, which the image
 	// carries for the Debian programs anyway.
-	agnhost, err := images.HostPrograms(ctx, images.HostFile{Path: "/agnhost", From: opts.AgnhostBinary})
+	agnhost, err := images.HostPrograms(ctx, images.HostFile{Path: "/agnhost", From: opts.AgnhostBinary},
+		images.HostFile{Path: "/coredns", From: opts.CorednsBinary})
 	if err != nil {
-		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
+		return images.Spec{}, fmt.Errorf("%w (make e2e-bins and make tools build them)", err)
 	}
 	tools, err := images.PackHostTools(ctx, append(shellTools(),
 		images.HostTool{Path: "/bin/bash", Name: "bash", Package: "bash"},
@@ -364,7 +369,7 @@ func pictureSpec(name string) func(context.Context, Options) (images.Spec, error
 	}
 }
 
-// nonewprivsSpec is upstream's nonewprivs image: nnp, setuid root, as the command.
+// nonewprivsSpec is upstream's nonewprivs image: nnp, setuid root, run by default.
 // Run as a user with allowPrivilegeEscalation left on, it prints effective uid 0; with
 // it off (no_new_privs), the user's own uid.
 func nonewprivsSpec(ctx context.Context, opts Options) (images.Spec, error) {
@@ -381,7 +386,9 @@ func nonewprivsSpec(ctx context.Context, opts Options) (images.Spec, error) {
 			nnp[i].Mode = 0o4755
 		}
 	}
-	return images.Spec{Files: append(files, nnp...), Cmd: []string{"nnp"}, Env: []string{path}}, nil
+	// Upstream's sets CMD nnp and no entrypoint; images.Spec wants an entrypoint, and
+	// the tests give neither command nor arguments, so the two run alike.
+	return images.Spec{Files: append(files, nnp...), Entrypoint: []string{"/usr/local/bin/nnp"}, Env: []string{path}}, nil
 }
 
 // programSpec returns the spec of an image that is one program of this machine (with

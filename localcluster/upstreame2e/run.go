@@ -62,6 +62,7 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 		SampleAPIServerBinary:      filepath.Join(binDir, "sample-apiserver"),
 		EtcdBinary:                 filepath.Join(binDir, "etcd"),
 		BusyboxBinary:              filepath.Join(binDir, "busybox"),
+		CorednsBinary:              filepath.Join(binDir, "coredns"),
 		ImageFiles:                 filepath.Join(binDir, "e2e-image-files"),
 		OutDir:                     imgDir,
 		Source:                     images.Source{Version: images.DefaultVersion},
