@@ -138,11 +138,7 @@ func writeCredentials(dir string, svcIP, servingIP netip.Addr) (*credentials, er
 // aggregated API server through the request headers. The apiserver publishes the CA in
 // kube-system/extension-apiserver-authentication for those servers to read.
 func (c *credentials) writeFrontProxyCerts() error {
-	dir := filepath.Join(c.dir, "front-proxy-pki")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("front proxy certificates: %w", err)
-	}
-	ca, err := pki.NewAuthority("nephele-front-proxy-ca", certValidity)
+	ca, dir, err := c.authorityIn("front-proxy-pki", "nephele-front-proxy-ca")
 	if err != nil {
 		return fmt.Errorf("front proxy certificates: %w", err)
 	}
@@ -150,9 +146,6 @@ func (c *credentials) writeFrontProxyCerts() error {
 		caFile:     filepath.Join(dir, "ca.crt"),
 		clientCert: filepath.Join(dir, frontProxyClientName+".crt"),
 		clientKey:  filepath.Join(dir, frontProxyClientName+".key"),
-	}
-	if err := os.WriteFile(f.caFile, ca.PEM(), 0o600); err != nil {
-		return fmt.Errorf("front proxy certificates: %w", err)
 	}
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: frontProxyClientName},
@@ -172,11 +165,7 @@ func (c *credentials) writeFrontProxyCerts() error {
 // must not open the store, and without client authentication any local user could read
 // every Secret or write RBAC straight into etcd.
 func (c *credentials) writeEtcdCerts() error {
-	dir := filepath.Join(c.dir, "etcd-pki")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("etcd certificates: %w", err)
-	}
-	ca, err := pki.NewAuthority("nephele-etcd-ca", certValidity)
+	ca, dir, err := c.authorityIn("etcd-pki", "nephele-etcd-ca")
 	if err != nil {
 		return fmt.Errorf("etcd certificates: %w", err)
 	}
@@ -184,9 +173,6 @@ func (c *credentials) writeEtcdCerts() error {
 		caFile:     filepath.Join(dir, "ca.crt"),
 		serverCert: filepath.Join(dir, "etcd.crt"), serverKey: filepath.Join(dir, "etcd.key"),
 		clientCert: filepath.Join(dir, "apiserver-etcd-client.crt"), clientKey: filepath.Join(dir, "apiserver-etcd-client.key"),
-	}
-	if err := os.WriteFile(e.caFile, ca.PEM(), 0o600); err != nil {
-		return fmt.Errorf("etcd certificates: %w", err)
 	}
 	// One certificate for clients and peers: etcd's peer connections are mutual TLS too.
 	server := &x509.Certificate{
@@ -213,6 +199,24 @@ func (c *credentials) writeEtcdCerts() error {
 	e.tls = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
 	c.etcd = e
 	return nil
+}
+
+// authorityIn makes a CA of its own, named name, for the subdirectory sub of the env
+// directory (created readable by the owner only), and writes its certificate to
+// sub/ca.crt. It returns the CA and the subdirectory.
+func (c *credentials) authorityIn(sub, name string) (*pki.Authority, string, error) {
+	dir := filepath.Join(c.dir, sub)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	ca, err := pki.NewAuthority(name, certValidity)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.PEM(), 0o600); err != nil {
+		return nil, "", err
+	}
+	return ca, dir, nil
 }
 
 // issue has ca sign tmpl, writes the certificate and its key, readable by the owner

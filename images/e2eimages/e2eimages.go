@@ -300,7 +300,9 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	if err != nil {
 		return images.Spec{}, fmt.Errorf("%w (make e2e-bins and make tools build them)", err)
 	}
-	tools, err := images.PackHostTools(ctx, append(shellTools(),
+	// Upstream's agnhost is Alpine's: busybox answers every common command tests run in
+	// it (dd in "should be rejected for evicted pods", od, md5sum...).
+	tools, err := withBusybox(ctx, append(shellTools(),
 		images.HostTool{Path: "/bin/bash", Name: "bash", Package: "bash"},
 		images.HostTool{Path: "/usr/bin/nc", Name: "nc.openbsd", Package: "netcat-openbsd"},
 		images.HostTool{Path: "/usr/bin/curl", Name: "curl", Package: "curl"},
@@ -312,20 +314,10 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 		images.HostTool{Path: "/usr/bin/hostname", Name: "hostname", Package: "hostname"},
 		images.HostTool{Path: "/usr/sbin/ip", Name: "ip", Package: "iproute2"},
 		images.HostTool{Path: "/usr/bin/ss", Name: "ss", Package: "iproute2"},
-		images.HostTool{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"},
 	))
 	if err != nil {
 		return images.Spec{}, err
 	}
-	// Upstream's agnhost is Alpine's: busybox answers every common command tests run in
-	// it (dd in "should be rejected for evicted pods", od, md5sum...). The Debian
-	// programs above come first; busybox fills in the rest, as links in /bin.
-	applets, err := busyboxApplets(ctx, "")
-	if err != nil {
-		return images.Spec{}, err
-	}
-	tools = append(tools, usrMerged(tools)...)
-	tools = append(tools, appletLinks(tools, applets)...)
 	porter, err := porterCertificate()
 	if err != nil {
 		return images.Spec{}, err
@@ -416,21 +408,14 @@ func distrolessIptablesSpec(ctx context.Context, _ Options) (images.Spec, error)
 	if err != nil {
 		return images.Spec{}, err
 	}
-	tools, err := images.PackHostTools(ctx, append(shellTools(),
+	tools, err := withBusybox(ctx, append(shellTools(),
 		images.HostTool{Path: "/usr/sbin/iptables", Name: "iptables", Package: "iptables"},
 		images.HostTool{Path: "/usr/sbin/ip6tables", Name: "ip6tables", Package: "iptables"},
 		images.HostTool{Path: "/usr/sbin/conntrack", Name: "conntrack", Package: "conntrack"},
-		images.HostTool{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"},
 	))
 	if err != nil {
 		return images.Spec{}, err
 	}
-	applets, err := busyboxApplets(ctx, "")
-	if err != nil {
-		return images.Spec{}, err
-	}
-	tools = append(tools, usrMerged(tools)...)
-	tools = append(tools, appletLinks(tools, applets)...)
 	return images.Spec{Files: dedupe(files, tools), Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
 }
 
@@ -554,6 +539,23 @@ func busyboxSpec(ctx context.Context, opts Options) (images.Spec, error) {
 	files = append(files, bin...)
 	files = append(files, appletLinks(files, append(applets, "sh"))...)
 	return images.Spec{Files: files, Entrypoint: []string{"/bin/sh"}, Env: []string{path}}, nil
+}
+
+// withBusybox packs tools (Debian's programs of this machine) with this machine's
+// busybox-static at /bin/busybox, links each program of /usr/bin and /usr/sbin in /bin
+// and /sbin too (usrMerged), and links busybox's applets for every other command, as
+// Alpine's busybox answers them in upstream's images: the Debian programs come first.
+func withBusybox(ctx context.Context, tools []images.HostTool) ([]images.File, error) {
+	files, err := images.PackHostTools(ctx, append(tools, images.HostTool{Path: "/bin/busybox", Name: "busybox", Package: "busybox-static"}))
+	if err != nil {
+		return nil, err
+	}
+	applets, err := busyboxApplets(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, usrMerged(files)...)
+	return append(files, appletLinks(files, applets)...), nil
 }
 
 // usrMerged links /bin/<name> to each program in /usr/bin and /sbin/<name> to each in
