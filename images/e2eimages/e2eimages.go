@@ -142,6 +142,10 @@ type Options struct {
 	SampleAPIServerBinary string
 	// EtcdBinary is the etcd the control plane runs (make tools: bin/etcd).
 	EtcdBinary string
+	// Only, when set, are the images to build (each with its AlsoAs names); nil builds
+	// every image. A run of a few tests needs few of them, and the large ones
+	// (sample-apiserver, kitten and nautilus with agnhost inside) cost minutes to pack.
+	Only []Image
 	// ImageFiles holds the files of upstream's test images that are not programs
 	// (make e2e-bins: bin/e2e-image-files, copied from k8s.io/kubernetes/test/images):
 	// kitten/html and nautilus/html.
@@ -204,6 +208,9 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	}
 	var built []Built
 	for _, s := range specs {
+		if opts.Only != nil && !slices.Contains(opts.Only, s.img) {
+			continue
+		}
 		spec, err := s.spec(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("e2e image %s: %w", s.img.Name, err)

@@ -176,6 +176,27 @@ func TestBuildNamesWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestBuildOnly: with Options.Only, Build builds those images and no other.
+func TestBuildOnly(t *testing.T) {
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		hoststest.Unavailable(t, "no busybox on this machine: run hack/install-node-deps.sh --e2e (make e2e-deps)")
+	}
+	out := t.TempDir()
+	built, err := Build(t.Context(), Options{AgnhostBinary: "/x", NonewprivsBinary: "/x", RegressionIssue74839Binary: "/x",
+		SampleAPIServerBinary: "/x", EtcdBinary: "/x", CorednsBinary: "/x", BusyboxBinary: busybox, ImageFiles: "/x",
+		OutDir: out, Only: []Image{BusyBox}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built) != 1 || built[0].Image != BusyBox {
+		t.Fatalf("built %v, want busybox alone", built)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 1 {
+		t.Errorf("%d files in the output, want busybox's archive alone", len(entries))
+	}
+}
+
 // TestProgramLinks: programs answer at /bin and /usr/bin alike (merged /usr), the
 // packed programs win over busybox's applets, and an applet fills what nothing packs.
 func TestProgramLinks(t *testing.T) {

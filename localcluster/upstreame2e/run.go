@@ -38,10 +38,11 @@ type Env struct {
 }
 
 // Prepare builds the e2e test images from binDir/agnhost and this machine's programs
-// into dir, pushes them and upstream's name of the pause image into the cluster's
-// registry, and writes the repo list and a cloud config into dir. It fails naming what
-// is missing: a binary of make e2e-bins, a Debian package.
-func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (*Env, error) {
+// into dir (only those named, when any are: e2eimages.Options.Only), pushes them and
+// upstream's name of the pause image into the cluster's registry, and writes the repo
+// list and a cloud config into dir. It fails naming what is missing: a binary of make
+// e2e-bins, a Debian package.
+func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string, only ...e2eimages.Image) (*Env, error) {
 	var missing []string
 	for _, b := range append(Binaries, "kubectl") {
 		if st, err := os.Stat(filepath.Join(binDir, b)); err != nil || st.Mode()&0o111 == 0 {
@@ -62,6 +63,7 @@ func Prepare(ctx context.Context, c *localcluster.Cluster, binDir, dir string) (
 		SampleAPIServerBinary:      filepath.Join(binDir, "sample-apiserver"),
 		EtcdBinary:                 filepath.Join(binDir, "etcd"),
 		BusyboxBinary:              filepath.Join(binDir, "busybox"),
+		Only:                       only,
 		CorednsBinary:              filepath.Join(binDir, "coredns"),
 		ImageFiles:                 filepath.Join(binDir, "e2e-image-files"),
 		OutDir:                     imgDir,

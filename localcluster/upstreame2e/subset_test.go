@@ -42,7 +42,7 @@ func TestLoadBalancerSubset(t *testing.T) {
 		}
 	}
 	c, dir := clustertest.Start(t, "nphe2e", bin, 3, nil)
-	env, err := upstreame2e.Prepare(t.Context(), c, bin, filepath.Join(dir, "e2e"))
+	env, err := upstreame2e.Prepare(t.Context(), c, bin, filepath.Join(dir, "e2e"), upstreame2e.SubsetImages...)
 	if err != nil {
 		t.Fatal(err)
 	}

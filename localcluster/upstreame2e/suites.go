@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nephele-dev/nephele/images/e2eimages"
 )
 
 // Suite is one run of the ginkgo CLI over e2e.test.
@@ -90,6 +92,10 @@ func Suites(parallel int, timeout time.Duration, volumes bool) []Suite {
 			Timeout:  timeout,
 		})
 }
+
+// SubsetImages are the test images SubsetFocus's tests run (agnhost: the load balancer
+// and webhook tests; busybox: the environment test); Prepare builds only these for it.
+var SubsetImages = []e2eimages.Image{e2eimages.Agnhost, e2eimages.BusyBox}
 
 // SubsetFocus are the tests make test runs on every CI run: the load balancer tests (the
 // cleanup finalizer, the TCP type-and-ports test, source ranges and the four
