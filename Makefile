@@ -59,7 +59,7 @@ $(CSI_BINS) &: $(CSI_DIR)/go.mod $(CSI_DIR)/go.sum
 	cd $(CSI_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $$(grep -o '"github.com/kubernetes-csi/[^"]*"' tools.go | tr -d '"')
 
 .PHONY: e2e-bins
-e2e-bins: $(E2E_BINS) $(BIN)/e2e-image-files/.stamp $(BIN)/busybox ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI and agnhost into bin/
+e2e-bins: $(E2E_BINS) $(BIN)/e2e-image-files/.stamp $(BIN)/busybox ## build upstream's e2e suite (bin/e2e.test, with nephele's provider), the ginkgo CLI, the test images' programs (agnhost, ...), their pictures and upstream busybox into bin/
 
 # Real nodes need a few Debian packages the project does not build (runc, iptables; the
 # script says why each): node-deps installs those missing, as root, and does nothing when
@@ -119,12 +119,17 @@ $(E2E_BINS) &: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum $(wildcard $(E2E_DIR)/*.go)
 $(BIN)/busybox: hack/build-busybox.sh
 	hack/build-busybox.sh $@
 
+# module_dir is, in a recipe, where module $(2) of the module in directory $(1) lies in
+# the module cache (downloaded if need be); it fails the recipe naming the module when
+# the go command does not say.
+module_dir = $$(cd $(1) && $(GO) mod download -json $(2) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	  test -n "$$dir" || { echo "could not locate the $(2) module" >&2; exit 1; }
+
 # The files of upstream's test images that are not programs (the kitten and nautilus
 # pictures), copied from the k8s.io/kubernetes module the suite is built from.
 $(BIN)/e2e-image-files/.stamp: $(E2E_DIR)/go.mod $(E2E_DIR)/go.sum
 	rm -rf $(BIN)/e2e-image-files && mkdir -p $(BIN)/e2e-image-files
-	dir=$$(cd $(E2E_DIR) && $(GO) mod download -json k8s.io/kubernetes | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
-	  test -n "$$dir" || { echo "could not locate the k8s.io/kubernetes module" >&2; exit 1; }; \
+	dir=$(call module_dir,$(E2E_DIR),k8s.io/kubernetes); \
 	  for img in kitten nautilus; do \
 	    mkdir -p $(BIN)/e2e-image-files/$$img && cp -r "$$dir"/test/images/$$img/html $(BIN)/e2e-image-files/$$img/ && chmod -R u+w $(BIN)/e2e-image-files/$$img; \
 	  done
@@ -136,8 +141,7 @@ $(BIN)/kwok: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 # kwok's node and pod stage definitions ship inside its module; copy the ones tests use.
 $(BIN)/kwok-stages/.stamp: $(KWOK_DIR)/go.mod $(KWOK_DIR)/go.sum
 	rm -rf $(BIN)/kwok-stages && mkdir -p $(BIN)/kwok-stages
-	dir=$$(cd $(KWOK_DIR) && $(GO) mod download -json sigs.k8s.io/kwok | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
-	  test -n "$$dir" || { echo "could not locate the sigs.k8s.io/kwok module" >&2; exit 1; }; \
+	dir=$(call module_dir,$(KWOK_DIR),sigs.k8s.io/kwok); \
 	  cp "$$dir"/kustomize/stage/node/fast/node-initialize.yaml \
 	     "$$dir"/kustomize/stage/node/heartbeat/node-heartbeat.yaml \
 	     "$$dir"/kustomize/stage/pod/fast/pod-ready.yaml \

@@ -142,8 +142,9 @@ type Options struct {
 	SampleAPIServerBinary string
 	// EtcdBinary is the etcd the control plane runs (make tools: bin/etcd).
 	EtcdBinary string
-	// Only, when set, are the images to build (each with its AlsoAs names); nil builds
-	// every image. A run of a few tests needs few of them, and the large ones
+	// Only, when set, are the images to build (each with its AlsoAs names), and Build
+	// needs only their fields; nil builds every image. Naming one Build does not build
+	// (Pause, AgnhostPrev) is an error. A run of a few tests needs few of them, and the large ones
 	// (sample-apiserver, kitten and nautilus with agnhost inside) cost minutes to pack.
 	Only []Image
 	// ImageFiles holds the files of upstream's test images that are not programs
@@ -167,16 +168,52 @@ type Built struct {
 
 // Build builds agnhost, glibc-dns-testing, nginx, busybox, kitten, nautilus,
 // nonewprivs, regression-issue-74839, distroless-iptables, sample-apiserver and etcd
-// (see the package
-// documentation) for this machine's platform into opts.OutDir. It fails naming the
-// Debian package of any program missing here.
+// (see the package documentation), or opts.Only of them, for this machine's platform
+// into opts.OutDir. It fails naming every Options field those images need and lack,
+// before it builds anything, and the Debian package of any program missing here.
 func Build(ctx context.Context, opts Options) ([]Built, error) {
+	// Each image with the Options fields it is built from: Options.Only's images need
+	// theirs alone.
+	type field struct{ name, value string }
+	agnhost, files := field{"AgnhostBinary", opts.AgnhostBinary}, field{"ImageFiles", opts.ImageFiles}
+	type imageSpec struct {
+		img    Image
+		needs  []field
+		spec   func(context.Context, Options) (images.Spec, error)
+		alsoAs []Image
+	}
+	specs := []imageSpec{
+		{Agnhost, []field{agnhost, {"CorednsBinary", opts.CorednsBinary}}, agnhostSpec, []Image{AgnhostPrev}},
+		{GlibcDNSTesting, nil, glibcDNSTestingSpec, nil},
+		{Nginx, nil, nginxSpec, nil},
+		{BusyBox, []field{{"BusyboxBinary", opts.BusyboxBinary}}, busyboxSpec, nil},
+		{Kitten, []field{agnhost, files}, pictureSpec("kitten"), nil},
+		{Nautilus, []field{agnhost, files}, pictureSpec("nautilus"), nil},
+		{Nonewprivs, []field{{"NonewprivsBinary", opts.NonewprivsBinary}}, nonewprivsSpec, nil},
+		{RegressionIssue74839, []field{{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}},
+			programSpec("/regression-issue-74839", opts.RegressionIssue74839Binary), nil},
+		{DistrolessIptables, nil, distrolessIptablesSpec, nil},
+		{SampleAPIServer, []field{{"SampleAPIServerBinary", opts.SampleAPIServerBinary}},
+			programSpec("/sample-apiserver", opts.SampleAPIServerBinary), nil},
+		{Etcd, []field{{"EtcdBinary", opts.EtcdBinary}}, programSpec("/usr/local/bin/etcd", opts.EtcdBinary), nil},
+	}
+	for _, img := range opts.Only {
+		if !slices.ContainsFunc(specs, func(s imageSpec) bool { return s.img == img }) {
+			return nil, fmt.Errorf("e2e images: Options.Only names %s, which Build does not build", img.Ref())
+		}
+	}
+	specs = slices.DeleteFunc(specs, func(s imageSpec) bool {
+		return opts.Only != nil && !slices.Contains(opts.Only, s.img)
+	})
 	var missing []string
-	for _, f := range []struct{ name, v string }{{"AgnhostBinary", opts.AgnhostBinary}, {"NonewprivsBinary", opts.NonewprivsBinary},
-		{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}, {"SampleAPIServerBinary", opts.SampleAPIServerBinary},
-		{"EtcdBinary", opts.EtcdBinary}, {"BusyboxBinary", opts.BusyboxBinary}, {"CorednsBinary", opts.CorednsBinary}, {"ImageFiles", opts.ImageFiles}, {"OutDir", opts.OutDir}} {
-		if f.v == "" {
-			missing = append(missing, f.name)
+	if opts.OutDir == "" {
+		missing = append(missing, "OutDir")
+	}
+	for _, s := range specs {
+		for _, f := range s.needs {
+			if f.value == "" && !slices.Contains(missing, f.name) {
+				missing = append(missing, f.name)
+			}
 		}
 	}
 	if len(missing) > 0 {
@@ -189,28 +226,8 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("e2e images: %w", err)
 	}
-	specs := []struct {
-		img    Image
-		spec   func(context.Context, Options) (images.Spec, error)
-		alsoAs []Image
-	}{
-		{Agnhost, agnhostSpec, []Image{AgnhostPrev}},
-		{GlibcDNSTesting, glibcDNSTestingSpec, nil},
-		{Nginx, nginxSpec, nil},
-		{BusyBox, busyboxSpec, nil},
-		{Kitten, pictureSpec("kitten"), nil},
-		{Nautilus, pictureSpec("nautilus"), nil},
-		{Nonewprivs, nonewprivsSpec, nil},
-		{RegressionIssue74839, programSpec("/regression-issue-74839", func(o Options) string { return o.RegressionIssue74839Binary }), nil},
-		{DistrolessIptables, distrolessIptablesSpec, nil},
-		{SampleAPIServer, programSpec("/sample-apiserver", func(o Options) string { return o.SampleAPIServerBinary }), nil},
-		{Etcd, programSpec("/usr/local/bin/etcd", func(o Options) string { return o.EtcdBinary }), nil},
-	}
 	var built []Built
 	for _, s := range specs {
-		if opts.Only != nil && !slices.Contains(opts.Only, s.img) {
-			continue
-		}
 		spec, err := s.spec(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("e2e image %s: %w", s.img.Name, err)
@@ -351,7 +368,7 @@ func agnhostSpec(ctx context.Context, opts Options) (images.Spec, error) {
 // /, as the command.
 func pictureSpec(name string) func(context.Context, Options) (images.Spec, error) {
 	return func(ctx context.Context, opts Options) (images.Spec, error) {
-		spec, err := programSpec("/agnhost", func(o Options) string { return o.AgnhostBinary })(ctx, opts)
+		spec, err := programSpec("/agnhost", opts.AgnhostBinary)(ctx, opts)
 		if err != nil {
 			return images.Spec{}, err
 		}
@@ -370,36 +387,33 @@ func pictureSpec(name string) func(context.Context, Options) (images.Spec, error
 
 // nonewprivsSpec is upstream's nonewprivs image: nnp, setuid root, run by default.
 // Run as a user with allowPrivilegeEscalation left on, it prints effective uid 0; with
-// it off (no_new_privs), the user's own uid.
+// it off (no_new_privs), the user's own uid. Upstream's sets CMD nnp and no entrypoint;
+// the tests give neither command nor arguments, so the two run alike.
 func nonewprivsSpec(ctx context.Context, opts Options) (images.Spec, error) {
-	files, err := basics()
+	const nnp = "/usr/local/bin/nnp"
+	spec, err := programSpec(nnp, opts.NonewprivsBinary)(ctx, opts)
 	if err != nil {
 		return images.Spec{}, err
 	}
-	nnp, err := images.HostPrograms(ctx, images.HostFile{Path: "/usr/local/bin/nnp", From: opts.NonewprivsBinary})
-	if err != nil {
-		return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
-	}
-	for i := range nnp {
-		if nnp[i].Path == "/usr/local/bin/nnp" {
-			nnp[i].Mode = 0o4755
+	for i := range spec.Files {
+		if spec.Files[i].Path == nnp {
+			spec.Files[i].Mode = 0o4755
 		}
 	}
-	// Upstream's sets CMD nnp and no entrypoint; images.Spec wants an entrypoint, and
-	// the tests give neither command nor arguments, so the two run alike.
-	return images.Spec{Files: append(files, nnp...), Entrypoint: []string{"/usr/local/bin/nnp"}, Env: []string{path}}, nil
+	return spec, nil
 }
 
-// programSpec returns the spec of an image that is one program of this machine (with
-// its libraries) at at, the entrypoint: regression-issue-74839, sample-apiserver and
-// etcd, whose pods give their arguments or command.
-func programSpec(at string, from func(Options) string) func(context.Context, Options) (images.Spec, error) {
-	return func(ctx context.Context, opts Options) (images.Spec, error) {
+// programSpec returns the spec of an image that is one program of this machine, from
+// (with its libraries), at at, the entrypoint: regression-issue-74839, sample-apiserver,
+// etcd, nonewprivs and the pictures' agnhost, whose pods give their arguments or
+// command.
+func programSpec(at, from string) func(context.Context, Options) (images.Spec, error) {
+	return func(ctx context.Context, _ Options) (images.Spec, error) {
 		files, err := basics()
 		if err != nil {
 			return images.Spec{}, err
 		}
-		prog, err := images.HostPrograms(ctx, images.HostFile{Path: at, From: from(opts)})
+		prog, err := images.HostPrograms(ctx, images.HostFile{Path: at, From: from})
 		if err != nil {
 			return images.Spec{}, fmt.Errorf("%w (make e2e-bins builds it)", err)
 		}

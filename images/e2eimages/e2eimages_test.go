@@ -167,25 +167,34 @@ func readArchive(t *testing.T, archive string) ([]string, []string, map[string]i
 func TestBuildNamesWhatIsMissing(t *testing.T) {
 	out := t.TempDir()
 	_, err := Build(t.Context(), Options{AgnhostBinary: "/x", OutDir: out})
-	want := "e2e images: Options need NonewprivsBinary, RegressionIssue74839Binary, SampleAPIServerBinary, EtcdBinary, BusyboxBinary, CorednsBinary, ImageFiles"
+	want := "e2e images: Options need CorednsBinary, BusyboxBinary, ImageFiles, NonewprivsBinary, RegressionIssue74839Binary, SampleAPIServerBinary, EtcdBinary"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Build() = %v, want %q", err, want)
+	}
+	// Only the fields of the images asked for are needed; an image Build does not
+	// build is refused, not skipped.
+	_, err = Build(t.Context(), Options{OutDir: out, Only: []Image{Kitten}})
+	if want := "e2e images: Options need AgnhostBinary, ImageFiles"; err == nil || err.Error() != want {
+		t.Errorf("Build(Only kitten) = %v, want %q", err, want)
+	}
+	_, err = Build(t.Context(), Options{OutDir: out, Only: []Image{Pause}})
+	if want := "e2e images: Options.Only names nephele.local/pause:3.10.2, which Build does not build"; err == nil || err.Error() != want {
+		t.Errorf("Build(Only pause) = %v, want %q", err, want)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
 		t.Errorf("Build wrote %d files before refusing", len(entries))
 	}
 }
 
-// TestBuildOnly: with Options.Only, Build builds those images and no other.
+// TestBuildOnly: with Options.Only, Build builds those images and no other, from the
+// options they need alone.
 func TestBuildOnly(t *testing.T) {
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		hoststest.Unavailable(t, "no busybox on this machine: run hack/install-node-deps.sh --e2e (make e2e-deps)")
 	}
 	out := t.TempDir()
-	built, err := Build(t.Context(), Options{AgnhostBinary: "/x", NonewprivsBinary: "/x", RegressionIssue74839Binary: "/x",
-		SampleAPIServerBinary: "/x", EtcdBinary: "/x", CorednsBinary: "/x", BusyboxBinary: busybox, ImageFiles: "/x",
-		OutDir: out, Only: []Image{BusyBox}})
+	built, err := Build(t.Context(), Options{BusyboxBinary: busybox, OutDir: out, Only: []Image{BusyBox}})
 	if err != nil {
 		t.Fatal(err)
 	}
