@@ -31,6 +31,7 @@ import (
 
 	"github.com/nephele-dev/nephele/controlplane"
 	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/internal/testkit/testenv"
 	"github.com/nephele-dev/nephele/internal/testkit/testnet"
@@ -211,8 +212,14 @@ func TestBootRealNode(t *testing.T) {
 	if status.Phase != PhaseRunning || status.PodCIDR != podCIDR {
 		t.Errorf("status: phase %s, pod CIDR %s; want %s, %s", status.Phase, status.PodCIDR, PhaseRunning, podCIDR)
 	}
+	// The runtime reports PIDs as the host sees them: a PID namespace of its own.
+	hostStatus, _ := m.Status(spec.ID)
 	for _, name := range []string{"runtime", "containerd", "kubelet", "kube-proxy"} {
-		t.Logf("RSS %-10s %6.1f MiB (pid %d)", name, rssMiB(status.PIDs[name]), status.PIDs[name])
+		pid, err := procstat.FromInner(hostStatus.MountNS, status.PIDs[name])
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		t.Logf("RSS %-10s %6.1f MiB (pid %d, %d in the host)", name, rssMiB(pid), pid, status.PIDs[name])
 	}
 	for _, step := range []string{"containerdReady", "imagesImported", "kubeletStarted", "podCIDR", "proxyStarted"} {
 		t.Logf("boot step %-16s after %s", step, time.Duration(status.Steps[step]).Round(time.Millisecond))
@@ -237,8 +244,13 @@ func TestBootRealNode(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Boots != 2 || st.BootPID == 0 || s.PIDs["runtime"] != st.BootPID || s.Phase != PhaseRunning {
+		// The runtime is the boot command, the child of the host's init (the boot process).
+		runtime, _ := procstat.FromInner(st.MountNS, s.PIDs["runtime"])
+		if st.Boots != 2 || st.BootPID == 0 || s.Phase != PhaseRunning {
 			return fmt.Errorf("host %+v; runtime %d in phase %s", st, s.PIDs["runtime"], s.Phase)
+		}
+		if p, err := procstat.Read(runtime); err != nil || p.PPID != st.BootPID {
+			return fmt.Errorf("the runtime (%d in the host, %d on the machine) is not the child of the boot process %d: %+v %v", s.PIDs["runtime"], runtime, st.BootPID, p, err)
 		}
 		return nil
 	})

@@ -189,3 +189,11 @@ func selfPath(t *testing.T) string {
 	}
 	return p
 }
+
+// TestHostInitName keeps the name kubenode looks for as a host's init the one the local
+// cloud's hosts run their init under.
+func TestHostInitName(t *testing.T) {
+	if hostInitName != hosts.InitName {
+		t.Errorf("kubenode looks for a host init named %q; localcloud/hosts runs it as %q", hostInitName, hosts.InitName)
+	}
+}

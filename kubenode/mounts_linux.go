@@ -50,11 +50,15 @@ var kubeletSysctls = map[string]string{
 // checkNamespaces refuses to run the node in the machine's own network or mount
 // namespace: kube-proxy's and the CNI plugin's rules, the pod bridge and the runtime's
 // mounts would land on the machine itself. A host's boot command is started into the
-// host's namespaces by a process outside them (the local cloud, nsenter, unshare), so
-// some ancestor of the runtime is in other namespaces; when none is, the runtime is on
-// the machine. (The machine's init would be the plain answer, but its namespaces may not
-// be readable, even by root.)
+// host's namespaces by a process outside them (nsenter, unshare), so some ancestor of the
+// runtime is in other namespaces; or it descends from a local cloud host's init, PID 1 of
+// a PID namespace of the host's own, which hides every process outside (hostInit). When
+// neither holds, the runtime is on the machine. (The machine's init would be the plain
+// answer, but its namespaces may not be readable, even by root.)
 func checkNamespaces() error {
+	if hostInit() {
+		return nil
+	}
 	for _, ns := range []struct{ file, what string }{{"net", "network"}, {"mnt", "mount"}} {
 		self, err := os.Readlink("/proc/self/ns/" + ns.file)
 		if err != nil {
@@ -65,6 +69,29 @@ func checkNamespaces() error {
 		}
 	}
 	return nil
+}
+
+// hostInitName is the name a local cloud host's init runs under (localcloud/hosts'
+// InitName; a test keeps the two equal).
+const hostInitName = "nephele-host-init"
+
+// initialPIDNamespace is the kernel's first PID namespace, the machine's, whose inode
+// number is fixed (PROC_PID_INIT_INO).
+const initialPIDNamespace = "pid:[4026531836]"
+
+// hostInit reports whether the runtime runs in a PID namespace other than the
+// machine's whose PID 1 is a local cloud host's init: a shell running the init under
+// hostInitName, `sh -c <script> nephele-host-init <boot command>`.
+func hostInit() bool {
+	if ns, err := os.Readlink("/proc/self/ns/pid"); err != nil || ns == initialPIDNamespace {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/1/cmdline")
+	if err != nil {
+		return false
+	}
+	argv := strings.Split(string(cmdline), "\x00")
+	return len(argv) > 3 && argv[1] == "-c" && argv[3] == hostInitName
 }
 
 // ancestorOutside reports whether an ancestor of the runtime is in another namespace of

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/images"
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/internal/waitfor"
 	"github.com/nephele-dev/nephele/kubenode"
 	"github.com/nephele-dev/nephele/localcloud/api"
@@ -199,12 +200,23 @@ func IsReady(node *corev1.Node) bool {
 
 // NodeStatus reads the status the node runtime of real node name reports in its host: its
 // phase, the process IDs of containerd, kubelet and kube-proxy, and when each boot step
-// was done.
+// was done. The runtime reports PIDs as its host sees them (a PID namespace of its own);
+// NodeStatus answers the machine's, 0 for a process that has ended.
 func (c *Cluster) NodeStatus(name string) (*kubenode.Status, error) {
 	for _, n := range c.Nodes {
-		if n.Name == name {
-			return kubenode.ReadStatus(filepath.Join(hosts.HostDir(c.cloudOf(n).hostDir, n.InstanceID), "node", "status.json"))
+		if n.Name != name {
+			continue
 		}
+		dir := c.cloudOf(n).hostDir
+		st, err := kubenode.ReadStatus(filepath.Join(hosts.HostDir(dir, n.InstanceID), "node", "status.json"))
+		if err != nil {
+			return nil, err
+		}
+		ns := hosts.MountNSPath(dir, n.InstanceID)
+		for comp, pid := range st.PIDs {
+			st.PIDs[comp], _ = procstat.FromInner(ns, pid) // 0 when it ended
+		}
+		return st, nil
 	}
 	return nil, fmt.Errorf("localcluster: no node %s", name)
 }

@@ -87,3 +87,52 @@ func Ancestors(pid int) []int {
 		out = append(out, pid)
 	}
 }
+
+// FromInner returns the PID, in the caller's PID namespace, of the process that is pid in
+// its own PID namespace (the last of its status's NSpid) and whose mount namespace is the
+// namespace file nsFile: how the machine finds a process a host reports by its PID
+// inside the host (a host is a PID namespace of its own; its mount namespace tells it
+// from the others). It scans /proc, so it costs a read per process of the machine.
+func FromInner(nsFile string, pid int) (int, error) {
+	want, err := os.Stat(nsFile)
+	if err != nil {
+		return 0, fmt.Errorf("mount namespace %s: %w", nsFile, err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("listing processes: %w", err)
+	}
+	for _, e := range entries {
+		outer, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Stat("/proc/" + e.Name() + "/ns/mnt"); err != nil || !os.SameFile(ns, want) {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		if inner, ok := innermost(status); ok && inner == pid {
+			return outer, nil
+		}
+	}
+	return 0, fmt.Errorf("no process %d in the PID namespace of mount namespace %s", pid, nsFile)
+}
+
+// innermost returns the last PID of a /proc/<pid>/status's NSpid line: the process's PID
+// in its own PID namespace.
+func innermost(status []byte) (int, bool) {
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0, false
+			}
+			pid, err := strconv.Atoi(f[len(f)-1])
+			return pid, err == nil
+		}
+	}
+	return 0, false
+}

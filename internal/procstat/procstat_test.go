@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,5 +113,37 @@ func TestReadZombieAndGone(t *testing.T) {
 	}
 	if anc := Ancestors(pid); len(anc) != 0 {
 		t.Errorf("Ancestors of a reaped process = %v", anc)
+	}
+}
+
+// TestFromInner: the test process is found by its own PID in its own mount namespace;
+// a PID nothing has there is an error, not another process.
+func TestFromInner(t *testing.T) {
+	if got, err := FromInner("/proc/self/ns/mnt", os.Getpid()); err != nil || got != os.Getpid() {
+		t.Errorf("FromInner(self) = %d, %v; want %d", got, err, os.Getpid())
+	}
+	if got, err := FromInner("/proc/self/ns/mnt", -1); err == nil {
+		t.Errorf("FromInner(-1) = %d; want an error", got)
+	}
+	if _, err := FromInner(filepath.Join(t.TempDir(), "missing"), 1); err == nil {
+		t.Error("FromInner of a missing namespace file: want an error")
+	}
+}
+
+func TestInnermost(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   int
+		ok     bool
+	}{
+		{"Name:\tsh\nNSpid:\t4242\t7\nNSpgid:\t1\n", 7, true},
+		{"Name:\tsh\nNSpid:\t4242\n", 4242, true},
+		{"Name:\tsh\nNSpid:\n", 0, false},
+		{"Name:\tsh\nNSpid:\tx\n", 0, false},
+		{"Name:\tsh\n", 0, false},
+	} {
+		if got, ok := innermost([]byte(tc.status)); got != tc.want || ok != tc.ok {
+			t.Errorf("innermost(%q) = %d, %v; want %d, %v", tc.status, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -19,16 +19,42 @@ const bootLogName = "boot.log"
 // logCheck is how often the boot logs are trimmed to Config.MaxLogSize.
 const logCheck = 5 * time.Second
 
-// bootScript runs as the boot process before it becomes the boot command: it joins the
-// host's cgroups (so that nothing it starts can escape a stop), then enters the host's
+// bootScript runs as the boot process, PID 1 of a PID namespace of the host's own: it
+// joins the host's cgroups (so that nothing it starts can escape a stop; $$ is 1 there,
+// which the kernel reads in the writer's namespace, so itself), then enters the host's
 // namespaces with nsenter — never `ip netns exec`, which remounts /sys and hides the
-// cgroup file systems — and execs the command. The process keeps its PID throughout.
+// cgroup file systems — and becomes the host's init (initScript). The process keeps its
+// PID throughout.
 const bootScript = `set -e
-net=$1 mnt=$2 uts=$3 wd=$4
-shift 4
+net=$1 mnt=$2 uts=$3 wd=$4 init=$5
+shift 5
 while [ "$1" != "--" ]; do echo $$ > "$1"; shift; done
 shift
-exec nsenter --net="$net" --mount="$mnt" --uts="$uts" --wd="$wd" -- "$@"`
+exec nsenter --net="$net" --mount="$mnt" --uts="$uts" --wd="$wd" -- sh -c "$init" ` + InitName + ` "$@"`
+
+// InitName is the name (argv[0]) of a host's init, PID 1 of its PID namespace: software
+// in a host may look for it to learn that it runs in one (kubenode does).
+const InitName = "nephele-host-init"
+
+// initScript is the host's init, PID 1 of the host's PID namespace, in all of the host's
+// namespaces, as a machine's init is in its own: software that finds the machine through
+// /proc/1 (a privileged pod entering /proc/1/ns/mnt, as upstream's storage tests do)
+// finds the host. It mounts a /proc of the namespace over the machine's in the host's
+// mount namespace (a slave of the machine's: nothing shows outside), runs the boot
+// command as its child, passes SIGTERM, SIGINT and SIGHUP on to it, reaps whatever else
+// ends up its child (the shell's wait collects every child, as an init must), and exits
+// as the boot command did (128+N after signal N). When it exits, the kernel kills
+// everything left in the namespace; its /proc stays until the next boot (resetProc).
+const initScript = `mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
+"$@" &
+child=$!
+for sig in TERM INT HUP; do trap "kill -$sig $child 2>/dev/null" $sig; done
+while :; do
+	wait $child
+	status=$?
+	kill -0 $child 2>/dev/null || break
+done
+exit $status`
 
 // bootProc is a running boot process, started by this process or adopted from an
 // earlier run.
@@ -189,8 +215,13 @@ func (m *Machine) startBoot(spec HostSpec, boot int, rec *hostRecord) (*bootProc
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }()
+	// The boot's init mounts the /proc of its PID namespace over whatever /proc the
+	// host's mount namespace shows: the machine's, unless an earlier boot's init left its.
+	if err := resetProc(up.MountNS); err != nil {
+		return nil, fmt.Errorf("host %s: %w", spec.ID, err)
+	}
 	m.note(spec.ID, "boot %d: %s", boot, strings.Join(spec.BootCommand, " "))
-	args := []string{"-c", bootScript, "nephele-boot", netnsPath(up.NetNS), up.MountNS, up.UTSNS, dir}
+	args := []string{"-c", bootScript, "nephele-boot", netnsPath(up.NetNS), up.MountNS, up.UTSNS, dir, initScript}
 	args = append(args, m.cg.procsFiles(up.Cgroup)...)
 	args = append(args, "--")
 	args = append(args, spec.BootCommand...)
@@ -200,7 +231,8 @@ func (m *Machine) startBoot(spec HostSpec, boot int, rec *hostRecord) (*bootProc
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: no signal meant for the cloud reaches it, and it outlives a
 	// cloud killed with SIGKILL, to be adopted by the next one.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A PID namespace of its own: the boot process is the host's PID 1 (initScript).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWPID}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the boot command of host %s: %w", spec.ID, err)
 	}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
@@ -58,10 +60,16 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 		t.Errorf("status %+v: want the second boot process supervised, and its recording's failure", now)
 	}
 	// The boot process joins the cgroup when its script runs, which may come after the
-	// status shows it started.
-	poll.Eventually(t, "the boot process alone in the host's cgroup", func() error {
-		if procs := cgroupProcs(t, st.Cgroup); len(procs) != 1 || procs[0] != now.BootPID {
-			return fmt.Errorf("the host's cgroup holds %v, want only the supervised boot process %d", procs, now.BootPID)
+	// status shows it started. It is the host's init: the boot command is its child.
+	poll.Eventually(t, "the boot process and its boot command alone in the host's cgroup", func() error {
+		procs := cgroupProcs(t, st.Cgroup)
+		if len(procs) != 2 || !slices.Contains(procs, now.BootPID) {
+			return fmt.Errorf("the host's cgroup holds %v, want only the supervised boot process %d and its boot command", procs, now.BootPID)
+		}
+		for _, pid := range procs {
+			if s, err := procstat.Read(pid); pid != now.BootPID && (err != nil || s.PPID != now.BootPID) {
+				return fmt.Errorf("process %d in the host's cgroup is not the boot process's child: %+v %v", pid, s, err)
+			}
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 // Package hosts turns local cloud instances into real Linux hosts on the machine the cloud
 // runs on: each host is a network namespace with a veth on a bridge of the cloud's own,
-// persistent mount and UTS namespaces, a cgroup in every hierarchy, private bind mounts
+// persistent mount and UTS namespaces, a PID namespace made at each boot (the boot process is
+// its PID 1, the host's init), a cgroup in every hierarchy, private bind mounts
 // over the paths its software would otherwise share with the other hosts, its own state
 // directory (its "disk"), and a boot command the cloud starts inside it and supervises.
 //

@@ -210,8 +210,8 @@ func (m *Machine) buildHost(ctx context.Context, h *host, spec HostSpec, rec *ho
 		NetNS:   netnsName(m.cfg.Bridge, spec.ID),
 		Veth:    vethName(spec.Address),
 		Address: netip.PrefixFrom(spec.Address, m.cfg.Range.Bits()).String(),
-		MountNS: filepath.Join(nsDir, spec.ID+".mnt"),
-		UTSNS:   filepath.Join(nsDir, spec.ID+".uts"),
+		MountNS: mountNSFile(nsDir, spec.ID),
+		UTSNS:   utsNSFile(nsDir, spec.ID),
 		Cgroup:  cgroupPath(m.cfg.Bridge, spec.ID),
 	}
 	if netnsExists(up.NetNS) {

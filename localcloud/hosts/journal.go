@@ -315,8 +315,8 @@ func (j *journal) validate(dir string) error {
 				bad(field+".up.cgroup", "%q, not %q", up.Cgroup, cgroupPath(bridge, h.ID))
 			}
 			if nsDir != "" {
-				samePath(field+".up.mountns", up.MountNS, filepath.Join(nsDir, h.ID+".mnt"))
-				samePath(field+".up.utsns", up.UTSNS, filepath.Join(nsDir, h.ID+".uts"))
+				samePath(field+".up.mountns", up.MountNS, mountNSFile(nsDir, h.ID))
+				samePath(field+".up.utsns", up.UTSNS, utsNSFile(nsDir, h.ID))
 			}
 		}
 	}

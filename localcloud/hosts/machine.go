@@ -258,6 +258,15 @@ func (m *Machine) LogPath(id string) string { return LogPath(m.cfg.Dir, id) }
 // HostDir returns the state directory of host id in a machine directory.
 func HostDir(dir, id string) string { return filepath.Join(dir, id) }
 
+// MountNSPath returns the mount namespace file of host id in a machine directory, there
+// while the host is up: every process of the host's init and boot command is in it,
+// which tells them from another host's (procstat.FromInner).
+func MountNSPath(dir, id string) string { return mountNSFile(filepath.Join(dir, nsDirName), id) }
+
+// mountNSFile and utsNSFile are host id's namespace files in the namespace directory.
+func mountNSFile(nsDir, id string) string { return filepath.Join(nsDir, id+".mnt") }
+func utsNSFile(nsDir, id string) string   { return filepath.Join(nsDir, id+".uts") }
+
 // LogPath returns the boot log of host id in a machine directory.
 func LogPath(dir, id string) string { return filepath.Join(dir, id, bootLogName) }
 

@@ -105,8 +105,8 @@ func TestHostLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		if pids := cgroupProcs(t, st.Cgroup); len(pids) != 1 {
-			t.Errorf("after a restart the host's cgroup holds %v, want only the new boot process", pids)
+		if pids := cgroupProcs(t, st.Cgroup); len(pids) != 2 {
+			t.Errorf("after a restart the host's cgroup holds %v, want only the new boot process (the host's init) and its boot command", pids)
 		}
 		if !strings.Contains(readLog(m, spec.ID), "next boot in") {
 			t.Errorf("the boot log does not tell of the restart:\n%s", readLog(m, spec.ID))
@@ -196,8 +196,8 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	waitLog(t, m, spec.ID, "\nchildren ")
 	st, _ := m.Status(spec.ID)
 	procs := cgroupProcs(t, st.Cgroup)
-	if len(procs) != 3 {
-		t.Fatalf("the host's cgroup holds %v, want the shell and two children", procs)
+	if len(procs) != 4 {
+		t.Fatalf("the host's cgroup holds %v, want the host's init, the shell and its two children", procs)
 	}
 	start := time.Now()
 	if err := m.Stop(ctx, spec.ID); err != nil {
@@ -212,7 +212,7 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 			t.Errorf("process %d outlived stop: %+v", pid, s)
 		}
 	}
-	if log := readLog(m, spec.ID); !strings.Contains(log, "killed 3 processes left in it") {
+	if log := readLog(m, spec.ID); !strings.Contains(log, "killed 4 processes left in it") {
 		t.Errorf("the boot log does not say what the stop killed:\n%s", log)
 	}
 }
