@@ -6,12 +6,39 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 )
 
-// defaultFSType is the file system a mount volume gets when its capability names none.
-const defaultFSType = "ext4"
+// DefaultFSType is the file system a new mount volume gets when its capability names
+// none: XFS, which grows while mounted with CAP_SYS_ADMIN alone, which a node plugin that
+// mounts has anyway. ext4 grows while mounted only with CAP_SYS_RESOURCE as well (the
+// kernel's EXT4_IOC_RESIZE_FS), which some machines withhold even from root (this
+// project's CI machine does), so there a volume of ext4 grows only while no pod uses it.
+// A volume that has a file system keeps it whatever the capability says nothing of.
+const DefaultFSType = "xfs"
 
-// fsTypes are the file systems the node formats: ext4, whose tools (mkfs.ext4,
-// resize2fs) every node image here carries.
-var fsTypes = map[string]bool{"": true, "ext4": true}
+// fsTypes are the file systems the node formats, and the tools each needs on the node
+// (the csi-driver image carries them; k8s.io/mount-utils runs most): a capability that
+// names another is refused.
+var fsTypes = map[string]bool{"": true, "ext4": true, "xfs": true}
+
+// minFSBytes is the smallest volume each file system formats: mkfs.xfs refuses file
+// systems under 300 MiB. A volume for one is made at least that large.
+var minFSBytes = map[string]int64{"xfs": 300 << 20}
+
+// minBytes is the smallest volume that serves every capability: the largest minimum of
+// the file systems the mount capabilities name (or default to).
+func minBytes(caps []*csipb.VolumeCapability) int64 {
+	var least int64
+	for _, c := range caps {
+		if c.GetMount() == nil {
+			continue
+		}
+		fs := c.GetMount().GetFsType()
+		if fs == "" {
+			fs = DefaultFSType
+		}
+		least = max(least, minFSBytes[fs])
+	}
+	return least
+}
 
 // singleNode are the access modes of a volume attached to one node at a time, which is
 // what a cloud disk is.
@@ -37,7 +64,7 @@ func checkCapability(c *csipb.VolumeCapability) error {
 	case *csipb.VolumeCapability_Block:
 	case *csipb.VolumeCapability_Mount:
 		if fs := t.Mount.GetFsType(); !fsTypes[fs] {
-			return fmt.Errorf("mount.fs_type %q: this driver formats %s only", fs, defaultFSType)
+			return fmt.Errorf("mount.fs_type %q: this driver formats xfs (its default) and ext4 only", fs)
 		}
 	default:
 		return fmt.Errorf("access_type: block or mount is required")

@@ -85,8 +85,8 @@ func TestBadCreatesLeakNothing(t *testing.T) {
 	}
 	multi := mountCap()
 	multi.AccessMode.Mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
-	xfs := mountCap()
-	xfs.GetMount().FsType = "xfs"
+	btrfs := mountCap()
+	btrfs.GetMount().FsType = "btrfs"
 	tests := []struct {
 		name    string
 		req     *csipb.CreateVolumeRequest
@@ -100,11 +100,12 @@ func TestBadCreatesLeakNothing(t *testing.T) {
 		{"beyond this cloud's configured maximum", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 << 30}}, codes.InvalidArgument, "spec.sizeBytes"},
 		{"a negative size", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: -1}}, codes.OutOfRange, "negative"},
 		{"a limit below the required size", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 1 << 20}}, codes.OutOfRange, "limit_bytes"},
+		{"a limit below the smallest xfs", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 20, LimitBytes: 100 << 20}}, codes.OutOfRange, "smallest volume its file system formats"},
 		{"an unknown zone", &csipb.CreateVolumeRequest{AccessibilityRequirements: zone("moon-1")}, codes.InvalidArgument, "moon-1"},
 		{"a topology key of another driver", &csipb.CreateVolumeRequest{AccessibilityRequirements: &csipb.TopologyRequirement{
 			Preferred: []*csipb.Topology{{Segments: map[string]string{"topology.ebs.csi.aws.com/zone": "a"}}}}}, codes.InvalidArgument, "topology.ebs.csi.aws.com/zone"},
 		{"a multi-node access mode", &csipb.CreateVolumeRequest{VolumeCapabilities: []*csipb.VolumeCapability{multi}}, codes.InvalidArgument, "MULTI_NODE_MULTI_WRITER"},
-		{"a file system the node does not format", &csipb.CreateVolumeRequest{VolumeCapabilities: []*csipb.VolumeCapability{xfs}}, codes.InvalidArgument, "xfs"},
+		{"a file system the node does not format", &csipb.CreateVolumeRequest{VolumeCapabilities: []*csipb.VolumeCapability{btrfs}}, codes.InvalidArgument, "btrfs"},
 		{"a snapshot source", &csipb.CreateVolumeRequest{VolumeContentSource: &csipb.VolumeContentSource{
 			Type: &csipb.VolumeContentSource_Snapshot{Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: "snap-1"}}}}, codes.InvalidArgument, "volume_content_source"},
 	}
@@ -216,5 +217,38 @@ func TestPublishOnOneNode(t *testing.T) {
 	}
 	if err := publish(v2, "node-a"); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("publishing past node-a's attach limit: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestSizeFitsTheFileSystem: a volume is made at least as large as its file system
+// formats (300 MiB for xfs, the default), and as asked otherwise.
+func TestSizeFitsTheFileSystem(t *testing.T) {
+	ctl, _ := controllerClient(t, server.Config{})
+	block := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	for _, tc := range []struct {
+		name     string
+		cap      *csipb.VolumeCapability
+		required int64
+		want     int64
+	}{
+		{"default-fs", fsCap(""), 1 << 20, 300 << 20},
+		{"xfs", fsCap("xfs"), 64 << 20, 300 << 20},
+		{"xfs-larger", fsCap("xfs"), 1 << 30, 1 << 30},
+		{"ext4", fsCap("ext4"), 1 << 20, 1 << 20},
+		{"block", block, 1 << 20, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := ctl.CreateVolume(t.Context(), &csipb.CreateVolumeRequest{Name: "pvc-size-" + tc.name,
+				VolumeCapabilities: []*csipb.VolumeCapability{tc.cap}, CapacityRange: &csipb.CapacityRange{RequiredBytes: tc.required}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetVolume().GetCapacityBytes(); got != tc.want {
+				t.Errorf("a volume of %d bytes asked for %s is %d bytes; want %d", tc.required, tc.name, got, tc.want)
+			}
+		})
 	}
 }

@@ -144,16 +144,30 @@ func (n *node) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequ
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", staging, err)
 	}
-	fsType := c.GetMount().GetFsType()
-	if fsType == "" {
-		fsType = defaultFSType
+	existing, err := n.m.GetDiskFormat(dev)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "reading the file system of %s: %v", dev, err)
 	}
-	if err := n.growUnmounted(dev); err != nil {
+	if err := n.growUnmounted(dev, existing); err != nil {
 		return nil, err
+	}
+	fsType := c.GetMount().GetFsType()
+	switch {
+	case fsType == "" && existing != "":
+		fsType = existing // formatted before, perhaps under another default
+	case fsType == "":
+		fsType = DefaultFSType
 	}
 	// Formats only a device without a file system: a volume staged again keeps its data.
 	if err := n.m.FormatAndMount(dev, staging, fsType, c.GetMount().GetMountFlags()); err != nil {
 		return nil, status.Errorf(codes.Internal, "formatting and mounting %s at %s: %v", dev, staging, err)
+	}
+	// XFS grows only while mounted: a volume expanded while detached grows here
+	// (xfs_growfs does nothing when the file system fills its device).
+	if fsType == "xfs" && existing == "xfs" {
+		if _, err := n.resize.Resize(dev, staging); err != nil {
+			return nil, status.Errorf(codes.Internal, "growing the file system of %s at %s to its device: %v", dev, staging, err)
+		}
 	}
 	n.log.Info("volume staged", "volume", req.GetVolumeId(), "device", dev, "path", staging)
 	return &csipb.NodeStageVolumeResponse{}, nil
@@ -307,17 +321,32 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRe
 	if dev == "" {
 		return nil, status.Errorf(codes.NotFound, "nothing is mounted at %s", p)
 	}
-	// Staging grows a file system offline when its device grew while it was not
-	// mounted: then there is nothing left to do here.
-	need, err := n.smallerThanDevice(dev)
+	format, err := n.m.GetDiskFormat(dev)
 	if err != nil {
-		return nil, err
+		return nil, status.Errorf(codes.Internal, "reading the file system of %s: %v", dev, err)
 	}
-	if need {
-		// Online growth: the kernel's EXT4_IOC_RESIZE_FS, which needs CAP_SYS_RESOURCE.
+	switch format {
+	case "xfs":
+		// xfs_growfs grows a mounted XFS (CAP_SYS_ADMIN) and does nothing when it fills
+		// its device already.
 		if _, err := n.resize.Resize(dev, p); err != nil {
-			return nil, status.Errorf(codes.Internal, "growing the mounted file system of %s at %s (online growth needs CAP_SYS_RESOURCE on the node; a volume expanded while no pod uses it grows when it is staged): %v", dev, p, err)
+			return nil, status.Errorf(codes.Internal, "growing the mounted file system of %s at %s: %v", dev, p, err)
 		}
+	case "ext4":
+		// Staging grows an ext4 offline when its device grew while it was not mounted:
+		// then there is nothing left to do here.
+		need, err := n.smallerThanDevice(dev)
+		if err != nil {
+			return nil, err
+		}
+		if need {
+			// Online growth: the kernel's EXT4_IOC_RESIZE_FS, which needs CAP_SYS_RESOURCE.
+			if _, err := n.resize.Resize(dev, p); err != nil {
+				return nil, status.Errorf(codes.Internal, "growing the mounted ext4 file system of %s at %s (online growth of ext4 needs CAP_SYS_RESOURCE on the node; a volume expanded while no pod uses it grows when it is staged, and an xfs one grows mounted): %v", dev, p, err)
+			}
+		}
+	default:
+		return nil, status.Errorf(codes.FailedPrecondition, "the file system of %s at %s is %q: this driver grows xfs and ext4 only", dev, p, format)
 	}
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}, nil
 }
@@ -370,16 +399,13 @@ func (n *node) extSizes(dev string) (device, fs uint64, err error) {
 	return device, blocks * blockSize, nil
 }
 
-// growUnmounted grows the ext4 file system of dev, which is not mounted, to its device
-// when the device is larger (the volume was expanded while detached): a forced check
+// growUnmounted grows the ext4 file system of dev (format is blkid's answer; XFS grows
+// only mounted), which is not mounted, to its device when the device is larger (the
+// volume was expanded while detached): a forced check
 // first, as resize2fs demands, then resize2fs, which offline needs no privilege beyond
 // the device's. A device without a file system is left to formatting.
-func (n *node) growUnmounted(dev string) error {
-	format, err := n.m.GetDiskFormat(dev)
-	if err != nil {
-		return status.Errorf(codes.Internal, "reading the file system of %s: %v", dev, err)
-	}
-	if format != defaultFSType {
+func (n *node) growUnmounted(dev, format string) error {
+	if format != "ext4" {
 		return nil
 	}
 	if need, err := n.smallerThanDevice(dev); err != nil || !need {

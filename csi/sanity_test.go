@@ -1,6 +1,7 @@
 package csi_test
 
 import (
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -19,26 +20,28 @@ import (
 	"github.com/nephele-dev/nephele/providers/local"
 )
 
-// The test's own bridge and ranges, apart from every other test's host cloud.
-const (
-	bridge    = "nphcsi16"
-	instances = "10.250.16.0/24"
-	guard     = "10.251.16.0/24"
-	csiToken  = "csi-sanity-token"
-)
+// csiToken is the CSI driver's token in every test's local cloud.
+const csiToken = "csi-sanity-token"
 
-// TestSanity runs csi-sanity, the CSI community's conformance suite, against the driver
-// serving the local provider on a real local cloud: volumes are sparse files, attached to
-// a host instance they are loop devices, and the node service formats and mounts them on
-// this machine. It needs root.
-func TestSanity(t *testing.T) {
+// nodeTools are the programs the node service formats, checks and grows volumes with.
+var nodeTools = []string{"blkid", "fsck", "mkfs.ext4", "resize2fs", "e2fsck", "dumpe2fs", "mkfs.xfs", "xfs_growfs"}
+
+// realDriver serves the driver (controller and node) over the local provider of a real
+// local cloud with one host instance, the node, on bridge nphcsi<n> and ranges of the
+// test's own (10.250.<n>.0/24, guard 10.251.<n>.0/24): volumes are sparse files, attached
+// to the node they are loop devices, and the node service formats and mounts them on
+// this machine. It needs root, and checks that the machine is as before at the end. It
+// returns the driver's socket, a directory of the test's, and the node.
+func realDriver(t *testing.T, n int) (sock, dir string, node *api.Instance) {
+	t.Helper()
 	hoststest.RequireRoot(t)
-	for _, tool := range []string{"blkid", "fsck", "mkfs.ext4", "resize2fs"} {
+	for _, tool := range nodeTools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: the node service formats, checks and grows volumes with it (make node-deps installs it)", tool)
 		}
 	}
-	markers := []string{bridge, "10.250.16.", "10.251.16."}
+	bridge := fmt.Sprintf("nphcsi%d", n)
+	markers := []string{bridge, fmt.Sprintf("10.250.%d.", n), fmt.Sprintf("10.251.%d.", n)}
 	before := hoststest.Snapshot(t, markers...)
 	t.Cleanup(func() {
 		if got := hoststest.Snapshot(t, markers...); got != before {
@@ -47,8 +50,8 @@ func TestSanity(t *testing.T) {
 	})
 
 	srv, cl := servertest.Start(t, server.Config{
-		InstanceCIDR: netip.MustParsePrefix(instances),
-		Hosts: &hosts.Config{Bridge: bridge, Guards: []netip.Prefix{netip.MustParsePrefix(guard)},
+		InstanceCIDR: netip.MustParsePrefix(fmt.Sprintf("10.250.%d.0/24", n)),
+		Hosts: &hosts.Config{Bridge: bridge, Guards: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", n))},
 			StopTimeout: 2 * time.Second},
 		CSIToken: csiToken,
 		Logger:   testlog.New(t, 0),
@@ -72,15 +75,22 @@ func TestSanity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	sock := serve(t, d, dir)
+	dir = t.TempDir()
+	return serve(t, d, dir), dir, node
+}
 
+// TestSanity runs csi-sanity, the CSI community's conformance suite, against the driver
+// serving the local provider on a real local cloud (realDriver).
+func TestSanity(t *testing.T) {
+	sock, dir, _ := realDriver(t, 16)
 	cfg := sanity.NewTestConfig()
 	cfg.Address = sock
 	cfg.TargetPath = filepath.Join(dir, "target")
 	cfg.StagingPath = filepath.Join(dir, "staging")
-	cfg.TestVolumeSize = 64 << 20
-	cfg.TestVolumeExpandSize = 128 << 20
+	// The smallest xfs (the default file system): sanity expects sizes as asked, and
+	// smaller ones are made 300 MiB (TestSizeFitsTheFileSystem).
+	cfg.TestVolumeSize = 300 << 20
+	cfg.TestVolumeExpandSize = 600 << 20
 	cfg.TestNodeVolumeAttachLimit = true
 	cfg.IdempotentCount = 2
 	sanity.Test(t, cfg)

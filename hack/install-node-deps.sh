@@ -33,7 +33,7 @@ deps=(
 	# The local cloud and the tests set up veths, bridges and routes with ip(8).
 	"ip iproute2 host veths, bridges and routes"
 	# nephele's CSI node plugin finds a volume's file system, checks it, formats a new
-	# volume ext4 and grows it (k8s.io/mount-utils runs these).
+	# volume xfs or ext4 and grows it (k8s.io/mount-utils runs these).
 	"blkid util-linux finding a volume's file system"
 	"fsck util-linux checking a volume's file system before it is mounted"
 	"mkfs.ext4 e2fsprogs formatting a new volume"
@@ -41,6 +41,8 @@ deps=(
 	"blockdev util-linux reading a volume's device size"
 	"e2fsck e2fsprogs checking a volume's file system before growing it offline"
 	"dumpe2fs e2fsprogs reading a volume's file system size"
+	"mkfs.xfs xfsprogs formatting a new volume xfs, the driver's default"
+	"xfs_growfs xfsprogs growing a mounted xfs volume"
 )
 
 # The e2e test images (images/e2eimages: agnhost, glibc-dns-testing, nginx, busybox) are

@@ -39,7 +39,8 @@ var (
 	// CSIDriver is nephele's CSI driver with the local provider built in, in both
 	// modes. It runs as root: the node plugin formats, mounts and resizes file systems
 	// with the machine's tools (mount-utils runs mount, umount, blkid, blockdev, mkfs,
-	// fsck, dumpe2fs and resize2fs; the driver e2fsck), which the image carries.
+	// fsck, dumpe2fs, resize2fs and xfs_growfs; the driver e2fsck), which the image
+	// carries. (No fsck.xfs: fsck of an XFS is a no-op, its log replays at mount.)
 	CSIDriver = Program{Name: "csi-driver", Package: "./cmd/csi-driver", Title: "nephele csi-driver",
 		HostTools: []HostTool{
 			{Path: "/usr/bin/mount", Name: "mount", Package: "mount"},
@@ -52,6 +53,8 @@ var (
 			{Path: "/usr/sbin/e2fsck", Name: "e2fsck", Package: "e2fsprogs"},
 			{Path: "/usr/sbin/dumpe2fs", Name: "dumpe2fs", Package: "e2fsprogs"},
 			{Path: "/usr/sbin/resize2fs", Name: "resize2fs", Package: "e2fsprogs"},
+			{Path: "/usr/sbin/mkfs.xfs", Name: "mkfs.xfs", Package: "xfsprogs"},
+			{Path: "/usr/sbin/xfs_growfs", Name: "xfs_growfs", Package: "xfsprogs"},
 		}}
 	// Operator is nephele-operator, which manages the cloud-controller-manager; it runs
 	// as the nonroot user and serves 10270 (HTTPS: health and metrics).

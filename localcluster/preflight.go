@@ -64,6 +64,8 @@ var nodeDeps = []nodeDep{
 	{"blockdev", "util-linux"},
 	{"e2fsck", "e2fsprogs"},
 	{"dumpe2fs", "e2fsprogs"},
+	{"mkfs.xfs", "xfsprogs"},
+	{"xfs_growfs", "xfsprogs"},
 }
 
 // Capabilities real nodes need besides being root: the machine may be a container that

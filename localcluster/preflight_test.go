@@ -17,11 +17,11 @@ func TestMissingPackages(t *testing.T) {
 		present []string // commands found
 		want    string   // in Missing or Fix; empty: nothing missing
 	}{
-		{"everything there", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"}, ""},
-		{"found in /usr/sbin only", []string{"/usr/sbin/runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "/sbin/ip", "/sbin/blkid", "/sbin/fsck", "/sbin/mkfs.ext4", "/sbin/resize2fs", "/sbin/blockdev", "/sbin/e2fsck", "/sbin/dumpe2fs"}, ""},
-		{"runc missing", []string{"iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"},
+		{"everything there", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs", "mkfs.xfs", "xfs_growfs"}, ""},
+		{"found in /usr/sbin only", []string{"/usr/sbin/runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "/sbin/ip", "/sbin/blkid", "/sbin/fsck", "/sbin/mkfs.ext4", "/sbin/resize2fs", "/sbin/blockdev", "/sbin/e2fsck", "/sbin/dumpe2fs", "/sbin/mkfs.xfs", "/usr/sbin/xfs_growfs"}, ""},
+		{"runc missing", []string{"iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs", "mkfs.xfs", "xfs_growfs"},
 			"apt-get install -y --no-install-recommends runc"},
-		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs"},
+		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs", "mkfs.xfs", "xfs_growfs"},
 			"programs iptables, iptables-restore, ip6tables (Debian packages iptables)"},
 		{"the volume tools", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "blockdev"},
 			"programs mkfs.ext4, resize2fs, e2fsck, dumpe2fs (Debian packages e2fsprogs)"},

@@ -144,7 +144,7 @@ func (v *volumeLife) provision(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: csiClaim, Namespace: v.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("300Mi")}},
 		},
 	}
 	if _, err := v.c.Env.Client.CoreV1().PersistentVolumeClaims(v.ns).Create(t.Context(), pvc, metav1.CreateOptions{}); err != nil {
@@ -169,12 +169,12 @@ func (v *volumeLife) expandAndMove(t *testing.T) {
 		}
 		return fmt.Errorf("pod first still there (%v)", err)
 	})
-	patch := []byte(`{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}`)
+	patch := []byte(`{"spec":{"resources":{"requests":{"storage":"400Mi"}}}}`)
 	claims := v.c.Env.Client.CoreV1().PersistentVolumeClaims(v.ns)
 	if _, err := claims.Patch(t.Context(), csiClaim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := resource.MustParse("128Mi")
+	want := resource.MustParse("400Mi")
 	poll.EventuallyContext(t, "the volume expanded in the cloud", func(ctx context.Context) error {
 		pvc, err := claims.Get(ctx, csiClaim, metav1.GetOptions{})
 		if err != nil {
@@ -193,7 +193,7 @@ func (v *volumeLife) expandAndMove(t *testing.T) {
 	if got, want := v.exec(t, "second", "cat", csiFile), "written on "+v.first; got != want {
 		t.Errorf("%s on %s holds %q, want %q", csiFile, second, got, want)
 	}
-	poll.EventuallyContext(t, "the claim's capacity 128Mi", func(ctx context.Context) error {
+	poll.EventuallyContext(t, "the claim's capacity 400Mi", func(ctx context.Context) error {
 		pvc, err := claims.Get(ctx, csiClaim, metav1.GetOptions{})
 		if err != nil {
 			return err

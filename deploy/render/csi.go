@@ -37,6 +37,10 @@ const (
 	// CSIStorageClass is the default StorageClass's name.
 	CSIStorageClass = "nephele"
 
+	// csiDefaultFSType is the driver's default file system (csi.DefaultFSType), which the
+	// provisioner writes into each PersistentVolume that asks for none.
+	csiDefaultFSType = "xfs"
+
 	// defaultStorageClassAnnotation makes a StorageClass the cluster's default.
 	defaultStorageClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 	// csiSocketDir is where the driver's socket is, in every container of a pod.
@@ -355,8 +359,11 @@ func (o CSIOptions) csiController() *appsv1.Deployment {
 					PriorityClassName:  priorityClass,
 					Containers: []corev1.Container{driver,
 						// Topology needs no flag since external-provisioner v5: it follows the
-						// driver's VOLUME_ACCESSIBILITY_CONSTRAINTS capability.
-						o.sidecar("csi-provisioner", o.ProvisionerImage, "--default-fstype=ext4"),
+						// driver's VOLUME_ACCESSIBILITY_CONSTRAINTS capability. The default
+						// fstype is the driver's (csi.DefaultFSType; a test keeps them equal),
+						// written into each PersistentVolume: kubelet applies fsGroup
+						// (ReadWriteOnceWithFSType) only to volumes that name one.
+						o.sidecar("csi-provisioner", o.ProvisionerImage, "--default-fstype="+csiDefaultFSType),
 						o.sidecar("csi-attacher", o.AttacherImage),
 						o.sidecar("csi-resizer", o.ResizerImage, "--handle-volume-inuse-error=false"),
 					},

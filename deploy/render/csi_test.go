@@ -15,7 +15,8 @@ import (
 )
 
 // TestCSIDefaultsMatchTheirSources keeps the defaults equal to what they name: the
-// driver's own default name and the references of the images nephele builds.
+// driver's own default name and file system, and the references of the images nephele
+// builds.
 func TestCSIDefaultsMatchTheirSources(t *testing.T) {
 	o := DefaultCSIOptions()
 	for _, tc := range []struct{ what, got, want string }{
@@ -24,6 +25,7 @@ func TestCSIDefaultsMatchTheirSources(t *testing.T) {
 		{"provisioner image", o.ProvisionerImage, images.CSIProvisioner.Ref()},
 		{"attacher image", o.AttacherImage, images.CSIAttacher.Ref()},
 		{"resizer image", o.ResizerImage, images.CSIResizer.Ref()},
+		{"provisioner default fstype", csiDefaultFSType, csi.DefaultFSType},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: default %q, want %q", tc.what, tc.got, tc.want)

@@ -3,6 +3,8 @@ package hosts_test
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -123,6 +125,56 @@ func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
 	}
 	if _, err := os.Stat("/run/nephele-hosts-test-cleanup"); !os.IsNotExist(err) {
 		t.Errorf("the mount point the cloud created is still there: %v", err)
+	}
+	tn.checkClean(t, before, forward)
+}
+
+// TestCleanupDetachesADiskAKilledCloudLeftMounted: a cloud killed while a host had a disk
+// mounted (a pod's volume) leaves the device busy in the host's mount namespace; Cleanup
+// takes the host down first, so the device is released and detached, and nothing is left.
+func TestCleanupDetachesADiskAKilledCloudLeftMounted(t *testing.T) {
+	for _, tool := range []string{"mkfs.ext4", "losetup"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (make node-deps): %v", tool, err)
+		}
+	}
+	tn := newTestNet(t, 15)
+	before := hoststest.Snapshot(t, tn.markers...)
+	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	ctx := context.Background()
+	m, err := hosts.Open(ctx, tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sleeper(tn, 2, "i-000000000001", "disk")
+	// Inside the host: wait for the disk, format it, mount it in the host's mount
+	// namespace, and stay.
+	spec.BootCommand = []string{"sh", "-c", `disk="$NEPHELE_HOST_DIR/disks/vol-000000000001"
+while [ ! -e "$disk" ]; do sleep 0.05; done
+mkfs.ext4 -q "$disk" && mkdir -p "$NEPHELE_HOST_DIR/mnt" && mount "$disk" "$NEPHELE_HOST_DIR/mnt" && echo "mounted-$((6*7))"
+exec sleep 1000`}
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "vol-000000000001"+hosts.DiskFileSuffix)
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AttachDisk(ctx, hosts.DiskSpec{Volume: "vol-000000000001", Host: spec.ID, File: file}); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, m, spec.ID, "mounted-42")
+	if err := m.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts.Cleanup(ctx, tn.cfg.Dir, testlog.New(t, 0)); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	if out, _ := exec.Command("losetup", "-j", file).CombinedOutput(); len(out) > 0 {
+		t.Errorf("a loop device is still bound to the volume's file: %s", out)
 	}
 	tn.checkClean(t, before, forward)
 }

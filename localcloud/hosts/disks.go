@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"time"
 )
 
 // DiskFileSuffix ends the name of a volume's file, "<volume ID>.img": the only files a
@@ -296,8 +297,18 @@ func (m *Machine) SyncDisks(ctx context.Context, want []DiskSpec) error {
 	return errors.Join(errs...)
 }
 
-// teardownDisks detaches every recorded disk; the caller has the machine to itself.
-func (m *Machine) teardownDisks() []error {
+// releaseWait bounds how long a teardown waits for the kernel to release a disk's device
+// once the host namespaces that held it mounted are gone (their mounts go lazily), and
+// releasePoll is how often it looks.
+const (
+	releaseWait = 10 * time.Second
+	releasePoll = 50 * time.Millisecond
+)
+
+// teardownDisks detaches every recorded disk; the caller has the machine to itself and
+// has torn the hosts down. A device still busy is looked at again until releaseWait has
+// passed or ctx ends: the mounts of a host's mount namespace are released after it is.
+func (m *Machine) teardownDisks(ctx context.Context) []error {
 	m.diskMu.Lock()
 	defer m.diskMu.Unlock()
 	m.mu.Lock()
@@ -306,9 +317,15 @@ func (m *Machine) teardownDisks() []error {
 		recs = append(recs, rec)
 	}
 	m.mu.Unlock()
+	deadline := time.Now().Add(releaseWait)
 	var errs []error
 	for _, rec := range recs {
-		if err := m.detachDisk(rec); err != nil {
+		err := m.detachDisk(rec)
+		for errors.Is(err, ErrDiskBusy) && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(releasePoll)
+			err = m.detachDisk(rec)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -502,14 +502,21 @@ func (m *Machine) teardownAll(ctx context.Context, removeDirs bool) error {
 	m.mu.Lock()
 	recs := maps.Clone(m.j.Hosts)
 	m.mu.Unlock()
-	// Disks first: their links are in the hosts' directories.
-	errs := m.teardownDisks()
+	// Hosts first: a volume still mounted in a host's mount namespace (a cloud killed
+	// while pods used it) keeps its device busy until the namespace is gone. Then the
+	// disks, whose links are in the hosts' directories, then those.
+	var errs []error
+	down := map[string]bool{}
 	for id, rec := range recs {
 		if err := m.teardownHost(ctx, rec); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if removeDirs {
+		down[id] = true
+	}
+	errs = append(errs, m.teardownDisks(ctx)...)
+	for id, rec := range recs {
+		if removeDirs && down[id] {
 			if err := os.RemoveAll(rec.Dir); err != nil {
 				errs = append(errs, fmt.Errorf("removing host directory %s: %w", rec.Dir, err))
 				continue

@@ -11,8 +11,8 @@ import (
 
 // StorageTestDriver is the definition of nephele's CSI driver that upstream's external
 // storage suite reads (e2e.test --storage.testdriver, test/e2e/storage/external): the
-// default StorageClass o renders, the sizes the local cloud takes, ext4, and the
-// capabilities the driver has. Every capability left out (snapshots, clones,
+// default StorageClass o renders, the sizes the local cloud takes, xfs (the default) and
+// ext4, and the capabilities the driver has. Every capability left out (snapshots, clones,
 // ReadWriteMany, capacity, volume attribute classes) makes the suite skip its tests,
 // each with that reason in its report.
 func StorageTestDriver(o render.CSIOptions) ([]byte, error) {
@@ -20,9 +20,10 @@ func StorageTestDriver(o render.CSIOptions) ([]byte, error) {
 		"StorageClass": map[string]any{"FromExistingClassName": render.CSIStorageClass},
 		"DriverInfo": map[string]any{
 			"Name": o.DriverName,
-			// The local cloud rounds sizes up to a MiB; its largest volume is 1 TiB.
+			// The local cloud rounds sizes up to a MiB; its largest volume is 1 TiB. The
+			// driver makes a volume of xfs at least 300 MiB.
 			"SupportedSizeRange":   map[string]any{"Min": "1Mi", "Max": "1Ti"},
-			"SupportedFsType":      map[string]any{"": map[string]any{}, "ext4": map[string]any{}},
+			"SupportedFsType":      map[string]any{"": map[string]any{}, "xfs": map[string]any{}, "ext4": map[string]any{}},
 			"TopologyKeys":         []string{corev1.LabelTopologyZone},
 			"NumAllowedTopologies": 1,
 			"Capabilities": map[string]bool{
