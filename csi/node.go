@@ -166,6 +166,10 @@ func (n *node) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequ
 	// (xfs_growfs does nothing when the file system fills its device).
 	if fsType == "xfs" && existing == "xfs" {
 		if _, err := n.resize.Resize(dev, staging); err != nil {
+			// Unstaged again, so that the retry grows it rather than finding it staged.
+			if uerr := mount.CleanupMountPoint(staging, n.m, true); uerr != nil {
+				n.log.Error(uerr, "unmounting a volume whose file system could not grow", "volume", req.GetVolumeId(), "path", staging)
+			}
 			return nil, status.Errorf(codes.Internal, "growing the file system of %s at %s to its device: %v", dev, staging, err)
 		}
 	}

@@ -28,7 +28,7 @@ var nodeTools = []string{"blkid", "fsck", "mkfs.ext4", "resize2fs", "e2fsck", "d
 
 // realDriver serves the driver (controller and node) over the local provider of a real
 // local cloud with one host instance, the node, on bridge nphcsi<n> and ranges of the
-// test's own (10.250.<n>.0/24, guard 10.251.<n>.0/24): volumes are sparse files, attached
+// test's own (10.250.<n>.0/24, guard 10.251.<n>.0/24, VIPs 10.253.<n>.0/24): volumes are sparse files, attached
 // to the node they are loop devices, and the node service formats and mounts them on
 // this machine. It needs root, and checks that the machine is as before at the end. It
 // returns the driver's socket, a directory of the test's, and the node.
@@ -41,7 +41,7 @@ func realDriver(t *testing.T, n int) (sock, dir string, node *api.Instance) {
 		}
 	}
 	bridge := fmt.Sprintf("nphcsi%d", n)
-	markers := []string{bridge, fmt.Sprintf("10.250.%d.", n), fmt.Sprintf("10.251.%d.", n)}
+	markers := []string{bridge, fmt.Sprintf("10.250.%d.", n), fmt.Sprintf("10.251.%d.", n), fmt.Sprintf("10.253.%d.", n)}
 	before := hoststest.Snapshot(t, markers...)
 	t.Cleanup(func() {
 		if got := hoststest.Snapshot(t, markers...); got != before {
@@ -51,6 +51,7 @@ func realDriver(t *testing.T, n int) (sock, dir string, node *api.Instance) {
 
 	srv, cl := servertest.Start(t, server.Config{
 		InstanceCIDR: netip.MustParsePrefix(fmt.Sprintf("10.250.%d.0/24", n)),
+		VIPPool:      netip.MustParsePrefix(fmt.Sprintf("10.253.%d.0/24", n)),
 		Hosts: &hosts.Config{Bridge: bridge, Guards: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", n))},
 			StopTimeout: 2 * time.Second},
 		CSIToken: csiToken,

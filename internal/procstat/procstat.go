@@ -89,10 +89,13 @@ func Ancestors(pid int) []int {
 }
 
 // FromInner returns the PID, in the caller's PID namespace, of the process that is pid in
-// its own PID namespace (the last of its status's NSpid) and whose mount namespace is the
-// namespace file nsFile: how the machine finds a process a host reports by its PID
-// inside the host (a host is a PID namespace of its own; its mount namespace tells it
-// from the others). It scans /proc, so it costs a read per process of the machine.
+// its own PID namespace (the last of its status's NSpid), that namespace being the one of
+// the init of the mount namespace at nsFile (the process there whose PID is 1 in its
+// own): how the machine finds a process a host reports by its PID inside the host (a
+// host is a PID namespace of its own, whose init is in its mount namespace). A process
+// that entered the mount namespace from another PID namespace (nsenter from a pod) may
+// have the same inner PID; it is not the one. It scans /proc, so it costs a few reads per
+// process of the machine.
 func FromInner(nsFile string, pid int) (int, error) {
 	want, err := os.Stat(nsFile)
 	if err != nil {
@@ -102,23 +105,49 @@ func FromInner(nsFile string, pid int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("listing processes: %w", err)
 	}
+	type candidate struct {
+		outer int
+		pidNS os.FileInfo
+	}
+	var initNS os.FileInfo
+	var found []candidate
 	for _, e := range entries {
 		outer, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if ns, err := os.Stat("/proc/" + e.Name() + "/ns/mnt"); err != nil || !os.SameFile(ns, want) {
+		dir := "/proc/" + e.Name()
+		if ns, err := os.Stat(dir + "/ns/mnt"); err != nil || !os.SameFile(ns, want) {
 			continue
 		}
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		status, err := os.ReadFile(dir + "/status")
 		if err != nil {
 			continue // ended meanwhile
 		}
-		if inner, ok := innermost(status); ok && inner == pid {
-			return outer, nil
+		inner, ok := innermost(status)
+		if !ok || (inner != 1 && inner != pid) {
+			continue
+		}
+		pidNS, err := os.Stat(dir + "/ns/pid")
+		if err != nil {
+			continue
+		}
+		if inner == 1 {
+			initNS = pidNS
+		}
+		if inner == pid {
+			found = append(found, candidate{outer, pidNS})
 		}
 	}
-	return 0, fmt.Errorf("no process %d in the PID namespace of mount namespace %s", pid, nsFile)
+	if initNS == nil {
+		return 0, fmt.Errorf("mount namespace %s holds no init (a process whose PID is 1 in its own namespace)", nsFile)
+	}
+	for _, c := range found {
+		if os.SameFile(c.pidNS, initNS) {
+			return c.outer, nil
+		}
+	}
+	return 0, fmt.Errorf("no process %d in the PID namespace of the init of mount namespace %s", pid, nsFile)
 }
 
 // innermost returns the last PID of a /proc/<pid>/status's NSpid line: the process's PID

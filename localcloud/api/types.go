@@ -89,17 +89,20 @@ type HostStatus struct {
 	// terminated; Log is its boot log there.
 	Dir string `json:"dir"`
 	Log string `json:"log"`
-	// NetNS, MountNS and UTSNS are the host's namespace files (for nsenter) while it
-	// is up; Cgroup its cgroup path below each hierarchy's root.
+	// NetNS, MountNS and UTSNS are the host's namespace files while it is up (to run
+	// something inside with its /proc, enter its PID namespace too: nsenter --target
+	// BootPID --net --mount --uts --pid); Cgroup its cgroup path below each hierarchy's root.
 	NetNS   string `json:"netns,omitempty"`
 	MountNS string `json:"mountns,omitempty"`
 	UTSNS   string `json:"utsns,omitempty"`
 	Cgroup  string `json:"cgroup,omitempty"`
-	// BootPID is the running boot process.
+	// BootPID is the running boot process: the host's init, PID 1 of its PID namespace,
+	// whose child is the boot command.
 	BootPID int `json:"bootPID,omitempty"`
 	// Boots counts the boot command's starts since the cloud started.
 	Boots int `json:"boots,omitempty"`
-	// LastExit says how the boot command last ended.
+	// LastExit says how the boot process last ended: as its boot command did (exit
+	// status 128+N after signal N), or "signal: killed" when it was killed itself.
 	LastExit string `json:"lastExit,omitempty"`
 	// Error is the last failure to boot the host.
 	Error string `json:"error,omitempty"`

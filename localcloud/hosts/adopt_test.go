@@ -138,7 +138,7 @@ func TestCleanupDetachesADiskAKilledCloudLeftMounted(t *testing.T) {
 			t.Fatalf("%s is not installed (make node-deps): %v", tool, err)
 		}
 	}
-	tn := newTestNet(t, 15)
+	tn := newTestNet(t, 24)
 	before := hoststest.Snapshot(t, tn.markers...)
 	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
 	ctx := context.Background()

@@ -39,21 +39,34 @@ const InitName = "nephele-host-init"
 // initScript is the host's init, PID 1 of the host's PID namespace, in all of the host's
 // namespaces, as a machine's init is in its own: software that finds the machine through
 // /proc/1 (a privileged pod entering /proc/1/ns/mnt, as upstream's storage tests do)
-// finds the host. It mounts a /proc of the namespace over the machine's in the host's
-// mount namespace (a slave of the machine's: nothing shows outside), runs the boot
-// command as its child, passes SIGTERM, SIGINT and SIGHUP on to it, reaps whatever else
-// ends up its child (the shell's wait collects every child, as an init must), and exits
-// as the boot command did (128+N after signal N). When it exits, the kernel kills
-// everything left in the namespace; its /proc stays until the next boot (resetProc).
-const initScript = `mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
-"$@" &
+// finds the host. Its traps come first: the kernel drops a signal sent from outside to a
+// namespace's PID 1 that has no handler, and a stop's SIGTERM before the boot command
+// runs ends the init at once. It mounts a /proc of the namespace over the one the host's
+// mount namespace shows (a slave of the machine's: nothing shows outside), runs the boot
+// command as its child with SIGINT and SIGQUIT at their defaults (a shell starts
+// background commands with both ignored, and they would stay ignored), passes SIGTERM,
+// SIGINT and SIGHUP on to it (SIGTERM once: a stop sends it again until the init answers),
+// reaps whatever else ends up its child (the shell's wait
+// collects every child, as an init must), and exits as the boot command did (128+N after
+// signal N). Before it exits it says in the boot log how many processes the boot command
+// left: the kernel kills them with the init, without a word. Its /proc stays until the
+// next boot (resetProc).
+const initScript = `child= termed=
+forward() { if [ -n "$child" ]; then kill -"$1" "$child" 2>/dev/null; else exit $((128 + $2)); fi; }
+term() { if [ -z "$termed" ]; then termed=1; forward TERM 15; fi; }
+trap term TERM
+trap 'forward INT 2' INT
+trap 'forward HUP 1' HUP
+mount -t proc -o nosuid,nodev,noexec proc /proc || exit 125
+env --default-signal=INT,QUIT "$@" &
 child=$!
-for sig in TERM INT HUP; do trap "kill -$sig $child 2>/dev/null" $sig; done
 while :; do
 	wait $child
 	status=$?
 	kill -0 $child 2>/dev/null || break
 done
+set -- /proc/[0-9]*
+if [ $# -gt 1 ]; then echo "--- ` + InitName + `: the boot command ended (status $status) and left $(($# - 1)) processes; they end with the host's init"; fi
 exit $status`
 
 // bootProc is a running boot process, started by this process or adopted from an

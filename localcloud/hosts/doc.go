@@ -29,8 +29,8 @@
 // vip.go says how.
 //
 // The package needs root, ip(8) from iproute2, nsenter(1), unshare(1) and mount(8) from
-// util-linux, and iptables(8) with iptables-restore(8) (and, for load balancers, the
-// mangle, nat and filter tables and the conntrack, connmark, mark, recent and statistic
-// matches). It knows nothing about Kubernetes; the local cloud's
-// server maps instances onto it.
+// util-linux, env(1) from coreutils 8.31 or later (--default-signal), and iptables(8)
+// with iptables-restore(8) (and, for load balancers, the mangle, nat and filter tables and
+// the conntrack, connmark, mark, recent and statistic matches). It knows nothing about
+// Kubernetes; the local cloud's server maps instances onto it.
 package hosts

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nephele-dev/nephele/internal/mountinfo"
 )
@@ -177,10 +178,7 @@ func (m *Machine) stopHeld(ctx context.Context, id string, h *host) error {
 	m.mu.Unlock()
 
 	if p != nil && !p.exited() {
-		if sameProcess(p.pid, p.start) {
-			_ = signal(p.pid, syscall.SIGTERM)
-		}
-		p.wait(ctx, m.cfg.StopTimeout)
+		m.terminate(ctx, p)
 	}
 
 	var err error
@@ -436,4 +434,25 @@ func bootEnv(spec *HostSpec, dir, cgroup string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// termResend is how often a stop sends SIGTERM to a boot process that has not exited.
+const termResend = time.Second
+
+// terminate sends SIGTERM to a host's boot process and waits up to StopTimeout (or until
+// ctx ends) for it to exit, sending it again every termResend: the boot process is PID 1
+// of the host's PID namespace, and the kernel drops a signal that reaches it before its
+// init has set its traps. The init passes only the first on to the boot command.
+func (m *Machine) terminate(ctx context.Context, p *bootProc) {
+	deadline := time.Now().Add(m.cfg.StopTimeout)
+	for !p.exited() && ctx.Err() == nil {
+		if sameProcess(p.pid, p.start) {
+			_ = signal(p.pid, syscall.SIGTERM)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		p.wait(ctx, min(left, termResend))
+	}
 }

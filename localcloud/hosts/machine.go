@@ -87,15 +87,18 @@ type Status struct {
 	Phase Phase
 	// Dir is the host's state directory (NEPHELE_HOST_DIR); Log its boot log.
 	Dir, Log string
-	// NetNS, MountNS and UTSNS are the namespace files to nsenter, while up.
+	// NetNS, MountNS and UTSNS are the namespace files, while up (with the PID
+	// namespace of BootPID, what a process inside the host is in).
 	NetNS, MountNS, UTSNS string
 	// Cgroup is the host's cgroup path relative to each hierarchy's root.
 	Cgroup string
-	// BootPID is the running boot process, 0 when none runs.
+	// BootPID is the running boot process, the host's init (PID 1 of its PID
+	// namespace), 0 when none runs.
 	BootPID int
 	// Boots counts the boot command's starts since the cloud started.
 	Boots int
-	// LastExit says how the boot command last ended.
+	// LastExit says how the boot process last ended: as its boot command did (exit
+	// status 128+N after signal N), or "signal: killed" when it was killed itself.
 	LastExit string
 	// Error is the last failure to boot the host, cleared by a successful boot.
 	Error string
@@ -263,9 +266,11 @@ func HostDir(dir, id string) string { return filepath.Join(dir, id) }
 // which tells them from another host's (procstat.FromInner).
 func MountNSPath(dir, id string) string { return mountNSFile(filepath.Join(dir, nsDirName), id) }
 
-// mountNSFile and utsNSFile are host id's namespace files in the namespace directory.
+// mountNSFile is host id's mount namespace file in the namespace directory.
 func mountNSFile(nsDir, id string) string { return filepath.Join(nsDir, id+".mnt") }
-func utsNSFile(nsDir, id string) string   { return filepath.Join(nsDir, id+".uts") }
+
+// utsNSFile is host id's UTS namespace file in the namespace directory.
+func utsNSFile(nsDir, id string) string { return filepath.Join(nsDir, id+".uts") }
 
 // LogPath returns the boot log of host id in a machine directory.
 func LogPath(dir, id string) string { return filepath.Join(dir, id, bootLogName) }

@@ -12,11 +12,14 @@ import (
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 )
 
-// pidnsBoot is a boot command that says what it sees of its host through /proc, leaves
+// pidnsBoot is a boot command that says what it sees of its host through /proc and its
+// PID there, starts a sleep it leaves behind when it ends, leaves
 // an orphan that exits at once (the host's init must reap it), says "booted", and ends
 // with "term" and exit status 0 on SIGTERM. The orphan's parent exits before it, so the
 // orphan's end is the init's to collect.
 const pidnsBoot = `echo "procs=$(ls /proc | grep -c '^[0-9]')"
+echo "self=$$"
+sleep 1000 &
 echo "init-mnt=$(readlink /proc/1/ns/mnt)"
 echo "proc-mounts=$(grep -c ' /proc ' /proc/self/mountinfo)"
 sh -c 'sleep 0.2 & exit 0'
@@ -26,10 +29,11 @@ while :; do sleep 1; done`
 
 // TestHostIsItsOwnPIDNamespace: a host's boot process is PID 1 of a PID namespace of its
 // own and in the host's mount namespace, as a machine's init is; the host's /proc shows
-// its processes only; the init reaps orphans, passes SIGTERM on, ends as the boot
-// command ended, and leaves no /proc behind for the next boot.
+// its processes only, and the machine finds them by their PIDs there; the init reaps
+// orphans, passes SIGTERM on, says what the boot command left, ends as the boot command
+// ended, and leaves no /proc behind for the next boot.
 func TestHostIsItsOwnPIDNamespace(t *testing.T) {
-	tn := newTestNet(t, 14)
+	tn := newTestNet(t, 23)
 	ctx := context.Background()
 	m := tn.open(t)
 	spec := sleeper(tn, 2, "i-000000000001", "pidns")
@@ -61,6 +65,18 @@ func TestHostIsItsOwnPIDNamespace(t *testing.T) {
 	}
 	if want := fmt.Sprintf("mnt:[%d]", mnt.Ino); field(log, "init-mnt") != want {
 		t.Errorf("inside the host, /proc/1/ns/mnt is %q; want the host's %s:\n%s", field(log, "init-mnt"), want, log)
+	}
+
+	// The machine finds the host's processes by their PIDs inside: the init is 1, the
+	// boot command its child.
+	if got, err := procstat.FromInner(st.MountNS, 1); err != nil || got != boot {
+		t.Errorf("FromInner(the host's mount namespace, 1) = %d, %v; want the boot process %d", got, err, boot)
+	}
+	self, _ := strconv.Atoi(field(log, "self"))
+	if got, err := procstat.FromInner(st.MountNS, self); err != nil {
+		t.Errorf("FromInner(the host's mount namespace, %d): %v", self, err)
+	} else if s, err := procstat.Read(got); err != nil || s.PPID != boot {
+		t.Errorf("FromInner found process %d for the boot command (%d inside): %+v, %v; want the boot process's child", got, self, s, err)
 	}
 
 	// The orphan (its parent gone, itself exited) is reaped: no zombie in the host.
@@ -106,12 +122,29 @@ func TestHostIsItsOwnPIDNamespace(t *testing.T) {
 		t.Errorf("the boot command did not get the init's SIGTERM:\n%s", readLog(m, spec.ID))
 	}
 
+	if !strings.Contains(readLog(m, spec.ID), "processes; they end with the host's init") {
+		t.Errorf("the init did not say what the boot command left (its sleep):\n%s", readLog(m, spec.ID))
+	}
+
 	// A stop passes SIGTERM on as well.
 	if err := m.Stop(ctx, spec.ID); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := m.Status(spec.ID); st.LastExit != "exit status 0" {
 		t.Errorf("the stopped boot ended with %q; want exit status 0 (SIGTERM passed to the boot command)", st.LastExit)
+	}
+
+	// A stop at once after a start, perhaps before the init has set its traps (the
+	// kernel drops a signal to a namespace's PID 1 without a handler): the stop sends
+	// SIGTERM again, and the host ends by it, not killed after the stop timeout.
+	if err := m.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := m.Status(spec.ID); st.LastExit == "signal: killed" {
+		t.Errorf("a stop at once after the start ended the boot with %q; want it ended by SIGTERM", st.LastExit)
 	}
 }
 

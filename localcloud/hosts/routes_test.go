@@ -128,7 +128,7 @@ func TestRoutesRoute(t *testing.T) {
 // machine; and that closing both leaves the machine as it was. A peer that is no bridge,
 // and a peer guarding the shared range at the same metric, are refused.
 func TestPeersRouteBetweenClouds(t *testing.T) {
-	ta, tb := newTestNet(t, 12), newTestNet(t, 13)
+	ta, tb := newTestNet(t, 26), newTestNet(t, 27)
 	tb.cfg.Guards = ta.cfg.Guards
 	tb.cfg.GuardMetric = hosts.DefaultGuardMetric + 1
 	ta.cfg.Peers = []hosts.Peer{{Bridge: tb.cfg.Bridge, Range: tb.cfg.Range}}

@@ -189,7 +189,7 @@ func TestLoadBalancersRouteToHosts(t *testing.T) {
 // would (Release): it keeps serving; the next Open takes it back, still serving before
 // any SetLoadBalancers; Cleanup of a released machine leaves the machine as before.
 func TestLoadBalancersOutliveACrash(t *testing.T) {
-	tn := newTestNet(t, 11).withVIPs(11)
+	tn := newTestNet(t, 25).withVIPs(25)
 	before := hoststest.Snapshot(t, tn.markers...)
 	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
 	ctx := context.Background()
