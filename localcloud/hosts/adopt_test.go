@@ -92,14 +92,8 @@ func TestReopenAdoptsOrReboots(t *testing.T) {
 // TestCleanupRemovesWhatAKilledCloudLeft leaves a running host behind and removes it
 // with Cleanup alone.
 func TestCleanupRemovesWhatAKilledCloudLeft(t *testing.T) {
-	tn := newTestNet(t, 5)
-	before := hoststest.Snapshot(t, tn.markers...)
-	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	tn, m, before, forward := openToKill(t, 5)
 	ctx := context.Background()
-	m, err := hosts.Open(ctx, tn.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := sleeper(tn, 2, "i-000000000001", "n1")
 	spec.PrivatePaths = []string{"/run/nephele-hosts-test-cleanup/x"}
 	tn.markers = append(tn.markers, "/run/nephele-hosts-test-cleanup")
@@ -138,14 +132,8 @@ func TestCleanupDetachesADiskAKilledCloudLeftMounted(t *testing.T) {
 			t.Fatalf("%s is not installed (make node-deps): %v", tool, err)
 		}
 	}
-	tn := newTestNet(t, 24)
-	before := hoststest.Snapshot(t, tn.markers...)
-	forward := hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	tn, m, before, forward := openToKill(t, 24)
 	ctx := context.Background()
-	m, err := hosts.Open(ctx, tn.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := sleeper(tn, 2, "i-000000000001", "disk")
 	// Inside the host: wait for the disk, format it, mount it in the host's mount
 	// namespace, and stay.
@@ -177,4 +165,19 @@ exec sleep 1000`}
 		t.Errorf("a loop device is still bound to the volume's file: %s", out)
 	}
 	tn.checkClean(t, before, forward)
+}
+
+// openToKill opens a machine on test net n that the test will leave as a killed cloud
+// does (Release), and returns the machine's state before it for the comparison after
+// Cleanup: the snapshot and ip_forward.
+func openToKill(t *testing.T, n int) (tn testNet, m *hosts.Machine, before, forward string) {
+	t.Helper()
+	tn = newTestNet(t, n)
+	before = hoststest.Snapshot(t, tn.markers...)
+	forward = hoststest.Sysctl(t, "net/ipv4/ip_forward")
+	m, err := hosts.Open(context.Background(), tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn, m, before, forward
 }
