@@ -24,7 +24,7 @@ func TestMissingPackages(t *testing.T) {
 		{"one package for several commands", []string{"runc", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "mkfs.ext4", "resize2fs", "blockdev", "e2fsck", "dumpe2fs", "mkfs.xfs", "xfs_growfs"},
 			"programs iptables, iptables-restore, ip6tables (Debian packages iptables)"},
 		{"the volume tools", []string{"runc", "iptables", "iptables-restore", "ip6tables", "mount", "umount", "nsenter", "unshare", "ip", "blkid", "fsck", "blockdev"},
-			"programs mkfs.ext4, resize2fs, e2fsck, dumpe2fs (Debian packages e2fsprogs)"},
+			"programs mkfs.ext4, resize2fs, e2fsck, dumpe2fs, mkfs.xfs, xfs_growfs (Debian packages e2fsprogs, xfsprogs)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
