@@ -32,8 +32,10 @@ while [ "$1" != "--" ]; do echo $$ > "$1"; shift; done
 shift
 exec nsenter --net="$net" --mount="$mnt" --uts="$uts" --wd="$wd" -- sh -c "$init" ` + InitName + ` "$@"`
 
-// InitName is the name (argv[0]) of a host's init, PID 1 of its PID namespace: software
-// in a host may look for it to learn that it runs in one (kubenode does).
+// InitName is the name a host's init runs under, PID 1 of its PID namespace: the script's
+// $0 (`sh -c <script> nephele-host-init <boot command>`, so the fourth word of
+// /proc/1/cmdline). Software in a host may look for it to learn that it runs in one
+// (kubenode does).
 const InitName = "nephele-host-init"
 
 // initScript is the host's init, PID 1 of the host's PID namespace, in all of the host's
