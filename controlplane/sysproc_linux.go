@@ -11,7 +11,7 @@ import "syscall"
 // ends a thread whose goroutine exited while locked to it with runtime.LockOSThread, and
 // any thread may have started a child earlier: so no goroutine of a program that starts
 // components may exit locked to its thread. One that enters a network namespace goes back
-// and unlocks (hoststest.InNetNS); one that exited locked killed a test's kube-scheduler.
+// and unlocks (nsrun.In); one that exited locked killed a test's kube-scheduler.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -12,32 +12,40 @@ import (
 // kernel's EXT4_IOC_RESIZE_FS), which some machines withhold even from root (this
 // project's CI machine does), so there a volume of ext4 grows only while no pod uses it.
 // A volume that has a file system keeps it whatever the capability says nothing of.
-const DefaultFSType = "xfs"
+const DefaultFSType = fsXFS
+
+// The file systems the node formats.
+const (
+	fsXFS  = "xfs"
+	fsExt4 = "ext4"
+)
 
 // fsTypes are the file systems the node formats, and the tools each needs on the node
 // (the csi-driver image carries them; k8s.io/mount-utils runs most): a capability that
 // names another is refused.
-var fsTypes = map[string]bool{"": true, "ext4": true, "xfs": true}
+var fsTypes = map[string]bool{"": true, fsExt4: true, fsXFS: true}
 
 // minFSBytes is the smallest volume each file system formats: mkfs.xfs refuses file
 // systems under 300 MiB. A volume for one is made at least that large.
-var minFSBytes = map[string]int64{"xfs": 300 << 20}
+var minFSBytes = map[string]int64{fsXFS: 300 << 20}
 
-// minBytes is the smallest volume that serves every capability: the largest minimum of
-// the file systems the mount capabilities name (or default to).
-func minBytes(caps []*csipb.VolumeCapability) int64 {
-	var least int64
+// minBytes is the smallest volume that serves every capability, and the file system that
+// needs it: the largest minimum of the file systems the mount capabilities name (or
+// default to).
+func minBytes(caps []*csipb.VolumeCapability) (least int64, fs string) {
 	for _, c := range caps {
 		if c.GetMount() == nil {
 			continue
 		}
-		fs := c.GetMount().GetFsType()
-		if fs == "" {
-			fs = DefaultFSType
+		name := c.GetMount().GetFsType()
+		if name == "" {
+			name = DefaultFSType
 		}
-		least = max(least, minFSBytes[fs])
+		if minFSBytes[name] > least {
+			least, fs = minFSBytes[name], name
+		}
 	}
-	return least
+	return least, fs
 }
 
 // singleNode are the access modes of a volume attached to one node at a time, which is
@@ -64,7 +72,7 @@ func checkCapability(c *csipb.VolumeCapability) error {
 	case *csipb.VolumeCapability_Block:
 	case *csipb.VolumeCapability_Mount:
 		if fs := t.Mount.GetFsType(); !fsTypes[fs] {
-			return fmt.Errorf("mount.fs_type %q: this driver formats xfs (its default) and ext4 only", fs)
+			return fmt.Errorf("mount.fs_type %q: this driver formats %s (its default) and %s only", fs, DefaultFSType, fsExt4)
 		}
 	default:
 		return fmt.Errorf("access_type: block or mount is required")

@@ -51,9 +51,9 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 }
 
 // size picks a volume's size from a capacity range: the required bytes, or
-// DefaultVolumeSize (no more than the limit) when none are required, and at least least
-// (the smallest its file system formats, minBytes).
-func (c *controller) size(r *csipb.CapacityRange, least int64) (int64, error) {
+// DefaultVolumeSize (no more than the limit) when none are required, and at least least,
+// the smallest file system fs formats (minBytes; 0 and "" for none).
+func (c *controller) size(r *csipb.CapacityRange, least int64, fs string) (int64, error) {
 	req, limit := r.GetRequiredBytes(), r.GetLimitBytes()
 	switch {
 	case req < 0 || limit < 0:
@@ -70,7 +70,7 @@ func (c *controller) size(r *csipb.CapacityRange, least int64) (int64, error) {
 	}
 	if size < least {
 		if limit > 0 && limit < least {
-			return 0, status.Errorf(codes.OutOfRange, "capacity_range: limit_bytes %d is less than %d bytes, the smallest volume its file system formats (xfs, the default, needs 300 MiB; a StorageClass can ask for ext4 with csi.storage.k8s.io/fstype)", limit, least)
+			return 0, status.Errorf(codes.OutOfRange, "capacity_range: limit_bytes %d is less than %d bytes, the smallest %s file system (a StorageClass names another with csi.storage.k8s.io/fstype)", limit, least, fs)
 		}
 		size = least
 	}
@@ -122,7 +122,8 @@ func (c *controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRe
 	if req.GetVolumeContentSource() != nil {
 		return nil, invalid("volume_content_source", "this driver makes empty volumes only: no snapshots or clones")
 	}
-	size, err := c.size(req.GetCapacityRange(), minBytes(req.GetVolumeCapabilities()))
+	least, fs := minBytes(req.GetVolumeCapabilities())
+	size, err := c.size(req.GetCapacityRange(), least, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +302,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 			return nil, invalid("volume_capability", "%v", err)
 		}
 	}
-	size, err := c.size(req.GetCapacityRange(), 0)
+	size, err := c.size(req.GetCapacityRange(), 0, "")
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func TestBadCreatesLeakNothing(t *testing.T) {
 		{"beyond this cloud's configured maximum", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 << 30}}, codes.InvalidArgument, "spec.sizeBytes"},
 		{"a negative size", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: -1}}, codes.OutOfRange, "negative"},
 		{"a limit below the required size", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 1 << 20}}, codes.OutOfRange, "limit_bytes"},
-		{"a limit below the smallest xfs", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 20, LimitBytes: 100 << 20}}, codes.OutOfRange, "smallest volume its file system formats"},
+		{"a limit below the smallest xfs", &csipb.CreateVolumeRequest{CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 20, LimitBytes: 100 << 20}}, codes.OutOfRange, "smallest xfs file system"},
 		{"an unknown zone", &csipb.CreateVolumeRequest{AccessibilityRequirements: zone("moon-1")}, codes.InvalidArgument, "moon-1"},
 		{"a topology key of another driver", &csipb.CreateVolumeRequest{AccessibilityRequirements: &csipb.TopologyRequirement{
 			Preferred: []*csipb.Topology{{Segments: map[string]string{"topology.ebs.csi.aws.com/zone": "a"}}}}}, codes.InvalidArgument, "topology.ebs.csi.aws.com/zone"},

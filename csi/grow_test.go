@@ -9,6 +9,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
@@ -22,7 +23,8 @@ const (
 // TestFileSystemsGrow: a volume of each file system the driver formats keeps its data and
 // grows with its volume: xfs while a pod uses it; ext4 then too where the node may
 // (CAP_SYS_RESOURCE), else, saying so, when it is staged again. Staged again with a
-// capability that names no file system, a volume keeps the one it has.
+// capability that names no file system, a volume keeps the one it has; one that names the
+// other is refused.
 func TestFileSystemsGrow(t *testing.T) {
 	sock, dir, node := realDriver(t, 17)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -98,6 +100,13 @@ func TestFileSystemsGrow(t *testing.T) {
 			}
 
 			unmount()
+			// Staged as the other file system: refused naming the one it holds, data kept.
+			other := map[string]string{"xfs": "ext4", "ext4": "xfs"}[tc.fs]
+			_, err = nd.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+				StagingTargetPath: staging, VolumeCapability: fsCap(other)})
+			if st := status.Convert(err); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "holds a "+tc.fs) {
+				t.Errorf("staging a volume of %s as %s: %v; want FailedPrecondition naming %s", tc.fs, other, err, tc.fs)
+			}
 			mount(fsCap(""))
 			magic, after := statfs(t, target)
 			if magic != tc.magic {

@@ -153,6 +153,9 @@ func (n *node) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequ
 	}
 	fsType := c.GetMount().GetFsType()
 	switch {
+	case fsType != "" && existing != "" && fsType != existing:
+		// Formatting over it would lose the data; mounting it as fsType fails.
+		return nil, status.Errorf(codes.FailedPrecondition, "volume_capability.mount.fs_type %q: volume %s already holds a %s file system; ask for %s or name none", fsType, req.GetVolumeId(), existing, existing)
 	case fsType == "" && existing != "":
 		fsType = existing // formatted before, perhaps under another default
 	case fsType == "":
@@ -164,7 +167,7 @@ func (n *node) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequ
 	}
 	// XFS grows only while mounted: a volume expanded while detached grows here
 	// (xfs_growfs does nothing when the file system fills its device).
-	if fsType == "xfs" && existing == "xfs" {
+	if fsType == fsXFS && existing == fsXFS {
 		if _, err := n.resize.Resize(dev, staging); err != nil {
 			// Unstaged again, so that the retry grows it rather than finding it staged.
 			if uerr := mount.CleanupMountPoint(staging, n.m, true); uerr != nil {
@@ -330,13 +333,13 @@ func (n *node) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRe
 		return nil, status.Errorf(codes.Internal, "reading the file system of %s: %v", dev, err)
 	}
 	switch format {
-	case "xfs":
+	case fsXFS:
 		// xfs_growfs grows a mounted XFS (CAP_SYS_ADMIN) and does nothing when it fills
 		// its device already.
 		if _, err := n.resize.Resize(dev, p); err != nil {
 			return nil, status.Errorf(codes.Internal, "growing the mounted file system of %s at %s: %v", dev, p, err)
 		}
-	case "ext4":
+	case fsExt4:
 		// Staging grows an ext4 offline when its device grew while it was not mounted:
 		// then there is nothing left to do here.
 		need, err := n.smallerThanDevice(dev)
@@ -409,7 +412,7 @@ func (n *node) extSizes(dev string) (device, fs uint64, err error) {
 // first, as resize2fs demands, then resize2fs, which offline needs no privilege beyond
 // the device's. A device without a file system is left to formatting.
 func (n *node) growUnmounted(dev, format string) error {
-	if format != "ext4" {
+	if format != fsExt4 {
 		return nil
 	}
 	if need, err := n.smallerThanDevice(dev); err != nil || !need {

@@ -214,10 +214,14 @@ func TestBootRealNode(t *testing.T) {
 	}
 	// The runtime reports PIDs as the host sees them: a PID namespace of its own.
 	hostStatus, _ := m.Status(spec.ID)
+	machine, err := procstat.ByInnerPID(hostStatus.MountNS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"runtime", "containerd", "kubelet", "kube-proxy"} {
-		pid, err := procstat.FromInner(hostStatus.MountNS, status.PIDs[name])
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
+		pid, ok := machine[status.PIDs[name]]
+		if !ok {
+			t.Errorf("%s: no process %d in the host", name, status.PIDs[name])
 		}
 		t.Logf("RSS %-10s %6.1f MiB (pid %d, %d in the host)", name, rssMiB(pid), pid, status.PIDs[name])
 	}
@@ -245,7 +249,8 @@ func TestBootRealNode(t *testing.T) {
 			return err
 		}
 		// The runtime is the boot command, the child of the host's init (the boot process).
-		runtime, _ := procstat.FromInner(st.MountNS, s.PIDs["runtime"])
+		machine, _ := procstat.ByInnerPID(st.MountNS)
+		runtime := machine[s.PIDs["runtime"]]
 		if st.Boots != 2 || st.BootPID == 0 || s.Phase != PhaseRunning {
 			return fmt.Errorf("host %+v; runtime %d in phase %s", st, s.PIDs["runtime"], s.Phase)
 		}

@@ -212,9 +212,10 @@ func (c *Cluster) NodeStatus(name string) (*kubenode.Status, error) {
 		if err != nil {
 			return nil, err
 		}
-		ns := hosts.MountNSPath(dir, n.InstanceID)
+		// None when the host is down: then every PID reads 0.
+		machine, _ := procstat.ByInnerPID(hosts.MountNSPath(dir, n.InstanceID))
 		for comp, pid := range st.PIDs {
-			st.PIDs[comp], _ = procstat.FromInner(ns, pid) // 0 when it ended
+			st.PIDs[comp] = machine[pid] // 0 when it ended
 		}
 		return st, nil
 	}

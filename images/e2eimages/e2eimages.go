@@ -182,6 +182,10 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 		spec   func(context.Context, Options) (images.Spec, error)
 		alsoAs []Image
 	}
+	// program is an image of one binary (programSpec) at at, from the Options field f.
+	program := func(img Image, f field, at string) imageSpec {
+		return imageSpec{img, []field{f}, programSpec(at, f.value), nil}
+	}
 	specs := []imageSpec{
 		{Agnhost, []field{agnhost, {"CorednsBinary", opts.CorednsBinary}}, agnhostSpec, []Image{AgnhostPrev}},
 		{GlibcDNSTesting, nil, glibcDNSTestingSpec, nil},
@@ -190,12 +194,10 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 		{Kitten, []field{agnhost, files}, pictureSpec("kitten"), nil},
 		{Nautilus, []field{agnhost, files}, pictureSpec("nautilus"), nil},
 		{Nonewprivs, []field{{"NonewprivsBinary", opts.NonewprivsBinary}}, nonewprivsSpec, nil},
-		{RegressionIssue74839, []field{{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}},
-			programSpec("/regression-issue-74839", opts.RegressionIssue74839Binary), nil},
+		program(RegressionIssue74839, field{"RegressionIssue74839Binary", opts.RegressionIssue74839Binary}, "/regression-issue-74839"),
 		{DistrolessIptables, nil, distrolessIptablesSpec, nil},
-		{SampleAPIServer, []field{{"SampleAPIServerBinary", opts.SampleAPIServerBinary}},
-			programSpec("/sample-apiserver", opts.SampleAPIServerBinary), nil},
-		{Etcd, []field{{"EtcdBinary", opts.EtcdBinary}}, programSpec("/usr/local/bin/etcd", opts.EtcdBinary), nil},
+		program(SampleAPIServer, field{"SampleAPIServerBinary", opts.SampleAPIServerBinary}, "/sample-apiserver"),
+		program(Etcd, field{"EtcdBinary", opts.EtcdBinary}, "/usr/local/bin/etcd"),
 	}
 	for _, img := range opts.Only {
 		if !slices.ContainsFunc(specs, func(s imageSpec) bool { return s.img == img }) {

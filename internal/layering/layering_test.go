@@ -23,7 +23,7 @@ var layers = []struct {
 	prefixes []string
 }{
 	{"libraries", []string{"internal/atomicfile", "internal/cgroupfs", "internal/logcap", "internal/mountinfo",
-		"internal/pki", "internal/procstat", "internal/promreg", "internal/waitfor", "internal/nodeagent", "internal/securedir", "internal/smallfile"}},
+		"internal/nsrun", "internal/pki", "internal/procstat", "internal/promreg", "internal/waitfor", "internal/nodeagent", "internal/securedir", "internal/smallfile"}},
 	{"contract", []string{"cloud"}},
 	{"runtime", []string{"manager"}},
 	{"controllers", []string{"controllers", "csi"}},

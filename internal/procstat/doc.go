@@ -7,5 +7,8 @@
 // line's second field, the command name, is in parentheses and may hold spaces and ')',
 // so the fields are counted from the last ')': Parse is the one place that does it.
 //
+// ByInnerPID maps the PIDs a local cloud host reports (its own PID namespace) to the
+// machine's, from the NSpid line of /proc/<pid>/status.
+//
 // Only Linux has the file; elsewhere Read fails, and Parse works on any input.
 package procstat

@@ -88,66 +88,63 @@ func Ancestors(pid int) []int {
 	}
 }
 
-// FromInner returns the PID, in the caller's PID namespace, of the process that is pid in
-// its own PID namespace (the last of its status's NSpid), that namespace being the one of
-// the init of the mount namespace at nsFile (the process there whose PID is 1 in its
-// own): how the machine finds a process a host reports by its PID inside the host (a
-// host is a PID namespace of its own, whose init is in its mount namespace). A process
-// that entered the mount namespace from another PID namespace (nsenter from a pod) may
-// have the same inner PID; it is not the one. It scans /proc, so it costs a few reads per
-// process of the machine.
-func FromInner(nsFile string, pid int) (int, error) {
+// ByInnerPID returns the processes of a host's PID namespace, by their PID there (the
+// last of their status's NSpid) to their PID in the caller's namespace: how the machine
+// finds a process a host reports by its PID inside. The host is named by its mount
+// namespace file nsFile: its PID namespace is that of its init, the process in that
+// mount namespace whose PID is 1 in its own. A process that entered the mount namespace
+// from another PID namespace (nsenter from a pod) is not one of them. It reads /proc
+// once, a few files per process of the machine.
+func ByInnerPID(nsFile string) (map[int]int, error) {
 	want, err := os.Stat(nsFile)
 	if err != nil {
-		return 0, fmt.Errorf("mount namespace %s: %w", nsFile, err)
+		return nil, fmt.Errorf("mount namespace %s: %w", nsFile, err)
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, fmt.Errorf("listing processes: %w", err)
+		return nil, fmt.Errorf("listing processes: %w", err)
 	}
-	type candidate struct {
-		outer int
-		pidNS os.FileInfo
+	type process struct {
+		outer, inner int
+		pidNS        os.FileInfo
 	}
+	var procs []process
 	var initNS os.FileInfo
-	var found []candidate
 	for _, e := range entries {
 		outer, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		dir := "/proc/" + e.Name()
-		if ns, err := os.Stat(dir + "/ns/mnt"); err != nil || !os.SameFile(ns, want) {
-			continue
+		pidNS, err := os.Stat(dir + "/ns/pid")
+		if err != nil {
+			continue // ended meanwhile, or not ours to read
 		}
 		status, err := os.ReadFile(dir + "/status")
 		if err != nil {
-			continue // ended meanwhile
+			continue
 		}
 		inner, ok := innermost(status)
-		if !ok || (inner != 1 && inner != pid) {
+		if !ok {
 			continue
 		}
-		pidNS, err := os.Stat(dir + "/ns/pid")
-		if err != nil {
-			continue
-		}
-		if inner == 1 {
-			initNS = pidNS
-		}
-		if inner == pid {
-			found = append(found, candidate{outer, pidNS})
+		procs = append(procs, process{outer, inner, pidNS})
+		if inner == 1 && initNS == nil {
+			if mnt, err := os.Stat(dir + "/ns/mnt"); err == nil && os.SameFile(mnt, want) {
+				initNS = pidNS
+			}
 		}
 	}
 	if initNS == nil {
-		return 0, fmt.Errorf("mount namespace %s holds no init (a process whose PID is 1 in its own namespace)", nsFile)
+		return nil, fmt.Errorf("mount namespace %s holds no init (a process whose PID is 1 in its own namespace)", nsFile)
 	}
-	for _, c := range found {
-		if os.SameFile(c.pidNS, initNS) {
-			return c.outer, nil
+	byInner := map[int]int{}
+	for _, p := range procs {
+		if os.SameFile(p.pidNS, initNS) {
+			byInner[p.inner] = p.outer
 		}
 	}
-	return 0, fmt.Errorf("no process %d in the PID namespace of the init of mount namespace %s", pid, nsFile)
+	return byInner, nil
 }
 
 // innermost returns the last PID of a /proc/<pid>/status's NSpid line: the process's PID

@@ -116,11 +116,11 @@ func TestReadZombieAndGone(t *testing.T) {
 	}
 }
 
-// TestFromInnerNeedsTheNamespace: a namespace file that is not there is an error. (A host's
+// TestByInnerPIDNeedsTheNamespace: a namespace file that is not there is an error. (A host's
 // processes are found in localcloud/hosts' TestHostIsItsOwnPIDNamespace, as root.)
-func TestFromInnerNeedsTheNamespace(t *testing.T) {
-	if _, err := FromInner(filepath.Join(t.TempDir(), "missing"), 1); err == nil {
-		t.Error("FromInner of a missing namespace file: want an error")
+func TestByInnerPIDNeedsTheNamespace(t *testing.T) {
+	if _, err := ByInnerPID(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("ByInnerPID of a missing namespace file: want an error")
 	}
 }
 

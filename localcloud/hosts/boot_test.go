@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/nephele-dev/nephele/internal/procstat"
 	"github.com/nephele-dev/nephele/internal/testkit/poll"
 	"github.com/nephele-dev/nephele/localcloud/hosts"
 )
@@ -62,16 +60,7 @@ func TestUnrecordedBootIsSupervised(t *testing.T) {
 	// The boot process joins the cgroup when its script runs, which may come after the
 	// status shows it started. It is the host's init: the boot command is its child.
 	poll.Eventually(t, "the boot process and its boot command alone in the host's cgroup", func() error {
-		procs := cgroupProcs(t, st.Cgroup)
-		if len(procs) != 2 || !slices.Contains(procs, now.BootPID) {
-			return fmt.Errorf("the host's cgroup holds %v, want only the supervised boot process %d and its boot command", procs, now.BootPID)
-		}
-		for _, pid := range procs {
-			if s, err := procstat.Read(pid); pid != now.BootPID && (err != nil || s.PPID != now.BootPID) {
-				return fmt.Errorf("process %d in the host's cgroup is not the boot process's child: %+v %v", pid, s, err)
-			}
-		}
-		return nil
+		return onlyBoot(t, st.Cgroup, now.BootPID)
 	})
 	unbind()
 	if err := m.Stop(ctx, spec.ID); err != nil {

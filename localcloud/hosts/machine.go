@@ -263,7 +263,7 @@ func HostDir(dir, id string) string { return filepath.Join(dir, id) }
 
 // MountNSPath returns the mount namespace file of host id in a machine directory, there
 // while the host is up: every process of the host's init and boot command is in it,
-// which tells them from another host's (procstat.FromInner).
+// which tells them from another host's (procstat.ByInnerPID).
 func MountNSPath(dir, id string) string { return mountNSFile(filepath.Join(dir, nsDirName), id) }
 
 // mountNSFile is host id's mount namespace file in the namespace directory.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,8 +106,9 @@ func TestHostLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		if pids := cgroupProcs(t, st.Cgroup); len(pids) != 2 {
-			t.Errorf("after a restart the host's cgroup holds %v, want only the new boot process (the host's init) and its boot command", pids)
+		now, _ := m.Status(spec.ID)
+		if err := onlyBoot(t, st.Cgroup, now.BootPID); err != nil {
+			t.Errorf("after a restart: %v", err)
 		}
 		if !strings.Contains(readLog(m, spec.ID), "next boot in") {
 			t.Errorf("the boot log does not tell of the restart:\n%s", readLog(m, spec.ID))
@@ -215,4 +217,19 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	if log := readLog(m, spec.ID); !strings.Contains(log, "killed 4 processes left in it") {
 		t.Errorf("the boot log does not say what the stop killed:\n%s", log)
 	}
+}
+
+// onlyBoot says why the host's cgroup holds anything but its boot process (the host's
+// init, bootPID) and one child of it, the boot command; nil when it holds just those.
+func onlyBoot(t *testing.T, cgroup string, bootPID int) error {
+	procs := cgroupProcs(t, cgroup)
+	if len(procs) != 2 || !slices.Contains(procs, bootPID) {
+		return fmt.Errorf("the host's cgroup holds %v, want only the boot process %d and its boot command", procs, bootPID)
+	}
+	for _, pid := range procs {
+		if s, err := procstat.Read(pid); pid != bootPID && (err != nil || s.PPID != bootPID) {
+			return fmt.Errorf("process %d in the host's cgroup is not the boot process's child: %+v %v", pid, s, err)
+		}
+	}
+	return nil
 }

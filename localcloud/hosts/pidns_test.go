@@ -69,14 +69,18 @@ func TestHostIsItsOwnPIDNamespace(t *testing.T) {
 
 	// The machine finds the host's processes by their PIDs inside: the init is 1, the
 	// boot command its child.
-	if got, err := procstat.FromInner(st.MountNS, 1); err != nil || got != boot {
-		t.Errorf("FromInner(the host's mount namespace, 1) = %d, %v; want the boot process %d", got, err, boot)
+	machine, err := procstat.ByInnerPID(st.MountNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := machine[1]; got != boot {
+		t.Errorf("ByInnerPID(the host's mount namespace)[1] = %d; want the boot process %d (all: %v)", got, boot, machine)
 	}
 	self, _ := strconv.Atoi(field(log, "self"))
-	if got, err := procstat.FromInner(st.MountNS, self); err != nil {
-		t.Errorf("FromInner(the host's mount namespace, %d): %v", self, err)
+	if got, ok := machine[self]; !ok {
+		t.Errorf("ByInnerPID(the host's mount namespace) has no %d, the boot command: %v", self, machine)
 	} else if s, err := procstat.Read(got); err != nil || s.PPID != boot {
-		t.Errorf("FromInner found process %d for the boot command (%d inside): %+v, %v; want the boot process's child", got, self, s, err)
+		t.Errorf("ByInnerPID found process %d for the boot command (%d inside): %+v, %v; want the boot process's child", got, self, s, err)
 	}
 
 	// The orphan (its parent gone, itself exited) is reaped: no zombie in the host.

@@ -7,7 +7,6 @@ package hoststest
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nephele-dev/nephele/internal/cgroupfs"
+	"github.com/nephele-dev/nephele/internal/nsrun"
 )
 
 // tools are the programs host instances need.
@@ -77,50 +76,12 @@ func MachineNetNS() string {
 	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), machineNetNS.Fd())
 }
 
-// InNetNS runs fn with the calling thread in the network namespace at path (such as
-// /run/netns/<name>): sockets fn opens belong to that namespace. Afterwards the thread
-// goes back to the namespace it came from and is handed back to the runtime; only if that
-// fails does it end with fn's goroutine, so the namespace never leaks into another
-// goroutine.
-//
-// Ending a thread is what to avoid: a child process started with Pdeathsig (as
-// package controlplane starts kube-apiserver, kube-scheduler and the rest) is killed when
-// the thread that forked it exits, and the runtime runs goroutines on whichever threads it
-// has: a test that entered a namespace on a thread that had earlier started the cluster's
-// kube-scheduler killed that scheduler when its goroutine ended.
+// InNetNS runs fn with a thread in the network namespace at path (such as
+// /run/netns/<name>): sockets fn opens belong to that namespace. The thread comes back
+// and lives on (nsrun.In says why: a test that entered a namespace on a thread that had
+// started the cluster's kube-scheduler killed that scheduler when the thread ended).
 func InNetNS(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		home, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("open this thread's network namespace: %w", err)
-			return
-		}
-		defer func() { _ = home.Close() }()
-		f, err := os.Open(path)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer func() { _ = f.Close() }()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("entering network namespace %s: %w", path, err)
-			return
-		}
-		err = fn()
-		if rerr := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); rerr != nil {
-			// The thread stays locked and ends with this goroutine.
-			errc <- errors.Join(err, fmt.Errorf("returning from network namespace %s: %w", path, rerr))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	return <-errc
+	return nsrun.In(unix.CLONE_NEWNET, path, fn)
 }
 
 // Snapshot returns the lines of the machine's state that contain one of markers (a
