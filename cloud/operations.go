@@ -5,7 +5,8 @@ package cloud
 // name the operations a fake cloud injects faults into: one list for both.
 type Operation string
 
-// The operations, one per method of Instances, InstanceLister, LoadBalancers and Routes.
+// The operations, one per method of Instances, InstanceLister, LoadBalancers, Routes and
+// RouteBatcher.
 const (
 	OpInstanceMetadata           Operation = "instance_metadata"
 	OpListInstances              Operation = "list_instances"
@@ -16,6 +17,8 @@ const (
 	OpListRoutes                 Operation = "list_routes"
 	OpCreateRoute                Operation = "create_route"
 	OpDeleteRoute                Operation = "delete_route"
+	// OpApplyRoutes is RouteBatcher.ApplyRoutes, the optional batch of route changes.
+	OpApplyRoutes Operation = "apply_routes"
 )
 
 // Operations returns every operation, in the order of the contract.
@@ -23,6 +26,6 @@ func Operations() []Operation {
 	return []Operation{
 		OpInstanceMetadata, OpListInstances,
 		OpGetLoadBalancer, OpEnsureLoadBalancer, OpUpdateLoadBalancerBackends, OpEnsureLoadBalancerDeleted,
-		OpListRoutes, OpCreateRoute, OpDeleteRoute,
+		OpListRoutes, OpCreateRoute, OpDeleteRoute, OpApplyRoutes,
 	}
 }

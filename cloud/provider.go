@@ -247,3 +247,35 @@ type Routes interface {
 	// DeleteRoute deletes route. It returns nil when the route is already gone.
 	DeleteRoute(ctx context.Context, clusterName string, route Route) error
 }
+
+// RouteChange is one change of a RouteBatcher call: a route to create, with its name
+// hint, or (Delete set) a route to delete, as ListRoutes returned it or as it was
+// created.
+type RouteChange struct {
+	// Delete is set for a deletion; unset, Route is created.
+	Delete bool
+	// NameHint is CreateRoute's nameHint; unused for a deletion.
+	NameHint string
+	// Route is the route to create or delete.
+	Route Route
+}
+
+// RouteBatcher is an optional capability of a Routes value, for clouds that program
+// many routes of a network in one call (Azure's route table, a VPC route table
+// replaced whole). The route controller asserts it on the Routes the provider returns:
+// it groups the changes that wait at the same moment into one call of at most
+// MaxRouteChanges, and calls CreateRoute and DeleteRoute one route at a time when the
+// provider does not implement it. Nothing else changes for the provider: ListRoutes
+// stays the only read.
+type RouteBatcher interface {
+	// MaxRouteChanges is the most changes one ApplyRoutes call takes; at least 1.
+	MaxRouteChanges() int
+	// ApplyRoutes applies changes (deletions before creations, at most
+	// MaxRouteChanges) in one cloud call, each as idempotent as CreateRoute and
+	// DeleteRoute: an identical route that exists is created, a route that is gone is
+	// deleted. On an error the caller assumes nothing about which changes were made:
+	// it lists the routes again. An error that IsInvalid says the request as a whole
+	// cannot succeed, and the controller then makes the changes one at a time, so
+	// that the change at fault fails alone.
+	ApplyRoutes(ctx context.Context, clusterName string, changes []RouteChange) error
+}

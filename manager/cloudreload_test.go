@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,34 @@ func TestSwapProviderRefusesOtherCapabilities(t *testing.T) {
 	}
 	if err := s.fits(newFake(t, "other", fakecloud.CapRoutes)); err == nil || !strings.Contains(err.Error(), `"other"`) {
 		t.Errorf("swap to another provider name = %v, want a refusal", err)
+	}
+}
+
+// TestSwapProviderKeepsRouteBatching: a provider whose Routes batch is offered batching
+// through the swap provider, which calls the current provider; a reload that would take
+// batching away (or add it) needs a restart, as any capability does.
+func TestSwapProviderKeepsRouteBatching(t *testing.T) {
+	batching := newFake(t, "fake")
+	batching.SetMaxRouteChanges(7)
+	s := newSwapProvider(batching)
+	rt, _ := s.Routes()
+	b, ok := rt.(cloud.RouteBatcher)
+	if !ok {
+		t.Fatal("the swap provider's Routes do not batch, though the provider's do")
+	}
+	if n := b.MaxRouteChanges(); n != 7 {
+		t.Errorf("MaxRouteChanges = %d, want the provider's 7", n)
+	}
+	r := cloud.Route{TargetNode: "n1", DestinationCIDR: netip.MustParsePrefix("10.244.1.0/24")}
+	if err := b.ApplyRoutes(t.Context(), "c1", []cloud.RouteChange{{NameHint: "r1", Route: r}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := batching.Calls(cloud.OpApplyRoutes); n != 1 {
+		t.Errorf("the provider saw %d ApplyRoutes calls, want 1", n)
+	}
+	err := s.fits(newFake(t, "fake"))
+	if err == nil || !strings.Contains(err.Error(), "batched true") || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("swap to a provider whose routes do not batch = %v, want a refusal naming batching and the restart", err)
 	}
 }
 

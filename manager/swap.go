@@ -15,6 +15,8 @@ import (
 // the controllers that run, and the inventory, were chosen from them at start.
 type capabilities struct {
 	instances, lister, loadBalancers, routes bool
+	// routeBatch is set when the provider's Routes also implement cloud.RouteBatcher.
+	routeBatch bool
 }
 
 func capabilitiesOf(p cloud.Provider) capabilities {
@@ -22,11 +24,13 @@ func capabilitiesOf(p cloud.Provider) capabilities {
 	li, liOK := p.InstanceLister()
 	lb, lbOK := p.LoadBalancers()
 	rt, rtOK := p.Routes()
-	return capabilities{instances: inOK && in != nil, lister: liOK && li != nil, loadBalancers: lbOK && lb != nil, routes: rtOK && rt != nil}
+	_, batch := rt.(cloud.RouteBatcher)
+	return capabilities{instances: inOK && in != nil, lister: liOK && li != nil, loadBalancers: lbOK && lb != nil,
+		routes: rtOK && rt != nil, routeBatch: rtOK && batch}
 }
 
 func (c capabilities) String() string {
-	return fmt.Sprintf("Instances %t, InstanceLister %t, LoadBalancers %t, Routes %t", c.instances, c.lister, c.loadBalancers, c.routes)
+	return fmt.Sprintf("Instances %t, InstanceLister %t, LoadBalancers %t, Routes %t (batched %t)", c.instances, c.lister, c.loadBalancers, c.routes, c.routeBatch)
 }
 
 // swapProvider is the provider behind the manager's cloud call path when the cloud
@@ -105,6 +109,9 @@ func (s *swapProvider) LoadBalancers() (cloud.LoadBalancers, bool) {
 func (s *swapProvider) Routes() (cloud.Routes, bool) {
 	if !s.caps.routes {
 		return nil, false
+	}
+	if s.caps.routeBatch {
+		return swapBatchRoutes{swapRoutes{s}}, true
 	}
 	return swapRoutes{s}, true
 }
@@ -209,4 +216,38 @@ func (w swapRoutes) DeleteRoute(ctx context.Context, clusterName string, route c
 		return err
 	}
 	return rt.DeleteRoute(ctx, clusterName, route)
+}
+
+// swapBatchRoutes is swapRoutes for a provider whose Routes batch.
+type swapBatchRoutes struct{ swapRoutes }
+
+func (w swapBatchRoutes) batcher() (cloud.RouteBatcher, error) {
+	rt, err := w.routes()
+	if err != nil {
+		return nil, err
+	}
+	b, ok := rt.(cloud.RouteBatcher)
+	if !ok {
+		return nil, w.s.errLost("RouteBatcher")
+	}
+	return b, nil
+}
+
+// MaxRouteChanges implements cloud.RouteBatcher: the current provider's bound, or 1
+// when it lost the capability (its ApplyRoutes then fails with ErrNotImplemented).
+func (w swapBatchRoutes) MaxRouteChanges() int {
+	b, err := w.batcher()
+	if err != nil {
+		return 1
+	}
+	return b.MaxRouteChanges()
+}
+
+// ApplyRoutes implements cloud.RouteBatcher.
+func (w swapBatchRoutes) ApplyRoutes(ctx context.Context, clusterName string, changes []cloud.RouteChange) error {
+	b, err := w.batcher()
+	if err != nil {
+		return err
+	}
+	return b.ApplyRoutes(ctx, clusterName, changes)
 }

@@ -41,6 +41,9 @@ type Options struct {
 	VIPPool netip.Prefix
 	// Disabled lists capabilities the cloud starts without.
 	Disabled []Capability
+	// MaxRouteChanges, when positive, makes the cloud's Routes a cloud.RouteBatcher
+	// taking at most that many changes a call (SetMaxRouteChanges changes it).
+	MaxRouteChanges int
 	// CallLogLimit bounds the ordered call log (the counters are always exact):
 	// 0 means DefaultCallLogLimit, a negative value means no limit.
 	CallLogLimit int
@@ -63,8 +66,10 @@ type Cloud struct {
 	// routes are keyed by cluster name, then destination CIDR.
 	routes       map[string]map[netip.Prefix]*cloud.Route
 	routeCounter int
-	faults       faultState
-	calls        callLog
+	// maxRouteChanges is Options.MaxRouteChanges; 0 means no batching.
+	maxRouteChanges int
+	faults          faultState
+	calls           callLog
 }
 
 // Interface checks: a Cloud has every capability.
@@ -110,6 +115,11 @@ func New(opts Options) (*Cloud, error) {
 		routes:    map[string]map[netip.Prefix]*cloud.Route{},
 		faults:    newFaultState(),
 		calls:     newCallLog(),
+
+		maxRouteChanges: opts.MaxRouteChanges,
+	}
+	if opts.MaxRouteChanges < 0 {
+		return nil, fmt.Errorf("fakecloud: Options.MaxRouteChanges is %d: use 0 for no batching or a positive bound", opts.MaxRouteChanges)
 	}
 	for _, capability := range opts.Disabled {
 		c.disabled[capability] = true
@@ -162,6 +172,12 @@ func (c *Cloud) LoadBalancers() (cloud.LoadBalancers, bool) {
 func (c *Cloud) Routes() (cloud.Routes, bool) {
 	if !c.has(CapRoutes) {
 		return nil, false
+	}
+	c.mu.Lock()
+	batch := c.maxRouteChanges > 0
+	c.mu.Unlock()
+	if batch {
+		return batchRoutes{c}, true
 	}
 	return c, true
 }

@@ -3,6 +3,7 @@ package fakecloud
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -75,25 +76,30 @@ func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		routes := c.clusterRoutes(clusterName)
-		if cur, ok := routes[route.DestinationCIDR]; ok {
-			if cur.TargetNode == route.TargetNode {
-				return nil
-			}
-			return fmt.Errorf("creating route to %s via node %q in cluster %q: a route to it via node %q exists", route.DestinationCIDR, route.TargetNode, clusterName, cur.TargetNode)
-		}
-		name := nameHint
-		if name == "" {
-			name = c.newRouteName()
-		}
-		// The fake records the node's addresses and lists them back, as a cloud routing
-		// by next-hop address does.
-		routes[route.DestinationCIDR] = &cloud.Route{
-			Name: name, TargetNode: route.TargetNode, DestinationCIDR: route.DestinationCIDR,
-			TargetNodeAddresses: slices.Clone(route.TargetNodeAddresses), EnableNodeAddresses: true,
-		}
-		return nil
+		return c.createRoute(clusterName, c.clusterRoutes(clusterName), nameHint, route)
 	})
+}
+
+// createRoute creates route in routes, clusterName's table, as CreateRoute does.
+// Callers hold c.mu and checked route.
+func (c *Cloud) createRoute(clusterName string, routes map[netip.Prefix]*cloud.Route, nameHint string, route cloud.Route) error {
+	if cur, ok := routes[route.DestinationCIDR]; ok {
+		if cur.TargetNode == route.TargetNode {
+			return nil
+		}
+		return fmt.Errorf("creating route to %s via node %q in cluster %q: a route to it via node %q exists", route.DestinationCIDR, route.TargetNode, clusterName, cur.TargetNode)
+	}
+	name := nameHint
+	if name == "" {
+		name = c.newRouteName()
+	}
+	// The fake records the node's addresses and lists them back, as a cloud routing
+	// by next-hop address does.
+	routes[route.DestinationCIDR] = &cloud.Route{
+		Name: name, TargetNode: route.TargetNode, DestinationCIDR: route.DestinationCIDR,
+		TargetNodeAddresses: slices.Clone(route.TargetNodeAddresses), EnableNodeAddresses: true,
+	}
+	return nil
 }
 
 // DeleteRoute implements cloud.Routes. It deletes the route to route.DestinationCIDR,
@@ -104,20 +110,98 @@ func (c *Cloud) DeleteRoute(ctx context.Context, clusterName string, route cloud
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		routes := c.routes[clusterName]
-		switch {
-		case route.DestinationCIDR.IsValid():
-			delete(routes, route.DestinationCIDR)
-		case route.Name != "":
-			for dst, r := range routes {
-				if r.Name == route.Name {
-					delete(routes, dst)
-				}
-			}
-		default:
-			return cloud.Invalidf("deleting a route in cluster %q: it has neither a destination nor a name", clusterName)
+		if err := deleteRoute(clusterName, routes, route); err != nil {
+			return err
 		}
 		if len(routes) == 0 {
 			delete(c.routes, clusterName)
+		}
+		return nil
+	})
+}
+
+// deleteRoute deletes route from routes, clusterName's table, as DeleteRoute does.
+func deleteRoute(clusterName string, routes map[netip.Prefix]*cloud.Route, route cloud.Route) error {
+	switch {
+	case route.DestinationCIDR.IsValid():
+		delete(routes, route.DestinationCIDR)
+	case route.Name != "":
+		for dst, r := range routes {
+			if r.Name == route.Name {
+				delete(routes, dst)
+			}
+		}
+	default:
+		return cloud.Invalidf("deleting a route in cluster %q: it has neither a destination nor a name", clusterName)
+	}
+	return nil
+}
+
+// SetMaxRouteChanges makes the cloud's Routes a cloud.RouteBatcher taking at most max
+// changes a call, or (max 0) plain Routes; a negative max is taken as 0.
+func (c *Cloud) SetMaxRouteChanges(max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxRouteChanges = 0
+	if max > 0 {
+		c.maxRouteChanges = max
+	}
+}
+
+// batchRoutes is the cloud's Routes while it batches.
+type batchRoutes struct{ *Cloud }
+
+var _ cloud.RouteBatcher = batchRoutes{}
+
+// MaxRouteChanges implements cloud.RouteBatcher.
+func (b batchRoutes) MaxRouteChanges() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(1, b.maxRouteChanges)
+}
+
+// ApplyRoutes implements cloud.RouteBatcher, all or nothing, as a cloud replacing a
+// route table in one write does: the changes are made to a copy of clusterName's table,
+// which replaces it only if every change succeeded. More changes than MaxRouteChanges,
+// a change that fails checkRoute, or a creation CreateRoute would refuse (another
+// node's route to its destination) is ErrInvalid. Faults are injected for
+// cloud.OpApplyRoutes with the cluster's name as subject.
+func (b batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, changes []cloud.RouteChange) error {
+	c := b.Cloud
+	return c.do(ctx, cloud.OpApplyRoutes, clusterName, func() error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if n := c.maxRouteChanges; n > 0 && len(changes) > n {
+			return cloud.Invalidf("applying %d route changes in cluster %q: at most %d a call", len(changes), clusterName, n)
+		}
+		table := maps.Clone(c.routes[clusterName])
+		if table == nil {
+			table = map[netip.Prefix]*cloud.Route{}
+		}
+		for i, ch := range changes {
+			if !ch.Delete {
+				continue
+			}
+			if err := deleteRoute(clusterName, table, ch.Route); err != nil {
+				return fmt.Errorf("route change %d: %w", i, err)
+			}
+		}
+		for i, ch := range changes {
+			if ch.Delete {
+				continue
+			}
+			if err := checkRoute(ch.Route); err != nil {
+				return fmt.Errorf("route change %d: %w", i, err)
+			}
+			if err := c.createRoute(clusterName, table, ch.NameHint, ch.Route); err != nil {
+				// The call as a whole cannot succeed: the contract's ErrInvalid.
+				return fmt.Errorf("route change %d: %w: %w", i, err, cloud.ErrInvalid)
+			}
+		}
+		if len(table) == 0 {
+			delete(c.routes, clusterName)
+		} else {
+			c.routes[clusterName] = table
 		}
 		return nil
 	})

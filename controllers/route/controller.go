@@ -84,7 +84,9 @@ type Controller struct {
 	errorRelist  time.Duration
 	now          func() time.Time
 
-	worker  *worker.Worker
+	worker *worker.Worker
+	// batcher makes the route changes when the provider batches them; nil otherwise.
+	batcher *batcher
 	table   *table
 	planner *planner
 	locks   cidrLocks
@@ -140,12 +142,21 @@ func New(cfg Config) (*Controller, error) {
 	nodeInformer := cfg.Informers.Core().V1().Nodes()
 	c.nodes = nodeInformer.Lister()
 	c.planner = &planner{clusterName: c.clusterName, clusterCIDRs: cidrs, lookup: c.lookupNode}
+	workers := manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs)
+	loops := []worker.Loop{c.driftLoop}
+	if b, ok := cfg.Routes.(cloud.RouteBatcher); ok {
+		// One batch call is in flight at a time, and it takes the changes of every node
+		// sync waiting for it: enough syncs must run at once to fill it.
+		c.batcher = newBatcher(cfg.Routes, b, c.clusterName)
+		loops = append(loops, c.batcher.run)
+		workers = max(workers, min(b.MaxRouteChanges(), maxBatchWorkers))
+	}
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.NodeRouteController,
 		Sync:    c.syncNode,
-		Workers: manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs),
+		Workers: workers,
 		Retry:   retry,
-		Loops:   []worker.Loop{c.driftLoop},
+		Loops:   loops,
 		Health:  cfg.Health,
 		Logger:  cfg.Logger,
 		Metrics: cfg.Metrics,
@@ -203,7 +214,7 @@ func (c *Controller) onDelete(obj any) {
 // Run runs the controller until ctx is done. It must be called once.
 func (c *Controller) Run(ctx context.Context) error {
 	log := c.log.WithValues("clusterCIDRs", c.clusterCIDRs)
-	log.Info("Starting route controller", "reconcilePeriod", c.period)
+	log.Info("Starting route controller", "reconcilePeriod", c.period, "batched", c.batcher != nil)
 	defer log.Info("Stopped route controller")
 	return c.worker.Run(ctx)
 }

@@ -10,5 +10,9 @@
 // (at most once per ErrorRelistInterval), and before deleting a route it created but
 // has not seen listed yet, so ListRoutes calls do not grow with the number of nodes.
 //
+// A provider whose Routes also implement cloud.RouteBatcher gets the changes of the
+// node syncs that wait at the same moment in one ApplyRoutes call (batch.go), one call
+// in flight at a time; the others get one CreateRoute or DeleteRoute per route.
+//
 // Routes outside the cluster CIDRs are never touched: they belong to someone else.
 package route

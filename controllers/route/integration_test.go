@@ -1,8 +1,10 @@
 package route
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,4 +460,79 @@ func TestIntegrationListRoutesDoesNotGrowWithNodes(t *testing.T) {
 	if got := h.cloud.Calls(cloud.OpDeleteRoute); got != nodes {
 		t.Errorf("DeleteRoute calls = %d, want %d", got, nodes)
 	}
+}
+
+// TestIntegrationBurstOfNodesIsBatched: with a provider that batches, the routes of a
+// burst of nodes go out together: the first call holds the cloud while every other
+// node's route waits, then they go out in one ApplyRoutes call, and every node gets its
+// condition as with single calls. Deleting the nodes is batched the same way.
+func TestIntegrationBurstOfNodesIsBatched(t *testing.T) {
+	const nodes = 120
+	// gate holds every route change while it is open (not closed); a test closes it.
+	var gate atomic.Pointer[chan struct{}]
+	hold := func() chan struct{} { ch := make(chan struct{}); gate.Store(&ch); return ch }
+	release := hold()
+	h := startHarness(t, controlPlane(t).Client, harnessOptions{period: time.Hour, seed: func(c *fakecloud.Cloud) {
+		c.SetMaxRouteChanges(200)
+		c.SetHook(func(ctx context.Context, op cloud.Operation, _ string) error {
+			if op != cloud.OpCreateRoute && op != cloud.OpDeleteRoute && op != cloud.OpApplyRoutes {
+				return nil
+			}
+			select {
+			case <-*gate.Load():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}})
+	if h.ctrl.batcher == nil {
+		t.Fatal("the controller does not batch, though its provider's Routes implement cloud.RouteBatcher")
+	}
+	waitAll := func(what string) {
+		t.Helper()
+		poll.Eventually(t, what, func() error {
+			if n := h.ctrl.batcher.unanswered(); n != nodes {
+				return fmt.Errorf("%d changes wait", n)
+			}
+			return nil
+		})
+	}
+	// The first call takes the changes that waited when the loop woke (a CreateRoute or
+	// DeleteRoute for one alone), the second every other.
+	twoCalls := func(single cloud.Operation) {
+		t.Helper()
+		if got := h.cloud.Calls(cloud.OpApplyRoutes) + h.cloud.Calls(single); got != 2 {
+			t.Errorf("ApplyRoutes calls %d and %s calls %d, want 2 calls in all",
+				h.cloud.Calls(cloud.OpApplyRoutes), single, h.cloud.Calls(single))
+		}
+	}
+
+	var created []*corev1.Node
+	var wantRoutes []string
+	for i := range nodes {
+		n := h.createNode(fmt.Sprintf("n%03d", i), fmt.Sprintf("10.244.%d.0/24", i))
+		created = append(created, n)
+		wantRoutes = append(wantRoutes, routeOf(n, fmt.Sprintf("10.244.%d.0/24", i)))
+	}
+	waitAll("every node's route waits for the cloud")
+	close(release)
+	h.waitRoutes(want(wantRoutes...))
+	for _, n := range created {
+		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
+	}
+	twoCalls(cloud.OpCreateRoute)
+	if got := h.counter("nephele_cloud_requests_total", map[string]string{"controller": manager.NodeRouteController, "operation": string(cloud.OpApplyRoutes), "result": "success"}); got < 1 {
+		t.Errorf("successful apply_routes counted = %v, want at least 1", got)
+	}
+
+	h.cloud.ResetCalls()
+	release = hold()
+	for _, n := range created {
+		h.deleteNode(n)
+	}
+	waitAll("every deleted node's route waits for the cloud")
+	close(release)
+	h.waitRoutes(nil)
+	twoCalls(cloud.OpDeleteRoute)
 }

@@ -153,7 +153,7 @@ func (c *Controller) deleteRoute(ctx context.Context, r cloud.Route) (done bool,
 		return true, nil
 	}
 	c.log.Info("Deleting route", "node", r.TargetNode, "cidr", r.DestinationCIDR, "name", r.Name, "blackhole", r.Blackhole)
-	if err := c.routes.DeleteRoute(ctx, c.clusterName, r); err != nil {
+	if err := c.change(ctx, cloud.RouteChange{Delete: true, Route: r}); err != nil {
 		c.changeFailed(ctx)
 		return false, err
 	}
@@ -173,7 +173,7 @@ func (c *Controller) createRoute(ctx context.Context, cr create) error {
 		return nil
 	}
 	c.log.Info("Creating route", "node", cr.route.TargetNode, "cidr", cidr, "nameHint", cr.hint)
-	if err := c.routes.CreateRoute(ctx, c.clusterName, cr.hint, cr.route); err != nil {
+	if err := c.change(ctx, cloud.RouteChange{NameHint: cr.hint, Route: cr.route}); err != nil {
 		c.changeFailed(ctx)
 		return err
 	}
@@ -183,6 +183,15 @@ func (c *Controller) createRoute(ctx context.Context, cr create) error {
 	c.table.created(cloud.Route{Name: cr.hint, TargetNode: cr.route.TargetNode, DestinationCIDR: cidr,
 		TargetNodeAddresses: slices.Clone(cr.route.TargetNodeAddresses)})
 	return nil
+}
+
+// change makes one route change: in the batcher's next call when the provider batches,
+// else with CreateRoute or DeleteRoute.
+func (c *Controller) change(ctx context.Context, ch cloud.RouteChange) error {
+	if c.batcher != nil {
+		return c.batcher.do(ctx, ch)
+	}
+	return applyOne(ctx, c.routes, c.clusterName, ch)
 }
 
 // changeFailed marks the route table for relisting after a create or delete failed

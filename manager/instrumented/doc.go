@@ -62,5 +62,6 @@
 //
 // The operation label is one of the Op constants: instance_metadata, list_instances,
 // get_load_balancer, ensure_load_balancer, update_load_balancer_backends,
-// ensure_load_balancer_deleted, list_routes, create_route, delete_route.
+// ensure_load_balancer_deleted, list_routes, create_route, delete_route,
+// apply_routes.
 package instrumented

@@ -479,7 +479,7 @@ func TestSharedRegistry(t *testing.T) {
 
 func TestEveryOperation(t *testing.T) {
 	ctx := context.Background()
-	fake, c, reg := setup(t, fakecloud.Options{}, Options{})
+	fake, c, reg := setup(t, fakecloud.Options{MaxRouteChanges: 10}, Options{})
 	if err := fake.AddInstance(cloud.Instance{NodeName: "n1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -515,6 +515,17 @@ func TestEveryOperation(t *testing.T) {
 			return err
 		}},
 		{cloud.OpDeleteRoute, func() error { return routes.DeleteRoute(ctx, "c1", r) }},
+		// The wrapper batches because the provider's Routes do.
+		{cloud.OpApplyRoutes, func() error {
+			b, ok := routes.(cloud.RouteBatcher)
+			if !ok {
+				return errors.New("the wrapped Routes do not implement cloud.RouteBatcher, though the provider's do")
+			}
+			if n := b.MaxRouteChanges(); n != 10 {
+				return fmt.Errorf("MaxRouteChanges = %d, want the provider's 10", n)
+			}
+			return b.ApplyRoutes(ctx, "c1", []cloud.RouteChange{{Route: r}, {Delete: true, Route: r}})
+		}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {

@@ -2,6 +2,7 @@ package instrumented
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -51,7 +52,13 @@ func (p *provider) Routes() (cloud.Routes, bool) {
 	if !ok || in == nil {
 		return nil, false
 	}
-	return &routes{p: p, inner: in}, true
+	w := &routes{p: p, inner: in}
+	if b, ok := in.(cloud.RouteBatcher); ok {
+		// Only a provider that batches gets a wrapper that does: the route controller
+		// asserts the capability on what it is given.
+		return &batchRoutes{routes: w, batcher: b}, true
+	}
+	return w, true
 }
 
 type instances struct {
@@ -145,6 +152,21 @@ func (w *routes) CreateRoute(ctx context.Context, clusterName, nameHint string, 
 func (w *routes) DeleteRoute(ctx context.Context, clusterName string, route cloud.Route) error {
 	_, err := call(ctx, w.p, cloud.OpDeleteRoute, routeSubject(clusterName, route), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.inner.DeleteRoute(ctx, clusterName, route)
+	})
+	return err
+}
+
+// batchRoutes is routes for a provider that implements cloud.RouteBatcher.
+type batchRoutes struct {
+	*routes
+	batcher cloud.RouteBatcher
+}
+
+func (w *batchRoutes) MaxRouteChanges() int { return w.batcher.MaxRouteChanges() }
+
+func (w *batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, changes []cloud.RouteChange) error {
+	_, err := call(ctx, w.p, cloud.OpApplyRoutes, fmt.Sprintf("%s/%d changes", clusterName, len(changes)), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, w.batcher.ApplyRoutes(ctx, clusterName, changes)
 	})
 	return err
 }
