@@ -23,6 +23,9 @@ const (
 	OpRoutesList   = "routes.list"
 	OpRoutesCreate = "routes.create"
 	OpRoutesDelete = "routes.delete"
+	// OpRoutesApply deletes and creates many routes of a cluster in one call
+	// (RouteChanges), as a cloud that programs its route table as one object does.
+	OpRoutesApply = "routes.apply"
 
 	OpVolumesCreate = "volumes.create"
 	OpVolumesGet    = "volumes.get"
@@ -39,7 +42,7 @@ func Operations() []string {
 		OpInstancesCreate, OpInstancesGet, OpInstancesList, OpInstancesStop,
 		OpInstancesStart, OpInstancesTerminate, OpInstancesDelete, OpInstancesConsole,
 		OpLBEnsure, OpLBUpdate, OpLBDelete, OpLBGet, OpLBList,
-		OpRoutesList, OpRoutesCreate, OpRoutesDelete,
+		OpRoutesList, OpRoutesCreate, OpRoutesDelete, OpRoutesApply,
 		OpVolumesCreate, OpVolumesGet, OpVolumesList, OpVolumesDelete,
 		OpVolumesAttach, OpVolumesDetach, OpVolumesExpand,
 	}

@@ -328,6 +328,21 @@ type Route struct {
 	TargetNodeAddresses []Address `json:"targetNodeAddresses,omitempty"`
 }
 
+// MaxRouteChanges is the most changes one RouteChanges request holds.
+const MaxRouteChanges = 500
+
+// RouteChanges is the body of a routes.apply request: route deletions and creations in
+// one cluster, applied in one transaction, all or none (deletions first). Each is as
+// idempotent as its single call: deleting a route that does not exist, or creating
+// one that exists with the same destination and target, succeeds. The answer is a
+// RouteList of the created routes, in the order of Create.
+type RouteChanges struct {
+	// Delete names the routes to delete.
+	Delete []string `json:"delete,omitempty"`
+	// Create are the routes to create.
+	Create []RouteSpec `json:"create,omitempty"`
+}
+
 // RouteList is a listing of a cluster's routes.
 type RouteList struct {
 	Items []Route `json:"items"`
@@ -425,6 +440,11 @@ type Fault struct {
 	// RateLimit throttles matching calls; one bucket per rule, shared by the
 	// operations it matches.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// Cost is how many tokens a matching call takes from every rate limit it meets (at
+	// most a bucket's burst); 0 means 1. A call that does the work of many, such as
+	// routes.apply, may cost more of the account's quota than one that does one thing.
+	// The most specific rule that sets it decides.
+	Cost int `json:"cost,omitempty"`
 	// Outage answers every matching call 503.
 	Outage bool `json:"outage,omitempty"`
 	// NotImplemented answers every matching call 501.

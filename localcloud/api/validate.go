@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -30,6 +31,8 @@ const (
 	maxTokenLen = 63
 	maxLabelKey = 317
 	maxLabelVal = 63
+	// maxFaultCost bounds Fault.Cost: a call costing more tokens than that is an outage.
+	maxFaultCost = 10000
 )
 
 // ValidateName checks an instance name (a Node name: a lower-case DNS subdomain).
@@ -366,6 +369,40 @@ func ValidateBackends(field string, backends []Backend) error {
 	return nil
 }
 
+// Validate checks a RouteChanges: at least one change and at most MaxRouteChanges,
+// valid route names to delete, each creation as RouteSpec.Validate checks it (its
+// fields named "create[i].…"), and no destination created twice.
+func (c *RouteChanges) Validate() error {
+	n := len(c.Delete) + len(c.Create)
+	switch {
+	case n == 0:
+		return fieldErr("changes", "no change: give routes to delete or to create")
+	case n > MaxRouteChanges:
+		return fieldErr("changes", "%d changes, at most %d in one call: split them", n, MaxRouteChanges)
+	}
+	for i, name := range c.Delete {
+		if err := ValidateObjectName(fmt.Sprintf("delete[%d]", i), name); err != nil {
+			return err
+		}
+	}
+	seen := make(map[string]int, len(c.Create))
+	for i := range c.Create {
+		spec := &c.Create[i]
+		if err := spec.Validate(); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return fieldErr(fmt.Sprintf("create[%d].%s", i, strings.TrimPrefix(fe.Field, "spec.")), "%s", fe.Message)
+			}
+			return fmt.Errorf("create[%d]: %w", i, err)
+		}
+		if j, dup := seen[spec.DestinationCIDR]; dup {
+			return fieldErr(fmt.Sprintf("create[%d].destinationCIDR", i), "%s is also create[%d]'s destination: one destination has one route", spec.DestinationCIDR, j)
+		}
+		seen[spec.DestinationCIDR] = i
+	}
+	return nil
+}
+
 // Validate checks a route create request. Fields are named under "spec.".
 func (s *RouteSpec) Validate() error {
 	if s.Name != "" {
@@ -448,6 +485,9 @@ func (f *Fault) Validate(field string) error {
 		if r.Burst < 0 {
 			return fieldErr(field+".rateLimit.burst", "%d: want 0 (one second's worth) or more", r.Burst)
 		}
+	}
+	if f.Cost < 0 || f.Cost > maxFaultCost {
+		return fieldErr(field+".cost", "%d: want 0 (one token) to %d tokens a call", f.Cost, maxFaultCost)
 	}
 	if f.InvisibleFor.Duration < 0 {
 		return fieldErr(field+".invisibleFor", "%s: want a positive duration", f.InvisibleFor)

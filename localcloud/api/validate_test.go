@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -247,4 +248,40 @@ func distinctPorts(n int) []Port {
 		ports[i] = Port{Protocol: ProtocolTCP, Port: int32(1000 + i), NodePort: int32(30000 + i)}
 	}
 	return ports
+}
+
+func TestRouteChangesValidate(t *testing.T) {
+	spec := func(dst string) RouteSpec { return RouteSpec{DestinationCIDR: dst, TargetNode: "node-1"} }
+	many := RouteChanges{}
+	for i := range MaxRouteChanges + 1 {
+		many.Delete = append(many.Delete, fmt.Sprintf("r%d", i))
+	}
+	tests := []struct {
+		name    string
+		c       RouteChanges
+		wantErr string // the field named, or "" for valid
+	}{
+		{"a create and a delete", RouteChanges{Delete: []string{"old"}, Create: []RouteSpec{spec("10.244.1.0/24")}}, ""},
+		{"no change", RouteChanges{}, "changes"},
+		{"too many", many, "changes"},
+		{"bad name to delete", RouteChanges{Delete: []string{"ok", "a/b"}}, "delete[1]"},
+		{"bad creation", RouteChanges{Create: []RouteSpec{spec("10.244.1.0/24"), spec("10.244.2.1/24")}}, "create[1].destinationCIDR"},
+		{"creation without target", RouteChanges{Create: []RouteSpec{{DestinationCIDR: "10.244.1.0/24"}}}, "create[0].targetNode"},
+		{"one destination twice", RouteChanges{Create: []RouteSpec{spec("10.244.1.0/24"), spec("10.244.1.0/24")}}, "create[1].destinationCIDR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.wantErr {
+				t.Fatalf("Validate = %v, want a field error naming %s", err, tt.wantErr)
+			}
+		})
+	}
 }

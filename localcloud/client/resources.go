@@ -223,6 +223,17 @@ func (c *Client) DeleteRoute(ctx context.Context, cluster, name string) error {
 	return c.do(ctx, http.MethodDelete, routesPath(cluster)+"/"+seg(name), nil, nil, nil)
 }
 
+// ApplyRoutes applies route deletions and creations in cluster in one call, all or
+// none (api.RouteChanges), and returns the created routes in the order of
+// changes.Create.
+func (c *Client) ApplyRoutes(ctx context.Context, cluster string, changes api.RouteChanges) ([]api.Route, error) {
+	var out api.RouteList
+	if err := c.do(ctx, http.MethodPost, "/v1/clusters/"+seg(cluster)+"/routechanges", nil, changes, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
 // Faults returns the fault rules in force.
 func (c *Client) Faults(ctx context.Context) ([]api.Fault, error) {
 	var out api.FaultList

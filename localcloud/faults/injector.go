@@ -145,9 +145,9 @@ func (in *Injector) Decide(op string) Decision {
 	defer in.mu.Unlock()
 	var (
 		d                           Decision
-		latency, errRate, invisible *rule
-		latencyS, errS, invisibleS  int
-		limited                     []*rule
+		latency, errRate, invisible, cost *rule
+		latencyS, errS, invisibleS, costS int
+		limited                           []*rule
 	)
 	for _, r := range in.rules {
 		spec := api.MatchOperation(r.Operation, op)
@@ -165,9 +165,16 @@ func (in *Injector) Decide(op string) Decision {
 		if r.InvisibleFor.Duration > 0 && spec > invisibleS {
 			invisible, invisibleS = r, spec
 		}
+		if r.Cost > 0 && spec > costS {
+			cost, costS = r, spec
+		}
 		if r.bucket != nil {
 			limited = append(limited, r)
 		}
+	}
+	tokens := 1.0
+	if cost != nil {
+		tokens = float64(cost.Cost)
 	}
 	if latency != nil {
 		d.Latency = in.sample(latency.Latency)
@@ -181,7 +188,7 @@ func (in *Injector) Decide(op string) Decision {
 	if len(limited) > 0 {
 		now := in.now()
 		for _, r := range limited {
-			if w := r.bucket.wait(now); w > d.RetryAfter {
+			if w := r.bucket.wait(now, tokens); w > d.RetryAfter {
 				d.RetryAfter = w
 			}
 		}
@@ -190,7 +197,7 @@ func (in *Injector) Decide(op string) Decision {
 			return d
 		}
 		for _, r := range limited {
-			r.bucket.take()
+			r.bucket.take(tokens)
 		}
 	}
 	if errRate != nil && in.rng.Float64() < errRate.ErrorRate {
@@ -238,25 +245,27 @@ func newBucket(qps float64, burst int, now time.Time) *bucket {
 	return &bucket{rate: qps, burst: b, tokens: b, last: now}
 }
 
-// wait refills the bucket up to now and returns how long until a token is there; 0
-// means one is there now.
-func (b *bucket) wait(now time.Time) time.Duration {
+// wait refills the bucket up to now and returns how long until a call costing n tokens
+// (at most the burst: a fuller bucket never comes) can take them; 0 means now.
+func (b *bucket) wait(now time.Time, n float64) time.Duration {
 	if now.After(b.last) {
 		b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 		b.last = now
 	}
-	if b.tokens >= 1 {
+	n = math.Min(n, b.burst)
+	if b.tokens >= n {
 		return 0
 	}
-	w := time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+	w := time.Duration((n - b.tokens) / b.rate * float64(time.Second))
 	if w <= 0 {
 		w = time.Nanosecond
 	}
 	return w
 }
 
-// take consumes a token; wait must have returned 0 just before.
-func (b *bucket) take() { b.tokens-- }
+// take consumes a call's n tokens (at most the burst); wait must have returned 0 for
+// them just before.
+func (b *bucket) take(n float64) { b.tokens -= math.Min(n, b.burst) }
 
 // String describes a decision for logs.
 func (d Decision) String() string {

@@ -106,6 +106,40 @@ func TestRateLimitsStack(t *testing.T) {
 	}
 }
 
+// TestCostTakesTokensFromEveryBucket: a call of an operation with a cost takes that many
+// tokens from the account-wide bucket, waits for as many, and never for more than the
+// bucket holds.
+func TestCostTakesTokensFromEveryBucket(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	in := newInjector(t, clock,
+		api.Fault{Operation: "*", RateLimit: limit(10, 10)},
+		api.Fault{Operation: "routes.apply", Cost: 4},
+		api.Fault{Operation: "routes.*", Cost: 50},
+	)
+	for i := range 2 {
+		if d := in.Decide("routes.apply"); d.Throttled {
+			t.Fatalf("apply %d within the burst throttled: %v", i, d)
+		}
+	}
+	// 2 tokens are left: an apply (4, its own rule's cost, the most specific) waits for
+	// 2 more at 10/s; a plain call still gets one.
+	if d := in.Decide("routes.apply"); !d.Throttled || d.RetryAfter != 200*time.Millisecond {
+		t.Fatalf("third apply = %v, want throttled for 200ms (2 tokens at 10/s)", d)
+	}
+	if d := in.Decide("lb.get"); d.Throttled {
+		t.Fatalf("lb.get throttled with 2 tokens left: %v", d)
+	}
+	// routes.list costs 50 by the group rule, more than the burst of 10: it waits
+	// for a full bucket, not forever.
+	clock.step(time.Second)
+	if d := in.Decide("routes.list"); d.Throttled {
+		t.Fatalf("routes.list on a full bucket throttled: %v", d)
+	}
+	if d := in.Decide("lb.get"); !d.Throttled || d.RetryAfter != 100*time.Millisecond {
+		t.Fatalf("lb.get after a call that emptied the bucket = %v, want throttled for 100ms", d)
+	}
+}
+
 func TestErrorRateIsSeededAndClose(t *testing.T) {
 	draw := func() []bool {
 		in := newInjector(t, nil, api.Fault{Operation: "lb.get", ErrorRate: 0.3})
@@ -242,6 +276,9 @@ func TestParseRule(t *testing.T) {
 		{in: "*:rate=10/s,burst=20", want: api.Fault{Operation: "*", RateLimit: limit(10, 20)}},
 		{in: "*:rate=120/m", want: api.Fault{Operation: "*", RateLimit: limit(2, 0)}},
 		{in: "routes.*:outage", want: api.Fault{Operation: "routes.*", Outage: true}},
+		{in: "routes.apply:cost=5", want: api.Fault{Operation: "routes.apply", Cost: 5}},
+		{in: "routes.apply:cost=0", wantErr: "want 1 or more tokens"},
+		{in: "routes.apply:cost=20000", wantErr: "cost"},
 		{in: "routes.*:unimplemented", want: api.Fault{Operation: "routes.*", NotImplemented: true}},
 		{in: "instances.*:invisible=5s", want: api.Fault{Operation: "instances.*", InvisibleFor: api.Duration{Duration: 5 * time.Second}}},
 		{in: " lb.get : latency=1s , errors=1 ", want: api.Fault{Operation: "lb.get", Latency: fixed(time.Second), ErrorRate: 1}},

@@ -21,6 +21,7 @@ import (
 //	errors=0.1               error rate (fraction, or "10%"), answered 500
 //	rate=5                   throttle to 5 calls per second ("5/s", "300/m", "10/h")
 //	burst=10                 bucket size for rate (default: one second's worth, at least 1)
+//	cost=10                  a call takes 10 tokens of every rate limit it meets (default 1)
 //	outage                   answer 503
 //	unimplemented            answer 501
 //	invisible=5s             hide instances younger than 5s (eventual consistency)
@@ -68,6 +69,13 @@ func ParseRule(s string) (api.Fault, error) {
 					err = fmt.Errorf("burst %d: want 1 or more", burst)
 				}
 			}
+		case "cost":
+			if err = need(); err == nil {
+				f.Cost, err = strconv.Atoi(val)
+				if err == nil && f.Cost < 1 {
+					err = fmt.Errorf("cost %d: want 1 or more tokens", f.Cost)
+				}
+			}
 		case "outage":
 			f.Outage = true
 		case "unimplemented", "notImplemented", "not-implemented":
@@ -77,7 +85,7 @@ func ParseRule(s string) (api.Fault, error) {
 				f.InvisibleFor.Duration, err = time.ParseDuration(val)
 			}
 		default:
-			err = fmt.Errorf("unknown knob %q: want latency, errors, rate, burst, outage, unimplemented or invisible", key)
+			err = fmt.Errorf("unknown knob %q: want latency, errors, rate, burst, cost, outage, unimplemented or invisible", key)
 		}
 		if err != nil {
 			return api.Fault{}, fmt.Errorf("fault %q: %w", s, err)

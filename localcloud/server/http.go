@@ -81,6 +81,7 @@ func (s *Server) handler(gatherer prometheus.Gatherer) http.Handler {
 	ep("GET /v1/clusters/{cluster}/routes", api.OpRoutesList, s.listRoutes)
 	ep("POST /v1/clusters/{cluster}/routes", api.OpRoutesCreate, s.createRoute)
 	ep("DELETE /v1/clusters/{cluster}/routes/{name}", api.OpRoutesDelete, s.deleteRoute)
+	ep("POST /v1/clusters/{cluster}/routechanges", api.OpRoutesApply, s.applyRoutes)
 
 	ep("POST /v1/volumes", api.OpVolumesCreate, s.createVolume)
 	ep("GET /v1/volumes", api.OpVolumesList, s.listVolumes)
@@ -134,13 +135,13 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 // IsCCMOperation reports whether op is something a cloud-controller-manager does, and so
 // something the CCM token may do: read instances; ensure, update, read and delete load
-// balancers; list, create and delete routes. A function rather than an exported list, so
+// balancers; list, create and delete routes, one by one or in a batch. A function rather than an exported list, so
 // that no caller can widen the role at run time.
 func IsCCMOperation(op string) bool {
 	switch op {
 	case api.OpInstancesList, api.OpInstancesGet,
 		api.OpLBList, api.OpLBGet, api.OpLBEnsure, api.OpLBUpdate, api.OpLBDelete,
-		api.OpRoutesList, api.OpRoutesCreate, api.OpRoutesDelete:
+		api.OpRoutesList, api.OpRoutesCreate, api.OpRoutesDelete, api.OpRoutesApply:
 		return true
 	}
 	return false

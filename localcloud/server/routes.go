@@ -71,3 +71,34 @@ func (s *Server) deleteRoute(c *call) (int, any, error) {
 	}
 	return http.StatusNoContent, nil, nil
 }
+
+// applyRoutes applies a RouteChanges in one store transaction and programs the data
+// plane once: a burst of route changes costs one call of the account's quota (or the
+// cost its fault rules give routes.apply), not one per route.
+func (s *Server) applyRoutes(c *call) (int, any, error) {
+	cluster, err := clusterName(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var changes api.RouteChanges
+	if err := decode(c, "changes", &changes); err != nil {
+		return 0, nil, err
+	}
+	if err := changes.Validate(); err != nil {
+		return 0, nil, err
+	}
+	for i := range changes.Create {
+		if err := s.checkRouteToHost(c.r.Context(), &changes.Create[i]); err != nil {
+			return 0, nil, fmt.Errorf("create[%d]: %w", i, err)
+		}
+	}
+	routes, _, err := s.store.ApplyRoutes(c.r.Context(), cluster, changes, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	// Also when nothing changed: the data plane may have missed an earlier call.
+	if err := s.syncRoutes(c.r.Context()); err != nil {
+		return 0, nil, fmt.Errorf("the %d route changes are stored, but the data plane is not programmed: %w", len(changes.Delete)+len(changes.Create), err)
+	}
+	return http.StatusOK, api.RouteList{Items: routes}, nil
+}

@@ -70,75 +70,118 @@ func listRoutes(tx *bolt.Tx, cluster string, out []api.Route) ([]api.Route, erro
 // differs fails with ErrConflict, as does a target that does not exist or is
 // terminated.
 func (s *Store) CreateRoute(ctx context.Context, cluster string, spec api.RouteSpec, now time.Time) (route api.Route, created bool, err error) {
-	dest, err := netip.ParsePrefix(spec.DestinationCIDR)
-	if err != nil {
-		return api.Route{}, false, fmt.Errorf("route destination %q: %w", spec.DestinationCIDR, err)
-	}
-	dest = dest.Masked()
-	name := spec.Name
-	if name == "" {
-		name = api.RouteName(dest)
-	}
-	err = s.batch(ctx, func(tx *bolt.Tx) error {
-		route, created = api.Route{}, false
-		target, err := resolveTarget(tx, spec)
-		if err != nil {
-			return err
-		}
-		b, dests, err := routeBuckets(tx, cluster)
-		if err != nil {
-			return err
-		}
-		want := api.Route{
-			Name:                name,
-			ClusterName:         cluster,
-			DestinationCIDR:     dest.String(),
-			TargetNode:          target.Name,
-			TargetInstance:      target.ID,
-			CreatedAt:           now,
-			TargetNodeAddresses: spec.TargetNodeAddresses,
-		}
-		var existing api.Route
-		ok, err := getJSON(b, []byte(name), &existing)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if existing.DestinationCIDR != want.DestinationCIDR || existing.TargetInstance != want.TargetInstance {
-				return fmt.Errorf("route %s already sends %s to %s (%s): %w",
-					name, existing.DestinationCIDR, existing.TargetNode, existing.TargetInstance, ErrConflict)
-			}
-			route = existing
-			return nil
-		}
-		// One destination has one route: a second one would make the route table
-		// ambiguous.
-		if other := dests.Get([]byte(want.DestinationCIDR)); other != nil {
-			var r api.Route
-			ok, err := getJSON(b, other, &r)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("the destination index names route %s for %s, which does not exist", other, want.DestinationCIDR)
-			}
-			if r.TargetInstance != want.TargetInstance {
-				return fmt.Errorf("route %s already sends %s to %s (%s): %w",
-					r.Name, r.DestinationCIDR, r.TargetNode, r.TargetInstance, ErrConflict)
-			}
-			route = r
-			return nil
-		}
-		if err := dests.Put([]byte(want.DestinationCIDR), []byte(name)); err != nil {
-			return err
-		}
-		route, created = want, true
-		return putJSON(b, []byte(name), want)
+	name := routeName(spec)
+	err = s.batch(ctx, func(tx *bolt.Tx) (err error) {
+		route, created, err = createRoute(tx, cluster, spec, now)
+		return err
 	})
 	if err != nil {
 		return api.Route{}, false, fmt.Errorf("creating route %s in cluster %s: %w", name, cluster, err)
 	}
 	return route, created, nil
+}
+
+// ApplyRoutes applies validated changes to cluster's routes in one transaction, all or
+// none: the deletions (a route that does not exist is deleted), then the creations, as
+// CreateRoute makes them. It returns the created (or existing) routes in the order of
+// changes.Create, and whether any route changed. An error names the change at fault
+// ("create[3]") and wraps CreateRoute's.
+func (s *Store) ApplyRoutes(ctx context.Context, cluster string, changes api.RouteChanges, now time.Time) (routes []api.Route, changed bool, err error) {
+	err = s.batch(ctx, func(tx *bolt.Tx) error {
+		routes, changed = make([]api.Route, 0, len(changes.Create)), false
+		for i, name := range changes.Delete {
+			found, err := deleteRoute(tx, cluster, name)
+			if err != nil {
+				return fmt.Errorf("delete[%d] (route %s): %w", i, name, err)
+			}
+			changed = changed || found
+		}
+		for i, spec := range changes.Create {
+			r, created, err := createRoute(tx, cluster, spec, now)
+			if err != nil {
+				return fmt.Errorf("create[%d] (route %s): %w", i, routeName(spec), err)
+			}
+			routes = append(routes, r)
+			changed = changed || created
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("applying %d route changes in cluster %s: %w", len(changes.Delete)+len(changes.Create), cluster, err)
+	}
+	return routes, changed, nil
+}
+
+// routeName is the name a validated spec's route gets: its own, or one derived from the
+// destination.
+func routeName(spec api.RouteSpec) string {
+	if spec.Name != "" {
+		return spec.Name
+	}
+	if dest, err := netip.ParsePrefix(spec.DestinationCIDR); err == nil {
+		return api.RouteName(dest.Masked())
+	}
+	return spec.DestinationCIDR
+}
+
+// createRoute is CreateRoute in tx.
+func createRoute(tx *bolt.Tx, cluster string, spec api.RouteSpec, now time.Time) (route api.Route, created bool, err error) {
+	dest, err := netip.ParsePrefix(spec.DestinationCIDR)
+	if err != nil {
+		return api.Route{}, false, fmt.Errorf("route destination %q: %w", spec.DestinationCIDR, err)
+	}
+	dest = dest.Masked()
+	name := routeName(spec)
+	target, err := resolveTarget(tx, spec)
+	if err != nil {
+		return api.Route{}, false, err
+	}
+	b, dests, err := routeBuckets(tx, cluster)
+	if err != nil {
+		return api.Route{}, false, err
+	}
+	want := api.Route{
+		Name:                name,
+		ClusterName:         cluster,
+		DestinationCIDR:     dest.String(),
+		TargetNode:          target.Name,
+		TargetInstance:      target.ID,
+		CreatedAt:           now,
+		TargetNodeAddresses: spec.TargetNodeAddresses,
+	}
+	var existing api.Route
+	ok, err := getJSON(b, []byte(name), &existing)
+	if err != nil {
+		return api.Route{}, false, err
+	}
+	if ok {
+		if existing.DestinationCIDR != want.DestinationCIDR || existing.TargetInstance != want.TargetInstance {
+			return api.Route{}, false, fmt.Errorf("route %s already sends %s to %s (%s): %w",
+				name, existing.DestinationCIDR, existing.TargetNode, existing.TargetInstance, ErrConflict)
+		}
+		return existing, false, nil
+	}
+	// One destination has one route: a second one would make the route table
+	// ambiguous.
+	if other := dests.Get([]byte(want.DestinationCIDR)); other != nil {
+		var r api.Route
+		ok, err := getJSON(b, other, &r)
+		if err != nil {
+			return api.Route{}, false, err
+		}
+		if !ok {
+			return api.Route{}, false, fmt.Errorf("the destination index names route %s for %s, which does not exist", other, want.DestinationCIDR)
+		}
+		if r.TargetInstance != want.TargetInstance {
+			return api.Route{}, false, fmt.Errorf("route %s already sends %s to %s (%s): %w",
+				r.Name, r.DestinationCIDR, r.TargetNode, r.TargetInstance, ErrConflict)
+		}
+		return r, false, nil
+	}
+	if err := dests.Put([]byte(want.DestinationCIDR), []byte(name)); err != nil {
+		return api.Route{}, false, err
+	}
+	return want, true, putJSON(b, []byte(name), want)
 }
 
 // resolveTarget finds the live instance a route spec points at.
@@ -167,29 +210,34 @@ func resolveTarget(tx *bolt.Tx, spec api.RouteSpec) (api.Instance, error) {
 // DeleteRoute removes the named route of cluster.
 func (s *Store) DeleteRoute(ctx context.Context, cluster, name string) error {
 	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
-		var r api.Route
-		ok := false
-		if b != nil {
-			var err error
-			if ok, err = getJSON(b, []byte(name), &r); err != nil {
-				return err
-			}
+		found, err := deleteRoute(tx, cluster, name)
+		if err == nil && !found {
+			err = fmt.Errorf("route %s: %w", name, ErrNotFound)
 		}
-		if !ok {
-			return fmt.Errorf("route %s: %w", name, ErrNotFound)
-		}
-		if dests := tx.Bucket(bucketRouteDests).Bucket([]byte(cluster)); dests != nil && string(dests.Get([]byte(r.DestinationCIDR))) == name {
-			if err := dests.Delete([]byte(r.DestinationCIDR)); err != nil {
-				return err
-			}
-		}
-		return b.Delete([]byte(name))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("deleting route %s of cluster %s: %w", name, cluster, err)
 	}
 	return nil
+}
+
+// deleteRoute removes the named route of cluster in tx and reports whether it existed.
+func deleteRoute(tx *bolt.Tx, cluster, name string) (found bool, err error) {
+	b := tx.Bucket(bucketRoutes).Bucket([]byte(cluster))
+	if b == nil {
+		return false, nil
+	}
+	var r api.Route
+	if ok, err := getJSON(b, []byte(name), &r); err != nil || !ok {
+		return false, err
+	}
+	if dests := tx.Bucket(bucketRouteDests).Bucket([]byte(cluster)); dests != nil && string(dests.Get([]byte(r.DestinationCIDR))) == name {
+		if err := dests.Delete([]byte(r.DestinationCIDR)); err != nil {
+			return false, err
+		}
+	}
+	return true, b.Delete([]byte(name))
 }
 
 // routeBuckets returns cluster's route table and destination index, creating them.

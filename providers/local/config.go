@@ -70,6 +70,10 @@ type Config struct {
 	// one cluster take one each, so that a node's provider ID names its cloud. Empty
 	// means ProviderName.
 	ProviderIDScheme string
+	// NoRouteBatch turns off the batch capability (cloud.RouteBatcher: routes.apply,
+	// up to api.MaxRouteChanges changes a call): routes are then created and deleted
+	// one call each, as by a provider whose cloud has no route table to replace.
+	NoRouteBatch bool
 	// Files are the files the configuration named (tokenFile, caFile): a change to one
 	// reloads the provider (cloud.ConfigFileLister).
 	Files []string
@@ -91,6 +95,9 @@ type File struct {
 	// not as a decoding error.
 	ProxyHealthzPort *int64 `json:"proxyHealthzPort,omitempty"`
 	ProviderIDScheme string `json:"providerIDScheme,omitempty"`
+	// RouteBatch, unset or true, lets the route controller change many routes in one
+	// call; false makes it change them one call each (Config.NoRouteBatch).
+	RouteBatch *bool `json:"routeBatch,omitempty"`
 }
 
 // Marshal returns f as the YAML of a --cloud-config file, after a comment line saying
@@ -238,6 +245,8 @@ func (fc *File) validate() (*Config, error) {
 			cfg.ProviderIDScheme = fc.ProviderIDScheme
 		}
 	}
+
+	cfg.NoRouteBatch = fc.RouteBatch != nil && !*fc.RouteBatch
 
 	if len(problems) > 0 {
 		return nil, &ConfigError{Problems: problems}

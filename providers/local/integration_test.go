@@ -201,6 +201,9 @@ func TestIntegrationFaults(t *testing.T) {
 		{"delete route", api.OpRoutesDelete, func() error {
 			return c.routes(t).DeleteRoute(ctx, "kubernetes", cloud.Route{Name: "r1", TargetNode: "node-f", DestinationCIDR: cidr})
 		}},
+		{"apply routes", api.OpRoutesApply, func() error {
+			return c.routes(t).(cloud.RouteBatcher).ApplyRoutes(ctx, "kubernetes", []cloud.RouteChange{{Route: cloud.Route{TargetNode: "node-f", DestinationCIDR: cidr}}})
+		}},
 	}
 
 	knobs := []struct {
@@ -481,6 +484,89 @@ func TestIntegrationLoadBalancerRefusals(t *testing.T) {
 	}
 	if _, err := lbs.GetLoadBalancer(ctx, taken, nil); !cloud.IsNotFound(err) {
 		t.Errorf("a refused ensure left a load balancer behind: %v", err)
+	}
+}
+
+// TestIntegrationRouteBatch: routes.apply makes many changes in one call of the real
+// local cloud, all or none, and the provider says which refusals the controller should
+// split the call for (ErrInvalid).
+func TestIntegrationRouteBatch(t *testing.T) {
+	ctx := t.Context()
+	c := startRealCloud(t)
+	rt := c.routes(t)
+	b, ok := rt.(cloud.RouteBatcher)
+	if !ok {
+		t.Fatal("the local provider's Routes do not batch by default")
+	}
+	if n := b.MaxRouteChanges(); n != api.MaxRouteChanges {
+		t.Errorf("MaxRouteChanges = %d, want the cloud's %d", n, api.MaxRouteChanges)
+	}
+	var creates []cloud.RouteChange
+	for i := range 20 {
+		c.create(t, api.InstanceSpec{Name: fmt.Sprintf("node-%d", i)})
+		creates = append(creates, cloud.RouteChange{NameHint: fmt.Sprintf("blue-uid%d-ipv4", i),
+			Route: cloud.Route{TargetNode: fmt.Sprintf("node-%d", i), DestinationCIDR: netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i))}})
+	}
+	before := c.counts(t)
+	if err := b.ApplyRoutes(ctx, "blue", creates); err != nil {
+		t.Fatalf("ApplyRoutes of 20 creations: %v", err)
+	}
+	if got := c.counts(t).Total(api.OpRoutesApply) - before.Total(api.OpRoutesApply); got != 1 {
+		t.Errorf("routes.apply calls = %d, want 1", got)
+	}
+	got, err := rt.ListRoutes(ctx, "blue")
+	if err != nil || len(got) != 20 {
+		t.Fatalf("routes after one batch: %d, %v; want 20", len(got), err)
+	}
+	// The same creations again change nothing and succeed.
+	if err := b.ApplyRoutes(ctx, "blue", creates); err != nil {
+		t.Errorf("applying identical creations again: %v", err)
+	}
+
+	// A batch whose one creation takes another route's destination is refused whole,
+	// as ErrInvalid, and changes nothing: the deletion in it did not happen either.
+	bad := []cloud.RouteChange{
+		{Delete: true, Route: got[0]},
+		{Route: cloud.Route{TargetNode: "node-1", DestinationCIDR: got[2].DestinationCIDR}},
+	}
+	if err := b.ApplyRoutes(ctx, "blue", bad); !cloud.IsInvalid(err) || !strings.Contains(err.Error(), "create[0]") {
+		t.Errorf("a batch with a conflicting creation: %v, want ErrInvalid naming create[0]", err)
+	}
+	if after, _ := rt.ListRoutes(ctx, "blue"); len(after) != 20 {
+		t.Errorf("routes after a refused batch: %d, want 20 (all or none)", len(after))
+	}
+
+	// Deletions by name and by destination alone (one listing finds those), and of a
+	// route that is gone, in one call.
+	deletes := []cloud.RouteChange{
+		{Delete: true, Route: got[0]},
+		{Delete: true, Route: cloud.Route{TargetNode: got[1].TargetNode, DestinationCIDR: got[1].DestinationCIDR}},
+		{Delete: true, Route: cloud.Route{Name: "never-was", DestinationCIDR: netip.MustParsePrefix("10.244.99.0/24")}},
+	}
+	if err := b.ApplyRoutes(ctx, "blue", deletes); err != nil {
+		t.Fatalf("ApplyRoutes of deletions: %v", err)
+	}
+	if after, _ := rt.ListRoutes(ctx, "blue"); len(after) != 18 {
+		t.Errorf("routes after deleting two: %d, want 18", len(after))
+	}
+
+	// More changes than the cloud takes in one call: the cloud's 400, ErrInvalid,
+	// naming the bound.
+	var many []cloud.RouteChange
+	for i := range api.MaxRouteChanges + 1 {
+		many = append(many, cloud.RouteChange{Delete: true, Route: cloud.Route{Name: fmt.Sprintf("r%d", i)}})
+	}
+	if err := b.ApplyRoutes(ctx, "blue", many); !cloud.IsInvalid(err) || !strings.Contains(err.Error(), "split") {
+		t.Errorf("%d changes in one call: %v, want ErrInvalid saying to split them", len(many), err)
+	}
+}
+
+// TestIntegrationRouteBatchOff: routeBatch: false leaves the provider's Routes without
+// the batch capability.
+func TestIntegrationRouteBatchOff(t *testing.T) {
+	c := startRealCloud(t, "routeBatch: false")
+	if _, ok := c.routes(t).(cloud.RouteBatcher); ok {
+		t.Error("routeBatch: false, yet the provider's Routes batch")
 	}
 }
 

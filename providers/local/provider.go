@@ -115,7 +115,12 @@ func (p *Provider) InstanceLister() (cloud.InstanceLister, bool) { return instan
 func (p *Provider) LoadBalancers() (cloud.LoadBalancers, bool) { return loadBalancers{p}, true }
 
 // Routes implements cloud.Provider.
-func (p *Provider) Routes() (cloud.Routes, bool) { return routes{p}, true }
+func (p *Provider) Routes() (cloud.Routes, bool) {
+	if p.cfg.NoRouteBatch {
+		return routes{p}, true
+	}
+	return batchRoutes{routes{p}}, true
+}
 
 // wrapf prefixes err with what failed. When the cloud refused a request field (a 400
 // answer) whose name its message does not already carry, the field is added, so the

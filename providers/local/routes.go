@@ -2,11 +2,14 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 
 	"github.com/nephele-dev/nephele/cloud"
 	"github.com/nephele-dev/nephele/localcloud/api"
+	"github.com/nephele-dev/nephele/localcloud/client"
 )
 
 // routes implements cloud.Routes over the local cloud's per-cluster route tables.
@@ -47,6 +50,16 @@ func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 	if route.TargetNode == "" {
 		return cloud.Invalidf("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
 	}
+	spec := routeSpec(nameHint, route)
+	if _, err := r.p.client.CreateRoute(ctx, clusterName, spec); err != nil {
+		return wrapf(err, "creating the route for %s to node %s in cluster %s", spec.DestinationCIDR, route.TargetNode, clusterName)
+	}
+	return nil
+}
+
+// routeSpec is the local cloud's spec of a route to create: named nameHint when the
+// cloud accepts it as a name; otherwise the cloud derives the name from the destination.
+func routeSpec(nameHint string, route cloud.Route) api.RouteSpec {
 	spec := api.RouteSpec{DestinationCIDR: route.DestinationCIDR.Masked().String(), TargetNode: route.TargetNode}
 	for _, a := range route.TargetNodeAddresses {
 		spec.TargetNodeAddresses = append(spec.TargetNodeAddresses, api.Address{Type: api.AddressType(a.Type), Address: a.Address})
@@ -54,10 +67,7 @@ func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 	if nameHint != "" && api.ValidateObjectName("name", nameHint) == nil {
 		spec.Name = nameHint
 	}
-	if _, err := r.p.client.CreateRoute(ctx, clusterName, spec); err != nil {
-		return wrapf(err, "creating the route for %s to node %s in cluster %s", spec.DestinationCIDR, route.TargetNode, clusterName)
-	}
-	return nil
+	return spec
 }
 
 // DeleteRoute implements cloud.Routes. A route the cloud says does not exist is
@@ -82,18 +92,82 @@ func (r routes) DeleteRoute(ctx context.Context, clusterName string, route cloud
 // findRoute returns the name of the route to route's destination and target, or "" if
 // there is none.
 func (r routes) findRoute(ctx context.Context, clusterName string, route cloud.Route) (string, error) {
+	names, err := r.findRoutes(ctx, clusterName, []cloud.Route{route})
+	if err != nil || len(names) == 0 {
+		return "", err
+	}
+	return names[0], nil
+}
+
+// batchRoutes are routes that also change many in one call (routes.apply).
+type batchRoutes struct{ routes }
+
+var _ cloud.RouteBatcher = batchRoutes{}
+
+// MaxRouteChanges implements cloud.RouteBatcher: the local cloud's bound.
+func (r batchRoutes) MaxRouteChanges() int { return api.MaxRouteChanges }
+
+// ApplyRoutes implements cloud.RouteBatcher with one routes.apply call, which the local
+// cloud applies all or none. Routes to delete without a name (not from ListRoutes) are
+// found by one listing for all of them. The cloud's refusal of the request (400) or of
+// a change in it (409: a destination another route holds, a target without an
+// instance) is ErrInvalid, so that the controller splits the call until the change at
+// fault gets its own CreateRoute or DeleteRoute answer.
+func (r batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, changes []cloud.RouteChange) error {
+	var req api.RouteChanges
+	var unnamed []cloud.Route
+	for _, ch := range changes {
+		switch {
+		case !ch.Delete:
+			if !ch.Route.DestinationCIDR.IsValid() || ch.Route.TargetNode == "" {
+				return cloud.Invalidf("applying route changes in cluster %s: a route to create needs a destination CIDR and a target node (got %s to %q)", clusterName, ch.Route.DestinationCIDR, ch.Route.TargetNode)
+			}
+			req.Create = append(req.Create, routeSpec(ch.NameHint, ch.Route))
+		case ch.Route.Name != "":
+			req.Delete = append(req.Delete, ch.Route.Name)
+		default:
+			unnamed = append(unnamed, ch.Route)
+		}
+	}
+	if len(unnamed) > 0 {
+		names, err := r.findRoutes(ctx, clusterName, unnamed)
+		if err != nil {
+			return err
+		}
+		req.Delete = append(req.Delete, names...)
+	}
+	if len(req.Delete)+len(req.Create) == 0 {
+		return nil // only deletions of routes that are gone
+	}
+	if _, err := r.p.client.ApplyRoutes(ctx, clusterName, req); err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.StatusCode == http.StatusConflict {
+			err = fmt.Errorf("%w: %w", err, cloud.ErrInvalid)
+		}
+		return wrapf(err, "applying %d route deletions and %d creations in cluster %s", len(req.Delete), len(req.Create), clusterName)
+	}
+	return nil
+}
+
+// findRoutes returns the names of the routes to the unnamed routes' destinations and
+// targets that exist, from one listing.
+func (r routes) findRoutes(ctx context.Context, clusterName string, unnamed []cloud.Route) ([]string, error) {
 	items, err := r.p.client.ListRoutes(ctx, clusterName)
 	if err != nil {
-		return "", listingError(err, fmt.Sprintf("deleting the route for %s of cluster %s: listing the routes", route.DestinationCIDR, clusterName))
+		return nil, listingError(err, fmt.Sprintf("deleting the route for %s of cluster %s: listing the routes", unnamed[0].DestinationCIDR, clusterName))
 	}
+	var names []string
 	for _, it := range items {
 		cidr, err := netip.ParsePrefix(it.DestinationCIDR)
-		if err != nil || cidr.Masked() != route.DestinationCIDR.Masked() {
+		if err != nil {
 			continue
 		}
-		if route.TargetNode == "" || it.TargetNode == route.TargetNode {
-			return it.Name, nil
+		for _, u := range unnamed {
+			if cidr.Masked() == u.DestinationCIDR.Masked() && (u.TargetNode == "" || it.TargetNode == u.TargetNode) {
+				names = append(names, it.Name)
+				break
+			}
 		}
 	}
-	return "", nil
+	return names, nil
 }
