@@ -404,7 +404,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Fraction of nodes, above 0 and at most 1: when more than this share of the nodes would be deleted at once, "+
 			"none are, as that points at a cloud answering wrongly rather than at instances gone. (nephele: not an upstream flag.)")
 	fs.DurationVar(&o.NodeBatchWindow, "node-batch-window", o.NodeBatchWindow,
-		"Node changes within this window share one backend update per load balancer. (nephele: not an upstream flag.)")
+		"Node changes are batched until this long passes without one (at most ten windows); a batch is one backend update per load balancer. (nephele: not an upstream flag.)")
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass,
 		"The spec.loadBalancerClass of the Services this manager serves; empty serves the Services of type "+
 			"LoadBalancer without a class. (nephele: not an upstream flag.)")

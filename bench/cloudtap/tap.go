@@ -99,6 +99,7 @@ func Start(target string) (*Tap, error) {
 	mux.HandleFunc("GET /v1/loadbalancers/{name}", t.serveLB(opOther))
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", t.serveLB(opOther))
 	mux.HandleFunc("POST /v1/clusters/{cluster}/routes", t.serveRouteCreate)
+	mux.HandleFunc("POST /v1/clusters/{cluster}/routechanges", t.serveRouteApply)
 	mux.Handle("/", t.proxy)
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -232,14 +233,37 @@ func (t *Tap) serveRouteCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var route api.Route
-	if json.Unmarshal(rec.body.Bytes(), &route) != nil || route.DestinationCIDR == "" {
+	if json.Unmarshal(rec.body.Bytes(), &route) != nil {
 		return
 	}
+	t.routesConfirmed(route)
+}
+
+// serveRouteApply records the routes a routes.apply call created (or found), as
+// serveRouteCreate does for one.
+func (t *Tap) serveRouteApply(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w}
+	t.proxy.ServeHTTP(rec, r)
+	if rec.status < 200 || rec.status >= 300 {
+		return
+	}
+	var list api.RouteList
+	if json.Unmarshal(rec.body.Bytes(), &list) != nil {
+		return
+	}
+	t.routesConfirmed(list.Items...)
+}
+
+// routesConfirmed records now as the time the cloud confirmed each route's creation,
+// unless an earlier one did.
+func (t *Tap) routesConfirmed(routes ...api.Route) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, seen := t.routes[route.DestinationCIDR]; !seen {
-		t.routes[route.DestinationCIDR] = now
+	for _, route := range routes {
+		if _, seen := t.routes[route.DestinationCIDR]; !seen && route.DestinationCIDR != "" {
+			t.routes[route.DestinationCIDR] = now
+		}
 	}
 }
 

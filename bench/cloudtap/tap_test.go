@@ -148,6 +148,25 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 	if again := tap.Routes()["100.64.1.0/24"]; !again.Equal(first) {
 		t.Fatalf("a repeated create moved the first confirmation from %v to %v", first, again)
 	}
+
+	// So are the creations of a batch (routes.apply), and a refused batch records none.
+	if _, err := c.CreateInstance(ctx, api.InstanceSpec{Name: "n2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ApplyRoutes(ctx, "c1", api.RouteChanges{Create: []api.RouteSpec{
+		{DestinationCIDR: "100.64.2.0/24", TargetNode: "n2"}, {DestinationCIDR: "100.64.3.0/24", TargetNode: "missing"}}}); err == nil {
+		t.Fatal("a batch with a route to a missing node was applied")
+	}
+	if _, ok := tap.Routes()["100.64.2.0/24"]; ok {
+		t.Fatalf("a refused batch was recorded: %v", tap.Routes())
+	}
+	if _, err := c.ApplyRoutes(ctx, "c1", api.RouteChanges{Create: []api.RouteSpec{
+		{DestinationCIDR: "100.64.1.0/24", TargetNode: "n1"}, {DestinationCIDR: "100.64.2.0/24", TargetNode: "n2"}}}); err != nil {
+		t.Fatalf("applying a batch through the tap: %v", err)
+	}
+	if got := tap.Routes(); got["100.64.2.0/24"].IsZero() || !got["100.64.1.0/24"].Equal(first) {
+		t.Fatalf("after a batch: %v, want 100.64.2.0/24 recorded and 100.64.1.0/24 as first confirmed", got)
+	}
 }
 
 func TestWatchKeepsOnlyWatchedNodes(t *testing.T) {

@@ -69,7 +69,10 @@ type Controller struct {
 	clusterName string
 	// classes are the Services served: the class, and maybe Services without one.
 	classes classes
+	// window is --node-batch-window: the quiet time that ends a batch of node changes;
+	// holdMax bounds a batch that never quiets (holdWindows windows).
 	window  time.Duration
+	holdMax time.Duration
 
 	services corelisters.ServiceLister
 	worker   *worker.Worker
@@ -142,6 +145,7 @@ func New(cfg Config) (*Controller, error) {
 		clusterName:  cfg.ClusterName,
 		classes:      newClasses(cfg.LoadBalancerClass, cfg.ServeUnclassed),
 		window:       manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
+		holdMax:      holdWindows * manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
 		backends:     newBackendSet(),
 		nodesChanged: make(chan struct{}, 1),
 		states:       map[string]*lbState{},
@@ -293,8 +297,15 @@ func (c *Controller) signalNodes() {
 	}
 }
 
-// batchNodeChanges waits for a node change, lets the batch window pass so that the
-// changes close to it join, and then queues the load balancers whose backends differ.
+// holdWindows bounds the hold of batchNodeChanges, in batch windows: node changes that
+// never pause for a window (a steady trickle) still reach the load balancers this often.
+const holdWindows = 10
+
+// batchNodeChanges waits for a node change, then holds until the batch window passes
+// with no further change (at most holdWindows windows from the first), so that a burst
+// of nodes that join over several seconds, each a little after the other, becomes one
+// backend update per load balancer; then it queues the load balancers whose backends
+// differ.
 func (c *Controller) batchNodeChanges(ctx context.Context) {
 	for {
 		select {
@@ -302,12 +313,8 @@ func (c *Controller) batchNodeChanges(ctx context.Context) {
 			return
 		case <-c.nodesChanged:
 		}
-		t := time.NewTimer(c.window)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.hold(ctx) {
 			return
-		case <-t.C:
 		}
 		// Changes up to now are in the set we are about to compare; a wake-up they left
 		// would open a window with nothing new in it.
@@ -317,6 +324,28 @@ func (c *Controller) batchNodeChanges(ctx context.Context) {
 		}
 		n := c.queueChangedBackends()
 		c.log.V(2).Info("Node changes batched", "loadBalancersQueued", n)
+	}
+}
+
+// hold waits until a batch window passes without a node change, or holdMax since it
+// started; false means ctx ended.
+func (c *Controller) hold(ctx context.Context) bool {
+	deadline := time.NewTimer(c.holdMax)
+	defer deadline.Stop()
+	quiet := time.NewTimer(c.window)
+	defer quiet.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-quiet.C:
+			return true
+		case <-c.nodesChanged:
+			// Another change: the burst goes on, so the window starts again.
+			quiet.Reset(c.window)
+		}
 	}
 }
 

@@ -502,8 +502,8 @@ func TestIntegrationTwoClasses(t *testing.T) {
 func TestIntegrationNodeBurst(t *testing.T) {
 	const services, nodes = 20, 50
 	h := newRealHarness(t, "integration.nephele.dev/burst", func(c *Config) {
-		// A window wide enough that the burst lands in at most two windows even on a
-		// busy machine.
+		// A window wider than any pause between the burst's creations, even on a busy
+		// machine: the hold then ends once, after the burst.
 		c.NodeBatchWindow = 2 * time.Second
 	})
 	var lbNames []string
@@ -560,8 +560,9 @@ func TestIntegrationNodeBurst(t *testing.T) {
 		lb, _ := h.cloud.LoadBalancer(n)
 		ensures, updates := lb.Ensures-before[n].Ensures, lb.BackendUpdates-before[n].BackendUpdates
 		most = max(most, ensures+updates)
-		if ensures+updates > 2 {
-			t.Errorf("load balancer %s: %d ensures and %d backend updates for one burst of %d nodes, want at most 2 calls", n, ensures, updates, nodes)
+		// The batcher holds while the burst goes on: one update per load balancer.
+		if ensures+updates > 1 {
+			t.Errorf("load balancer %s: %d ensures and %d backend updates for one burst of %d nodes, want at most 1 call", n, ensures, updates, nodes)
 		}
 		if ensures != 0 {
 			t.Errorf("load balancer %s: node joins cost %d EnsureLoadBalancer calls, want backend updates only", n, ensures)
