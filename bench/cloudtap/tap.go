@@ -36,6 +36,9 @@ type LoadBalancer struct {
 	// Changed is when the confirmed backends (all of them, watched or not) last
 	// changed.
 	Changed time.Time
+	// Unchanged counts the backend updates the cloud confirmed that left the confirmed
+	// backend set as it was: calls a controller need not have made.
+	Unchanged int
 	// hash identifies the whole confirmed backend set.
 	hash uint64
 	// Held counts requests the tap held because the load balancer's Service was
@@ -160,7 +163,7 @@ func (t *Tap) Release() {
 
 // Counts are a load balancer's request counters.
 type Counts struct {
-	Ensures, Updates, Held int
+	Ensures, Updates, Held, Unchanged int
 }
 
 // Counts returns every load balancer's counters, by name, without copying backends.
@@ -169,7 +172,7 @@ func (t *Tap) Counts() map[string]Counts {
 	defer t.mu.Unlock()
 	out := make(map[string]Counts, len(t.lbs))
 	for name, lb := range t.lbs {
-		out[name] = Counts{Ensures: lb.Ensures, Updates: lb.Updates, Held: lb.Held}
+		out[name] = Counts{Ensures: lb.Ensures, Updates: lb.Updates, Held: lb.Held, Unchanged: lb.Unchanged}
 	}
 	return out
 }
@@ -334,7 +337,7 @@ func (t *Tap) serveLB(o op) http.HandlerFunc {
 			}
 			backends = upd.Backends
 		}
-		t.confirmed(name, backends)
+		t.confirmed(name, backends, o == opUpdate)
 	}
 }
 
@@ -359,8 +362,9 @@ func (t *Tap) issued(name, service string, o op) (<-chan struct{}, bool) {
 	return nil, false
 }
 
-// confirmed records the backends the cloud answered with.
-func (t *Tap) confirmed(name string, backends []api.Backend) {
+// confirmed records the backends the cloud answered with; update is set for a backend
+// update, which is counted as Unchanged when the set stays the same.
+func (t *Tap) confirmed(name string, backends []api.Backend, update bool) {
 	now := time.Now()
 	// The set's hash is the sum of its members' hashes, so order does not matter. A
 	// fan-out confirms thousands of backends for each of a thousand load balancers while
@@ -380,6 +384,9 @@ func (t *Tap) confirmed(name string, backends []api.Backend) {
 	defer t.mu.Unlock()
 	lb := t.lb(name)
 	if lb.Changed.IsZero() && len(backends) == 0 || lb.hash == hash && !lb.Changed.IsZero() {
+		if update {
+			lb.Unchanged++
+		}
 		return
 	}
 	kept := make(map[string]string, min(len(backends), max(len(t.watch), 1)))

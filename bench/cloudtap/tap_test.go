@@ -80,8 +80,8 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 	if _, err := c.UpdateLoadBalancerBackends(ctx, "lb1", []api.Backend{b1, b2}); err != nil {
 		t.Fatalf("update: %v", err)
 	}
-	if lb = tap.LoadBalancers()["lb1"]; lb.Updates != 2 || !lb.Changed.Equal(changed) {
-		t.Fatalf("after an update that changes nothing: %+v", lb)
+	if lb = tap.LoadBalancers()["lb1"]; lb.Updates != 2 || !lb.Changed.Equal(changed) || lb.Unchanged != 1 {
+		t.Fatalf("after an update that changes nothing: %+v, want it counted as unchanged", lb)
 	}
 
 	// A refused update is issued but confirms nothing.
@@ -94,7 +94,7 @@ func TestRecordsIssuedCallsAndConfirmedBackends(t *testing.T) {
 	}
 
 	// The cheap accessors agree with the full copy.
-	if c := tap.Counts()["lb1"]; c.Ensures != 1 || c.Updates != 2 || c.Held != 0 {
+	if c := tap.Counts()["lb1"]; c.Ensures != 1 || c.Updates != 2 || c.Held != 0 || c.Unchanged != 1 {
 		t.Fatalf("Counts = %+v", c)
 	}
 	// lb1's ensure and two updates, and the refused update of "missing".

@@ -30,6 +30,9 @@ type Scale struct {
 	// CloudQPS and CloudBurst are the cloud's account-wide rate limit.
 	CloudQPS   float64
 	CloudBurst int
+	// RouteApplyCost is how many tokens of the quota one routes.apply call takes (up
+	// to api.MaxRouteChanges route changes), where a single route call takes one.
+	RouteApplyCost int
 	// Profile names the cloud profile that set CloudLatency, CloudQPS and CloudBurst;
 	// empty is the default profile.
 	Profile string
@@ -63,8 +66,8 @@ type Scale struct {
 
 // Scales returns the predefined scales by name.
 func Scales() map[string]Scale {
-	base := Scale{CloudLatency: 50 * time.Millisecond, CloudQPS: 50, CloudBurst: 50, RequestTimeout: 30 * time.Second,
-		NeighbourQPS: 20}
+	base := Scale{CloudLatency: 50 * time.Millisecond, CloudQPS: 50, CloudBurst: 50, RouteApplyCost: DefaultRouteApplyCost,
+		RequestTimeout: 30 * time.Second, NeighbourQPS: 20}
 	tiny, small, large := base, base, base
 	tiny.NeighbourQPS, tiny.NeighbourNodes, tiny.NeighbourServices = 5, 2, 1
 	small.NeighbourNodes, small.NeighbourServices = 100, 25
@@ -82,13 +85,19 @@ func Scales() map[string]Scale {
 	return map[string]Scale{"tiny": tiny, "small": small, "large": large}
 }
 
-// Profile is a cloud's speed and quota: the latency of every call and the account-wide
-// rate limit.
+// Profile is a cloud's speed and quota: the latency of every call, the account-wide
+// rate limit, and what a batch of route changes costs of it.
 type Profile struct {
 	Latency time.Duration
 	QPS     float64
 	Burst   int
+	// RouteApplyCost is Scale.RouteApplyCost.
+	RouteApplyCost int
 }
+
+// DefaultRouteApplyCost is what one routes.apply call costs of the quota in both
+// profiles: a route table replaced whole is a heavier write than one route, as ten.
+const DefaultRouteApplyCost = 10
 
 // DefaultProfile is the profile a scale has unless another is asked for.
 const DefaultProfile = "default"
@@ -97,8 +106,8 @@ const DefaultProfile = "default"
 // and "slow" (100 ms calls, 25 calls/s), so that results do not hang on one tuned point.
 func Profiles() map[string]Profile {
 	return map[string]Profile{
-		DefaultProfile: {Latency: 50 * time.Millisecond, QPS: 50, Burst: 50},
-		"slow":         {Latency: 100 * time.Millisecond, QPS: 25, Burst: 25},
+		DefaultProfile: {Latency: 50 * time.Millisecond, QPS: 50, Burst: 50, RouteApplyCost: DefaultRouteApplyCost},
+		"slow":         {Latency: 100 * time.Millisecond, QPS: 25, Burst: 25, RouteApplyCost: DefaultRouteApplyCost},
 	}
 }
 
@@ -113,7 +122,7 @@ func (s Scale) WithProfile(name string) (Scale, error) {
 		sort.Strings(names)
 		return Scale{}, fmt.Errorf("unknown cloud profile %q: want one of %s", name, strings.Join(names, ", "))
 	}
-	s.CloudLatency, s.CloudQPS, s.CloudBurst = p.Latency, p.QPS, p.Burst
+	s.CloudLatency, s.CloudQPS, s.CloudBurst, s.RouteApplyCost = p.Latency, p.QPS, p.Burst, p.RouteApplyCost
 	s.Profile = ""
 	if name != DefaultProfile {
 		s.Profile = name

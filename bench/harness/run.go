@@ -12,6 +12,7 @@ import (
 
 	"github.com/nephele-dev/nephele/bench/ccm"
 	"github.com/nephele-dev/nephele/bench/results"
+	"github.com/nephele-dev/nephele/localcloud/api"
 )
 
 // Run runs every row of cfg through the scenarios and saves each row's results in
@@ -84,6 +85,7 @@ type rowRun struct {
 	addrs map[string]string  // instance name -> InternalIP
 
 	initStart, fanStart time.Time // when each burst began
+	servicesStart       time.Time // when the services scenario created its Services
 	nodes, fanNodes     []string
 	cidrs, fanCIDRs     []string
 	nbNodes, nbCIDRs    []string          // the noisy-neighbour scenario's nodes
@@ -105,6 +107,7 @@ func newRowRun(cfg Config, row Row, index int) *rowRun {
 		Params: results.Params{
 			Nodes: s.Nodes, Services: s.Services, FanOutNodes: s.FanOutNodes, HeadOfLine: s.HeadOfLine,
 			CloudLatency: results.Duration{Duration: s.CloudLatency}, CloudRateLimit: s.CloudQPS, CloudBurst: s.CloudBurst,
+			RouteApplyCost: max(1, s.RouteApplyCost), MaxRouteChanges: api.MaxRouteChanges,
 			RequestTimeout: results.Duration{Duration: s.RequestTimeout},
 			RouteWait:      results.Duration{Duration: s.RouteWait},
 			SteadyWindow:   results.Duration{Duration: s.SteadyWindow}, OverlappedSteady: s.OverlapSteady,
@@ -254,6 +257,7 @@ func (r *rowRun) finish(ctx context.Context, steady bool) error {
 		}
 	}
 	r.routeTimes()
+	r.converged()
 	if r.ctrl != nil {
 		r.readMemory(ctx)
 		if exited, err := r.ctrl.exited(); exited {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nephele-dev/nephele/bench/results"
@@ -64,6 +65,7 @@ func (r *rowRun) scenarioServices(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
+	r.servicesStart = start
 	sent, lbNames, err := createServices(ctx, r.w.kube, names)
 	if err != nil {
 		return err
@@ -167,12 +169,13 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 		u := afterSnap[name].Updates - before[name].Updates
 		e := afterSnap[name].Ensures - before[name].Ensures
 		sumU, sumE = sumU+u, sumE+e
+		out.Unchanged += afterSnap[name].Unchanged - before[name].Unchanged
 		out.UpdatesMax, out.EnsuresMax = max(out.UpdatesMax, u), max(out.EnsuresMax, e)
 	}
 	out.UpdatesMean = float64(sumU) / float64(len(lbs))
 	out.EnsuresMean = float64(sumE) / float64(len(lbs))
-	r.logf("fan-out: %d/%d load balancers complete in %.1fs; backend updates per LB mean %.1f max %d, ensures mean %.1f",
-		out.Complete, len(lbs), out.Seconds, out.UpdatesMean, out.UpdatesMax, out.EnsuresMean)
+	r.logf("fan-out: %d/%d load balancers complete in %.1fs; backend updates per LB mean %.1f max %d (%d changed nothing), ensures mean %.1f",
+		out.Complete, len(lbs), out.Seconds, out.UpdatesMean, out.UpdatesMax, out.Unchanged, out.EnsuresMean)
 	if werr != nil {
 		return fmt.Errorf("%d of %d load balancers got every new node: %w", len(complete), len(lbs), werr)
 	}
@@ -387,4 +390,32 @@ func last(m map[string]time.Time) time.Time {
 		}
 	}
 	return t
+}
+
+// converged fills in the run's Converged line from the scenarios' results: the latest of
+// what each scenario waited for, on the init burst's clock.
+func (r *rowRun) converged() {
+	out := &r.res.Converged
+	var missing []string
+	end := 0.0
+	at := func(what string, start time.Time, seconds float64, ok bool) {
+		if !ok || start.IsZero() || r.initStart.IsZero() {
+			missing = append(missing, what)
+			return
+		}
+		end = max(end, start.Sub(r.initStart).Seconds()+seconds)
+	}
+	in, sv, fo := &r.res.Init, &r.res.Services, &r.res.FanOut
+	at("node initialization", r.initStart, in.Seconds, !in.TimedOut && in.Nodes > 0 && in.Initialized == in.Nodes)
+	at("the init burst's routes", r.initStart, in.Routes.Seconds, in.Nodes > 0 && in.Routes.Complete == in.Nodes)
+	at("load balancers", r.servicesStart, sv.Seconds, !sv.TimedOut && sv.Services > 0 && sv.Ready == sv.Services)
+	at("the fan-out's backends", r.fanStart, fo.Seconds, !fo.TimedOut && fo.LoadBalancers > 0 && fo.Complete == fo.LoadBalancers)
+	at("the fan-out's routes", r.fanStart, fo.Routes.Seconds, fo.Nodes > 0 && fo.Routes.Complete == fo.Nodes)
+	out.Seconds, out.Done = end, len(missing) == 0
+	out.Missing = strings.Join(missing, ", ")
+	if out.Done {
+		r.logf("converged: everything after %.1fs", out.Seconds)
+	} else {
+		r.logf("converged: not by the end of the run (missing %s)", out.Missing)
+	}
 }

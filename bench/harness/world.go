@@ -128,12 +128,16 @@ func (w *world) writeCloudConfig(requestTimeout time.Duration) (string, error) {
 	return path, nil
 }
 
-// setFaults switches on the scale's latency and rate limit for every operation.
+// setFaults switches on the scale's latency and rate limit for every operation, and
+// the cost of a batch of route changes.
 func (w *world) setFaults(ctx context.Context, s Scale) error {
 	err := w.direct.SetFaults(ctx, []api.Fault{{
 		Operation: "*",
 		Latency:   &api.Latency{Fixed: api.Duration{Duration: s.CloudLatency}},
 		RateLimit: &api.RateLimit{QPS: s.CloudQPS, Burst: s.CloudBurst},
+	}, {
+		Operation: api.OpRoutesApply,
+		Cost:      max(1, s.RouteApplyCost),
 	}})
 	if err != nil {
 		return fmt.Errorf("setting the cloud's fault knobs: %w", err)

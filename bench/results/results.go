@@ -45,6 +45,7 @@ type Run struct {
 	Neighbour  Neighbour  `json:"neighbour"`
 	Steady     Steady     `json:"steady"`
 	Memory     Memory     `json:"memory"`
+	Converged  Converged  `json:"converged"`
 
 	// Problems are things that went wrong and may make numbers incomplete.
 	Problems []string `json:"problems,omitempty"`
@@ -59,6 +60,11 @@ type Params struct {
 	CloudLatency   Duration `json:"cloudLatency"`
 	CloudRateLimit float64  `json:"cloudRateLimit"`
 	CloudBurst     int      `json:"cloudBurst"`
+	// MaxRouteChanges and RouteApplyCost are the cloud's batch of route changes: at
+	// most that many changes in one routes.apply call, which takes RouteApplyCost
+	// tokens of the quota. Zero in results from before the cloud offered it.
+	MaxRouteChanges int `json:"maxRouteChanges,omitempty"`
+	RouteApplyCost  int `json:"routeApplyCost,omitempty"`
 	// RequestTimeout bounds one cloud request in both providers.
 	RequestTimeout Duration `json:"requestTimeout"`
 	// RouteWait bounds the wait for every node's route, and for load balancer calls to stop, before the steady window.
@@ -85,6 +91,29 @@ func (p Params) Limit(calls int, qps float64) float64 {
 		return 0
 	}
 	return float64(max(0, calls-p.CloudBurst))/qps + p.CloudLatency.Seconds()
+}
+
+// RouteTokens is the least quota n new routes take: ceil(n/MaxRouteChanges) batches at
+// RouteApplyCost tokens each where the cloud batches (or n single creations, if fewer),
+// else one token per route.
+func (p Params) RouteTokens(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	if p.MaxRouteChanges <= 0 {
+		return n
+	}
+	batches := (n + p.MaxRouteChanges - 1) / p.MaxRouteChanges
+	return min(n, batches*max(1, p.RouteApplyCost))
+}
+
+// ConvergedTokens is the least quota the whole run's convergence takes (Converged):
+// an instance listing page per 1,000 nodes of each burst, the routes of both bursts
+// (RouteTokens), an ensure per Service and one backend update per load balancer for the
+// fan-out.
+func (p Params) ConvergedTokens() int {
+	pages := func(n int) int { return (n + 999) / 1000 }
+	return pages(p.Nodes) + p.RouteTokens(p.Nodes) + p.Services + pages(p.FanOutNodes) + p.RouteTokens(p.FanOutNodes) + p.Services
 }
 
 // Machine describes the machine and its load.
@@ -194,6 +223,19 @@ type Services struct {
 	Calls Calls   `json:"calls"`
 }
 
+// Converged is the line that judges a whole run: the time from the init burst until
+// every node of the init and fan-out bursts was initialized and had its route, every
+// Service of the services scenario had its load balancer, and every load balancer held
+// every fan-out node. The harness starts each scenario once the one before is done, so a
+// row's own pace sets when the next burst comes.
+type Converged struct {
+	Seconds float64 `json:"seconds"`
+	// Done is false when something had not converged by the end of the run; Missing
+	// says what.
+	Done    bool   `json:"done"`
+	Missing string `json:"missing,omitempty"`
+}
+
 // FanOut is scenario 3: M nodes join while S load balancers exist.
 type FanOut struct {
 	Nodes         int `json:"nodes"`
@@ -210,7 +252,10 @@ type FanOut struct {
 	UpdatesMax  int     `json:"updatesMax"`
 	EnsuresMean float64 `json:"ensuresMean"`
 	EnsuresMax  int     `json:"ensuresMax"`
-	Calls       Calls   `json:"calls"`
+	// Unchanged counts the backend updates, over every load balancer, that left the
+	// load balancer's backend set as it was.
+	Unchanged int   `json:"unchanged"`
+	Calls     Calls `json:"calls"`
 	// Timeline is the number of complete load balancers over time.
 	Timeline []Point `json:"timeline"`
 	// Routes is when the new nodes got their routes, whenever in the run.
