@@ -24,7 +24,14 @@ func (c *Controller) updateCondition(ctx context.Context, node *corev1.Node, p *
 	}
 	// Only on a change, so a node stuck in one state gets one event, not one per retry.
 	c.recordCauses(node, p)
-	if err := patchCondition(ctx, c.client.CoreV1().Nodes(), node.Name, cond); err != nil {
+	select {
+	case c.writes <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := patchCondition(ctx, c.client.CoreV1().Nodes(), node.Name, cond)
+	<-c.writes
+	if err != nil {
 		return fmt.Errorf("setting condition %s=%s on node %q: %w", cond.Type, cond.Status, node.Name, err)
 	}
 	c.log.V(2).Info("Set node condition", "node", node.Name, "type", cond.Type, "status", cond.Status, "reason", cond.Reason)

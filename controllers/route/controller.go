@@ -87,6 +87,9 @@ type Controller struct {
 	worker *worker.Worker
 	// batcher makes the route changes when the provider batches them; nil otherwise.
 	batcher *batcher
+	// writes holds a slot for each condition patch in flight: the apiserver writes stay
+	// bounded by ConcurrentRouteSyncs when batching raises the node syncs in flight.
+	writes chan struct{}
 	table   *table
 	planner *planner
 	locks   cidrLocks
@@ -143,6 +146,7 @@ func New(cfg Config) (*Controller, error) {
 	c.nodes = nodeInformer.Lister()
 	c.planner = &planner{clusterName: c.clusterName, clusterCIDRs: cidrs, lookup: c.lookupNode}
 	workers := manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs)
+	c.writes = make(chan struct{}, workers)
 	loops := []worker.Loop{c.driftLoop}
 	if b, ok := cfg.Routes.(cloud.RouteBatcher); ok {
 		// One batch call is in flight at a time, and it takes the changes of every node
