@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -85,14 +86,17 @@ type rowRun struct {
 	addrs map[string]string  // instance name -> InternalIP
 
 	initStart, fanStart time.Time // when each burst began
+	calmStart           time.Time // when the fan-out after convergence began
 	servicesStart       time.Time // when the services scenario created its Services
 	nodes, fanNodes     []string
 	cidrs, fanCIDRs     []string
-	nbNodes, nbCIDRs    []string          // the noisy-neighbour scenario's nodes
-	services            []string          // Service keys of the S services
-	lbNames             map[string]string // Service key -> load balancer name
-	allNodes            int
-	allServices         int
+	// calmNodes join in the fan-out after everything converged (after the steady window).
+	calmNodes, calmCIDRs []string
+	nbNodes, nbCIDRs     []string          // the noisy-neighbour scenario's nodes
+	services             []string          // Service keys of the S services
+	lbNames              map[string]string // Service key -> load balancer name
+	allNodes             int
+	allServices          int
 }
 
 func newRowRun(cfg Config, row Row, index int) *rowRun {
@@ -130,6 +134,10 @@ func newRowRun(cfg Config, row Row, index int) *rowRun {
 		r.nbNodes = append(r.nbNodes, fmt.Sprintf("nb-%05d", i))
 		r.nbCIDRs = append(r.nbCIDRs, podCIDR(1+s.Nodes+s.FanOutNodes+i))
 	}
+	for i := range s.FanOutNodes {
+		r.calmNodes = append(r.calmNodes, fmt.Sprintf("calm-%05d", i))
+		r.calmCIDRs = append(r.calmCIDRs, podCIDR(1+s.Nodes+s.FanOutNodes+s.NeighbourNodes+i))
+	}
 	return r
 }
 
@@ -156,7 +164,7 @@ func (r *rowRun) setUp(ctx context.Context) error {
 		return err
 	}
 	// Only the fan-out's nodes are looked for in load balancers.
-	w.tap.Watch(r.fanNodes)
+	w.tap.Watch(append(slices.Clone(r.fanNodes), r.calmNodes...))
 	if r.addrs, err = w.createInstances(ctx, []string{warmupNode}); err != nil {
 		return err
 	}
@@ -254,6 +262,13 @@ func (r *rowRun) finish(ctx context.Context, steady bool) error {
 	if steady && r.ctrl != nil {
 		if err := r.scenarioSteady(ctx); err != nil {
 			r.problem("steady state: %v", err)
+		}
+		// After the steady window every route and load balancer has converged (or the
+		// route wait gave up on it): the fan-out again, on a quiet cloud.
+		if exited, err := r.ctrl.exited(); exited {
+			r.problem("the controller process exited before the fan-out after convergence (%v); log:\n%s", err, r.ctrl.LogTail(20))
+		} else if err := r.scenarioFanOutCalm(ctx); err != nil {
+			r.problem("fan-out after convergence: %v", err)
 		}
 	}
 	r.routeTimes()

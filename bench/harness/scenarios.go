@@ -96,16 +96,28 @@ func (r *rowRun) scenarioServices(ctx context.Context) error {
 // issued per load balancer, and time until every load balancer has every new node at its
 // address.
 func (r *rowRun) scenarioFanOut(ctx context.Context) error {
-	out := &r.res.FanOut
-	out.Nodes, out.LoadBalancers = len(r.fanNodes), len(r.services)
+	return r.fanOut(ctx, "fan-out", &r.res.FanOut, r.fanNodes, r.fanCIDRs, &r.fanStart)
+}
+
+// scenarioFanOutCalm is the fan-out again once everything has converged: M more nodes
+// join while no route or load balancer work is left over from the bursts before.
+func (r *rowRun) scenarioFanOutCalm(ctx context.Context) error {
+	r.logf("scenario fan-out after convergence")
+	r.res.FanOutCalm = &results.FanOut{}
+	return r.fanOut(ctx, "fan-out after convergence", r.res.FanOutCalm, r.calmNodes, r.calmCIDRs, &r.calmStart)
+}
+
+// fanOut runs a fan-out of nodes (with their pod CIDRs) into out, recording its start.
+func (r *rowRun) fanOut(ctx context.Context, what string, out *results.FanOut, nodes, cidrs []string, started *time.Time) error {
+	out.Nodes, out.LoadBalancers = len(nodes), len(r.services)
 	if len(r.services) == 0 {
 		return fmt.Errorf("no load balancers to fan out to")
 	}
-	if err := r.addInstances(ctx, r.fanNodes); err != nil {
+	if err := r.addInstances(ctx, nodes); err != nil {
 		return err
 	}
-	want := make(map[string]string, len(r.fanNodes))
-	for _, n := range r.fanNodes {
+	want := make(map[string]string, len(nodes))
+	for _, n := range nodes {
 		want[n] = r.addrs[n]
 	}
 	lbs := make([]string, 0, len(r.services))
@@ -118,11 +130,11 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	r.fanStart = start
-	if _, err := createNodes(ctx, r.w.kube, r.fanNodes, r.fanCIDRs, r.addrs); err != nil {
+	*started = start
+	if _, err := createNodes(ctx, r.w.kube, nodes, cidrs, r.addrs); err != nil {
 		return err
 	}
-	r.allNodes += len(r.fanNodes)
+	r.allNodes += len(nodes)
 
 	complete := map[string]time.Time{}
 	werr := r.waitFor(ctx, r.s.Timeout, func() bool {
@@ -174,8 +186,8 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 	}
 	out.UpdatesMean = float64(sumU) / float64(len(lbs))
 	out.EnsuresMean = float64(sumE) / float64(len(lbs))
-	r.logf("fan-out: %d/%d load balancers complete in %.1fs; backend updates per LB mean %.1f max %d (%d changed nothing), ensures mean %.1f",
-		out.Complete, len(lbs), out.Seconds, out.UpdatesMean, out.UpdatesMax, out.Unchanged, out.EnsuresMean)
+	r.logf("%s: %d/%d load balancers complete in %.1fs; backend updates per LB mean %.1f max %d (%d changed nothing), ensures mean %.1f",
+		what, out.Complete, len(lbs), out.Seconds, out.UpdatesMean, out.UpdatesMax, out.Unchanged, out.EnsuresMean)
 	if werr != nil {
 		return fmt.Errorf("%d of %d load balancers got every new node: %w", len(complete), len(lbs), werr)
 	}
@@ -352,6 +364,9 @@ func (r *rowRun) routeTimes() {
 	}
 	fill(&r.res.Init.Routes, r.initStart, r.cidrs)
 	fill(&r.res.FanOut.Routes, r.fanStart, r.fanCIDRs)
+	if r.res.FanOutCalm != nil {
+		fill(&r.res.FanOutCalm.Routes, r.calmStart, r.calmCIDRs)
+	}
 }
 
 // timeline is the cumulative count of events over time since start.

@@ -106,6 +106,8 @@ var (
 		"not run", "did not run the load balancer creation"}
 	fanOutScenario = scenario{func(x *results.Run) bool { return x.FanOut.LoadBalancers > 0 },
 		"not run", "did not run the fan-out"}
+	calmFanOutScenario = scenario{func(x *results.Run) bool { return x.FanOutCalm != nil && x.FanOutCalm.LoadBalancers > 0 },
+		"not run", "did not run the fan-out after convergence"}
 	headOfLineScenario = scenario{func(x *results.Run) bool { return x.HeadOfLine.Others > 0 },
 		"not run", "did not run the head-of-line scenario"}
 	convergedScenario = scenario{func(x *results.Run) bool { return x.Converged.Done || x.Converged.Missing != "" },
@@ -456,6 +458,38 @@ func (r *report) fanOutSection(p func(string, ...any), charts map[string]*chart.
 	charts["fanout.png"] = r.timelineChart("Load balancers with every new node", "seconds since the burst", "load balancers complete", sc, true,
 		func(x *results.Run) []results.Point { return x.FanOut.Timeline })
 	p("![load balancers complete over time](fanout.png)\n\n")
+	r.calmFanOutSection(p)
+}
+
+// calmFanOutSection is the fan-out again after the steady window, when no route or load
+// balancer work is left over from the bursts before.
+func (r *report) calmFanOutSection(p func(string, ...any)) {
+	p("### 3b. Fan-out after convergence\n\n%d more nodes join in a burst after the steady window, once every route and load balancer "+
+		"of the bursts before exists (or the route wait gave up on it): the fan-out on a quiet cloud. Its limit is one backend update per load "+
+		"balancer and the new nodes' routes at %s.\n\n", r.params.FanOutNodes, r.routeLimitText())
+	sc := calmFanOutScenario
+	calm := func(x *results.Run) results.FanOut {
+		if x.FanOutCalm == nil {
+			return results.FanOut{}
+		}
+		return *x.FanOutCalm
+	}
+	limit := r.params.Limit(r.params.Services+r.params.RouteTokens(r.params.FanOutNodes), r.params.CloudRateLimit)
+	r.header(p)
+	r.timeLine(p, sc, "time until every LB has every node (s)", func(x *results.Run) (float64, bool) { return calm(x).Seconds, calm(x).TimedOut }, limit)
+	r.line(p, sc, "backend updates per LB, max", func(x *results.Run) float64 { return float64(calm(x).UpdatesMax) }, count, true)
+	r.line(p, sc, "backend updates that changed nothing (all LBs)", func(x *results.Run) float64 { return float64(calm(x).Unchanged) }, count, false)
+	r.callLines(p, sc, func(x *results.Run) results.Calls { return calm(x).Calls })
+	p("\n")
+	r.target(p, "after convergence, every LB has every new node ahead of upstream tuned and within 2x of the limit", sc,
+		[]string{results.RowNephele, results.RowUpstreamTuned}, func(n, t, _ *results.Run) (verdict, string) {
+			nc, tc := calm(n), calm(t)
+			if nc.TimedOut {
+				return missed, "nephele timed out"
+			}
+			ok := nc.Seconds <= 2*limit && (tc.TimedOut || nc.Seconds < tc.Seconds)
+			return metIf(ok), fmt.Sprintf("nephele %s s, upstream tuned %s s, limit %s s (%.2fx)", dec1(nc.Seconds), dec1(tc.Seconds), dec1(limit), nc.Seconds/limit)
+		})
 }
 
 func (r *report) headOfLineSection(p func(string, ...any), charts map[string]*chart.Chart) {
@@ -617,6 +651,19 @@ func (r *report) routesSection(p func(string, ...any)) {
 	r.textLine(p, fanOutScenario, "every fan-out node's route in the cloud after (s)", func(x *results.Run) string { return routesText(x.FanOut.Routes, x.FanOut.Nodes) },
 		r.limitCells(r.routeLimit(r.params.FanOutNodes, nil), fanOutScenario,
 			func(x *results.Run) (float64, bool) { return routesDone(x.FanOut.Routes, x.FanOut.Nodes) }))
+	if slices.ContainsFunc(r.runs, calmFanOutScenario.ran) {
+		r.textLine(p, calmFanOutScenario, "every node's route of the fan-out after convergence in the cloud after (s)", func(x *results.Run) string {
+			if x.FanOutCalm == nil {
+				return calmFanOutScenario.absent
+			}
+			return routesText(x.FanOutCalm.Routes, x.FanOutCalm.Nodes)
+		}, r.limitCells(r.routeLimit(r.params.FanOutNodes, nil), calmFanOutScenario, func(x *results.Run) (float64, bool) {
+			if x.FanOutCalm == nil {
+				return 0, false
+			}
+			return routesDone(x.FanOutCalm.Routes, x.FanOutCalm.Nodes)
+		}))
+	}
 	r.line(p, initScenario, "routes.apply calls during initialization (batches)", func(x *results.Run) float64 {
 		return float64(x.Init.Calls.Op("routes.apply"))
 	}, count, false)

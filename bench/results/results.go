@@ -38,9 +38,12 @@ type Run struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 
-	Init       Init       `json:"init"`
-	Services   Services   `json:"services"`
-	FanOut     FanOut     `json:"fanOut"`
+	Init     Init     `json:"init"`
+	Services Services `json:"services"`
+	FanOut   FanOut   `json:"fanOut"`
+	// FanOutCalm is the fan-out again after the steady window, once everything has
+	// converged; nil in runs without it.
+	FanOutCalm *FanOut    `json:"fanOutCalm,omitempty"`
 	HeadOfLine HeadOfLine `json:"headOfLine"`
 	Neighbour  Neighbour  `json:"neighbour"`
 	Steady     Steady     `json:"steady"`
