@@ -82,6 +82,25 @@ func (f *batchFixture) pending() int {
 	return len(f.b.pending)
 }
 
+// behindAHeldCall makes first, holds its call in the cloud until every one of changes
+// waits behind it, then lets it go; it returns the outcome of each change and of first.
+func (f *batchFixture) behindAHeldCall(t *testing.T, first cloud.RouteChange, changes []cloud.RouteChange) ([]error, error) {
+	t.Helper()
+	ctx := t.Context()
+	f.cloud.Hang(cloud.OpCreateRoute, first.Route.TargetNode)
+	firstErr := make(chan error, 1)
+	go func() { firstErr <- f.b.do(ctx, first) }()
+	until(t, "the first change's call started", func() bool { return f.cloud.InFlight() == 1 })
+	var errs []error
+	done := make(chan struct{})
+	go func() { errs = f.doAll(ctx, changes); close(done) }()
+	until(t, fmt.Sprintf("%d changes wait", len(changes)), func() bool { return f.pending() == len(changes) })
+	f.cloud.Unhang(cloud.OpCreateRoute, first.Route.TargetNode)
+	err := <-firstErr
+	<-done
+	return errs, err
+}
+
 func createOf(i int) cloud.RouteChange {
 	return cloud.RouteChange{
 		NameHint: fmt.Sprintf("r%d", i),
@@ -106,25 +125,14 @@ func (f *batchFixture) doAll(ctx context.Context, changes []cloud.RouteChange) [
 // out as a plain CreateRoute.
 func TestBatcherGroupsWaitingChanges(t *testing.T) {
 	f := startBatcher(t, 40)
-	ctx := t.Context()
-	f.cloud.Hang(cloud.OpCreateRoute, "n0")
-	first := make(chan error, 1)
-	go func() { first <- f.b.do(ctx, createOf(0)) }()
-	until(t, "the first change's call started", func() bool { return f.cloud.InFlight() == 1 })
-
 	var rest []cloud.RouteChange
 	for i := 1; i <= 100; i++ {
 		rest = append(rest, createOf(i))
 	}
-	var errs []error
-	done := make(chan struct{})
-	go func() { errs = f.doAll(ctx, rest); close(done) }()
-	until(t, "100 changes wait", func() bool { return f.pending() == 100 })
-	f.cloud.Unhang(cloud.OpCreateRoute, "n0")
-	if err := <-first; err != nil {
-		t.Fatalf("first change: %v", err)
+	errs, firstErr := f.behindAHeldCall(t, createOf(0), rest)
+	if firstErr != nil {
+		t.Fatalf("first change: %v", firstErr)
 	}
-	<-done
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("change %d: %v", i+1, err)
@@ -151,23 +159,15 @@ func TestBatcherIsolatesAChangeTheCloudRefuses(t *testing.T) {
 	if err := f.cloud.AddRoute(testCluster, cloud.Route{Name: "theirs", TargetNode: "other", DestinationCIDR: bad.Route.DestinationCIDR}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	// Hold a first change so that the 16 below wait together and go out in one call.
-	f.cloud.Hang(cloud.OpCreateRoute, "n100")
-	first := make(chan error, 1)
-	go func() { first <- f.b.do(ctx, createOf(100)) }()
-	until(t, "the first change's call started", func() bool { return f.cloud.InFlight() == 1 })
+	// The 16 wait together behind a held first change and go out in one call.
 	var changes []cloud.RouteChange
 	for i := range 16 {
 		changes = append(changes, createOf(i))
 	}
-	var errs []error
-	done := make(chan struct{})
-	go func() { errs = f.doAll(ctx, changes); close(done) }()
-	until(t, "16 changes wait", func() bool { return f.pending() == 16 })
-	f.cloud.Unhang(cloud.OpCreateRoute, "n100")
-	<-first
-	<-done
+	errs, firstErr := f.behindAHeldCall(t, createOf(100), changes)
+	if firstErr != nil {
+		t.Fatalf("first change: %v", firstErr)
+	}
 	for i, err := range errs {
 		switch {
 		case i == 7 && (err == nil || cloud.IsInvalid(err)):
