@@ -15,7 +15,7 @@ import (
 func ExampleRunSuite() {
 	rep, err := conformance.RunSuite(context.Background(), conformance.Setup{
 		NewProvider: func(context.Context) (cloud.Provider, error) {
-			return fakecloud.New(fakecloud.Options{})
+			return fakecloud.New(fakecloud.Options{MaxRouteChanges: 10})
 		},
 		Capabilities: conformance.AllCapabilities(),
 		NamePrefix:   "ct-example",
@@ -31,7 +31,7 @@ func ExampleRunSuite() {
 		fmt.Println(strings.TrimSpace(fmt.Sprintf("%s %s %s", r.Status, r.Clause, r.Message)))
 	}
 	// Output:
-	// fake: 16 passed, 0 failed, 11 skipped
+	// fake: 17 passed, 0 failed, 11 skipped
 	// PASS lb/ensure-idempotent
 	// SKIP instances/deleted-not-found the setup has no InstanceFactory to create test instances
 	// SKIP errors/failing-not-not-found the setup cannot make the cloud fail (Setup.Failing is nil)

@@ -156,3 +156,85 @@ func checkRouteDeleteIdempotent(c *checker) {
 		c.errorf("DeleteRoute %s again, once it was gone: %s; want success", target.DestinationCIDR, describe(err))
 	}
 }
+
+// checkRouteBatch checks the optional cloud.RouteBatcher of a provider's Routes: it
+// takes at least one change a call, creates routes that are then listed once each, is
+// idempotent, and deletes routes, a gone one included. Routes without it skip.
+func checkRouteBatch(c *checker) {
+	b, ok := c.s.routes.(cloud.RouteBatcher)
+	if !ok {
+		c.skipf("the provider's Routes do not implement cloud.RouteBatcher, which is optional")
+		return
+	}
+	bound := b.MaxRouteChanges()
+	if bound < 1 {
+		c.errorf("MaxRouteChanges = %d, want at least 1", bound)
+		return
+	}
+	apply := func(changes []cloud.RouteChange) error {
+		return do(c, func(ctx context.Context) error { return b.ApplyRoutes(ctx, c.s.cfg.ClusterName, changes) })
+	}
+	// Two creations, or one when the provider takes one change a call.
+	var creates []cloud.RouteChange
+	for i := range uint64(min(bound, 2)) {
+		r, hint := c.s.testRoute(c.ctx, 1+i)
+		creates = append(creates, cloud.RouteChange{NameHint: hint, Route: r})
+	}
+	for try := 1; try <= 2; try++ {
+		if err := apply(creates); err != nil {
+			c.errorf("ApplyRoutes of %d creations, call %d: %s", len(creates), try, describe(err))
+			return
+		}
+	}
+	var listed []cloud.Route
+	if !c.poll(fmt.Sprintf("the %d routes ApplyRoutes created are listed once each", len(creates)), func() (bool, string) {
+		list, err := c.listRoutes(c.s.cfg.ClusterName)
+		if err != nil {
+			return false, "ListRoutes: " + describe(err)
+		}
+		listed = listed[:0]
+		for _, ch := range creates {
+			found := routesTo(list, ch.Route)
+			if len(found) != 1 {
+				return false, fmt.Sprintf("%d routes to %s listed", len(found), ch.Route.DestinationCIDR)
+			}
+			if found[0].TargetNode != ch.Route.TargetNode {
+				c.errorf("route to %s is listed with target node %q, want %q", ch.Route.DestinationCIDR, found[0].TargetNode, ch.Route.TargetNode)
+			}
+			listed = append(listed, found[0])
+		}
+		return true, ""
+	}) {
+		return
+	}
+	// Delete them as listed; the first one goes in a call of its own first, so that the
+	// second call also deletes a route that is already gone.
+	deletes := make([]cloud.RouteChange, 0, len(listed))
+	for _, r := range listed {
+		deletes = append(deletes, cloud.RouteChange{Delete: true, Route: r})
+	}
+	if err := apply(deletes[:1]); err != nil {
+		c.errorf("ApplyRoutes deleting the route to %s: %s", listed[0].DestinationCIDR, describe(err))
+		return
+	}
+	for len(deletes) > 0 {
+		n := min(bound, len(deletes))
+		if err := apply(deletes[:n]); err != nil {
+			c.errorf("ApplyRoutes deleting %d routes, one of them already gone: %s; want success", n, describe(err))
+			return
+		}
+		deletes = deletes[n:]
+	}
+	c.poll("the routes ApplyRoutes deleted are no longer listed", func() (bool, string) {
+		list, err := c.listRoutes(c.s.cfg.ClusterName)
+		if err != nil {
+			return false, "ListRoutes: " + describe(err)
+		}
+		for _, r := range listed {
+			if len(routesTo(list, r)) > 0 {
+				return false, fmt.Sprintf("the route to %s is still listed", r.DestinationCIDR)
+			}
+		}
+		return true, ""
+	})
+}

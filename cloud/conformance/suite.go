@@ -79,6 +79,7 @@ func allClauses() []clause {
 		{Clause{"routes/create-idempotent", "creating an existing route succeeds and lists it once", []Capability{Routes}}, checkRouteCreateIdempotent},
 		{Clause{"routes/cluster-scoped", "a cluster's routes are not listed for another cluster", []Capability{Routes}}, checkRouteClusterScoped},
 		{Clause{"routes/delete-idempotent", "a deleted route is no longer listed; deleting it again succeeds", []Capability{Routes}}, checkRouteDeleteIdempotent},
+		{Clause{"routes/batch", "routes that batch (cloud.RouteBatcher, optional) create, list once, delete and are idempotent in ApplyRoutes", []Capability{Routes}}, checkRouteBatch},
 
 		{Clause{"context/canceled", "every call with a canceled context returns promptly with an error that is not NotFound", nil}, checkCanceled},
 		{Clause{"errors/failing-not-not-found", "every call to a failing cloud returns an error, never NotFound", nil}, checkFailing},
