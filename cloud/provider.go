@@ -275,7 +275,9 @@ type RouteBatcher interface {
 	// DeleteRoute: an identical route that exists is created, a route that is gone is
 	// deleted. On an error the caller assumes nothing about which changes were made:
 	// it lists the routes again. An error that IsInvalid says the request as a whole
-	// cannot succeed, and the controller then makes the changes one at a time, so
-	// that the change at fault fails alone.
+	// cannot succeed: the controller then splits the changes in halves, down to single
+	// CreateRoute and DeleteRoute calls, so that the change at fault fails alone. An
+	// error that IsNotImplemented (a cloud without the batch) makes the controller send
+	// every change by itself from then on.
 	ApplyRoutes(ctx context.Context, clusterName string, changes []RouteChange) error
 }

@@ -396,7 +396,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"not one worker's writes, bounds how fast a burst of joining nodes is initialized; the instances still come "+
 			"from shared listings.)")
 	fs.IntVar(&o.ConcurrentRouteSyncs, "concurrent-route-syncs", o.ConcurrentRouteSyncs,
-		"Number of routes created or deleted concurrently. (nephele: not an upstream flag; upstream's concurrency is fixed.)")
+		"Number of nodes whose routes are synced concurrently, and so of routes created or deleted at once; with a provider that batches route changes, the bound of the node-condition writes instead (the syncs in flight then fill a batch). (nephele: not an upstream flag; upstream's concurrency is fixed.)")
 	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod,
 		"How long a node's instance must stay confirmed gone from the cloud before the node is deleted. "+
 			"(nephele: not an upstream flag; upstream deletes at once.)")

@@ -145,11 +145,11 @@ func New(cfg Config) (*Controller, error) {
 		clusterName:  cfg.ClusterName,
 		classes:      newClasses(cfg.LoadBalancerClass, cfg.ServeUnclassed),
 		window:       manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
-		holdMax:      holdWindows * manager.OrDefault(cfg.NodeBatchWindow, defaults.NodeBatchWindow),
 		backends:     newBackendSet(),
 		nodesChanged: make(chan struct{}, 1),
 		states:       map[string]*lbState{},
 	}
+	c.holdMax = holdWindows * c.window
 
 	svcInformer := cfg.Informers.Core().V1().Services()
 	nodeInformer := cfg.Informers.Core().V1().Nodes()

@@ -2,11 +2,21 @@ package route
 
 import (
 	"context"
+	"maps"
+	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nephele-dev/nephele/cloud"
 )
+
+// soloFor is how long a change that failed alone after its call was split goes out by
+// itself: each retry would otherwise make every call it joins invalid, and split again.
+const soloFor = time.Minute
+
+// maxSolo is how many solo destinations are kept before the expired ones are swept.
+const maxSolo = 1024
 
 // maxBatchWorkers bounds the node syncs in flight when the provider batches: each one
 // waiting for a call is a goroutine parked on a channel, and more of them than a call
@@ -31,6 +41,13 @@ type batcher struct {
 	pending []*pendingChange
 	// taken counts the changes taken from pending whose calls have not answered.
 	taken int
+	// solo holds, until when, the destinations whose change failed alone after a split:
+	// their changes skip the batch meanwhile.
+	solo map[netip.Prefix]time.Time
+	// unbatched is set once the provider answered that it does not implement the
+	// batch (an older cloud): every change then goes out by itself.
+	unbatched bool
+	now       func() time.Time
 }
 
 // pendingChange is one change waiting for its call.
@@ -42,13 +59,33 @@ type pendingChange struct {
 }
 
 func newBatcher(routes cloud.Routes, b cloud.RouteBatcher, cluster string) *batcher {
-	return &batcher{routes: routes, batch: b, cluster: cluster, wake: make(chan struct{}, 1)}
+	return &batcher{routes: routes, batch: b, cluster: cluster, wake: make(chan struct{}, 1),
+		solo: map[netip.Prefix]time.Time{}, now: time.Now}
+}
+
+// alone reports whether ch goes out by itself rather than in a batch.
+func (b *batcher) alone(ch cloud.RouteChange) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unbatched {
+		return true
+	}
+	key := ch.Route.DestinationCIDR.Masked()
+	until, ok := b.solo[key]
+	if ok && b.now().After(until) {
+		delete(b.solo, key)
+		return false
+	}
+	return ok
 }
 
 // do queues ch for the next call and returns its outcome. When ctx ends first, a change
 // not yet taken into a call is withdrawn; one already in a call waits for its answer,
 // which the loop's own context bounds.
 func (b *batcher) do(ctx context.Context, ch cloud.RouteChange) error {
+	if b.alone(ch) {
+		return b.single(ctx, ch)
+	}
 	p := &pendingChange{change: ch, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, p)
@@ -124,11 +161,12 @@ func (b *batcher) unanswered() int {
 // send applies ps in one call and answers each. When the cloud says a change cannot be
 // made as asked (ErrInvalid), it splits ps in halves and tries again, down to single
 // CreateRoute and DeleteRoute calls: the change at fault then gets the answer the cloud
-// gives it alone, and the others are made. Any other error answers every change: it
-// says nothing about one of them.
+// gives it alone, and the others are made. When the cloud does not implement the batch
+// (ErrNotImplemented), every change goes out by itself, now and from then on. Any other
+// error answers every change: it says nothing about one of them.
 func (b *batcher) send(ctx context.Context, ps []*pendingChange) {
 	if len(ps) == 1 {
-		ps[0].done <- applyOne(ctx, b.routes, b.cluster, ps[0].change)
+		ps[0].done <- b.single(ctx, ps[0].change)
 		return
 	}
 	changes := make([]cloud.RouteChange, len(ps))
@@ -141,15 +179,47 @@ func (b *batcher) send(ctx context.Context, ps []*pendingChange) {
 		}
 	}
 	err := b.batch.ApplyRoutes(cloud.WithClass(ctx, class), b.cluster, changes)
-	if err != nil && cloud.IsInvalid(err) && !cloud.IsThrottled(err) && ctx.Err() == nil {
+	switch {
+	case err == nil || cloud.IsThrottled(err) || ctx.Err() != nil:
+	case cloud.IsInvalid(err):
 		half := len(ps) / 2
 		b.send(ctx, ps[:half])
 		b.send(ctx, ps[half:])
+		return
+	case cloud.IsNotImplemented(err):
+		// A cloud without the batch (an older one): every change by itself, from now on.
+		b.mu.Lock()
+		b.unbatched = true
+		b.mu.Unlock()
+		for _, p := range ps {
+			p.done <- applyOne(ctx, b.routes, b.cluster, p.change)
+		}
 		return
 	}
 	for _, p := range ps {
 		p.done <- err
 	}
+}
+
+// single makes ch by itself; when that fails (not for stopping), ch's destination goes
+// out by itself for soloFor, so that its retries do not make every call they join fail.
+func (b *batcher) single(ctx context.Context, ch cloud.RouteChange) error {
+	err := applyOne(ctx, b.routes, b.cluster, ch)
+	key := ch.Route.DestinationCIDR.Masked()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(b.solo, key)
+	case ctx.Err() == nil && !cloud.IsThrottled(err):
+		now := b.now()
+		if len(b.solo) >= maxSolo {
+			// Destinations whose node went away are never asked about again.
+			maps.DeleteFunc(b.solo, func(_ netip.Prefix, until time.Time) bool { return now.After(until) })
+		}
+		b.solo[key] = now.Add(soloFor)
+	}
+	return err
 }
 
 // applyOne makes one change with the per-route calls.

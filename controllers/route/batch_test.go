@@ -190,6 +190,42 @@ func TestBatcherIsolatesAChangeTheCloudRefuses(t *testing.T) {
 	if n := len(f.cloud.AllRoutes(testCluster)); n != 17 {
 		t.Errorf("the cloud has %d routes, want 17 (theirs, the first and 15 of the 16)", n)
 	}
+
+	// Its retry goes out by itself: joining a call, it would make the call fail again.
+	calls := len(f.rec.calls())
+	if err := f.b.do(t.Context(), bad); err == nil {
+		t.Error("the conflicting change's retry succeeded")
+	}
+	if n := len(f.rec.calls()); n != calls {
+		t.Errorf("the retry of a change that failed alone made %d ApplyRoutes calls, want none", n-calls)
+	}
+	if n := f.cloud.Calls(cloud.OpCreateRoute); n != 4 {
+		t.Errorf("CreateRoute calls = %d, want 4 (the retry by itself)", n)
+	}
+}
+
+// TestBatcherWithoutTheBatchGoesSingle: a cloud that does not implement the batch (an
+// older one) gets every change by itself, at once and from then on.
+func TestBatcherWithoutTheBatchGoesSingle(t *testing.T) {
+	f := startBatcher(t, 100)
+	f.cloud.SetError(cloud.OpApplyRoutes, fmt.Errorf("HTTP 404: %w", cloud.ErrNotImplemented))
+	var changes []cloud.RouteChange
+	for i := range 10 {
+		changes = append(changes, createOf(i))
+	}
+	errs, firstErr := f.behindAHeldCall(t, createOf(10), changes)
+	if err := errors.Join(append(errs, firstErr)...); err != nil {
+		t.Fatalf("changes to a cloud without the batch: %v", err)
+	}
+	if err := f.b.do(t.Context(), createOf(11)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.rec.calls(); len(got) != 1 {
+		t.Errorf("ApplyRoutes calls %v, want the one that found the batch missing", got)
+	}
+	if n := len(f.cloud.AllRoutes(testCluster)); n != 12 {
+		t.Errorf("the cloud has %d routes, want 12", n)
+	}
 }
 
 // TestBatcherAnswersEveryChangeWithATransientError: an error that is not about one

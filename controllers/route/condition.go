@@ -24,14 +24,7 @@ func (c *Controller) updateCondition(ctx context.Context, node *corev1.Node, p *
 	}
 	// Only on a change, so a node stuck in one state gets one event, not one per retry.
 	c.recordCauses(node, p)
-	select {
-	case c.writes <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	err := patchCondition(ctx, c.client.CoreV1().Nodes(), node.Name, cond)
-	<-c.writes
-	if err != nil {
+	if err := c.patch(ctx, node.Name, cond); err != nil {
 		return fmt.Errorf("setting condition %s=%s on node %q: %w", cond.Type, cond.Status, node.Name, err)
 	}
 	c.log.V(2).Info("Set node condition", "node", node.Name, "type", cond.Type, "status", cond.Status, "reason", cond.Reason)
@@ -70,4 +63,15 @@ func patchCondition(ctx context.Context, nodes nodeStatusPatcher, name string, c
 	}
 	_, err = nodes.PatchStatus(ctx, name, data)
 	return err
+}
+
+// patch writes cond to the node called name, holding one of the write slots.
+func (c *Controller) patch(ctx context.Context, name string, cond corev1.NodeCondition) error {
+	select {
+	case c.writes <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.writes }()
+	return patchCondition(ctx, c.client.CoreV1().Nodes(), name, cond)
 }

@@ -49,7 +49,9 @@ type Config struct {
 	// deleted.
 	ClusterCIDRs []netip.Prefix
 	// ConcurrentRouteSyncs bounds the nodes synced, and so the route creates and deletes
-	// in flight, at once. Zero means the manager's default.
+	// in flight, at once. With a Routes that batches (cloud.RouteBatcher) it bounds the
+	// condition patches instead, and the syncs in flight rise to the provider's bound (at
+	// most 1,000) so that a call can fill. Zero means the manager's default.
 	ConcurrentRouteSyncs int
 	// ReconcilePeriod is how often all routes are listed and every node checked
 	// (--route-reconciliation-period). Zero means the manager's default.
@@ -89,7 +91,7 @@ type Controller struct {
 	batcher *batcher
 	// writes holds a slot for each condition patch in flight: the apiserver writes stay
 	// bounded by ConcurrentRouteSyncs when batching raises the node syncs in flight.
-	writes chan struct{}
+	writes  chan struct{}
 	table   *table
 	planner *planner
 	locks   cidrLocks

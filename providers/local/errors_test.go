@@ -500,3 +500,29 @@ func TestListRoutesRefusesBadDestination(t *testing.T) {
 	}
 	check(t, err, want{result: cloud.ResultError, contains: []string{"bad"}})
 }
+
+// TestApplyRoutesErrorMapping: how the cloud's answers to routes.apply surface, which
+// decides what the route controller does with the call: split it (invalid), make each
+// change by itself from then on (not implemented: an older cloud), or retry it.
+func TestApplyRoutesErrorMapping(t *testing.T) {
+	apply := func(p *Provider) error {
+		return batchRoutes{routes{p}}.ApplyRoutes(t.Context(), "kubernetes", []cloud.RouteChange{
+			{Route: cloud.Route{TargetNode: "n1", DestinationCIDR: netip.MustParsePrefix("10.244.1.0/24")}}})
+	}
+	for _, a := range []struct {
+		name string
+		h    http.HandlerFunc
+		want want
+	}{
+		{"409 for one change", answer(409, api.ReasonConflict, "", "create[0] (route r1): target node n1 has no instance"), want{result: cloud.ResultInvalid}},
+		{"400", answer(400, api.ReasonInvalid, "changes", "changes: 501 changes"), want{result: cloud.ResultInvalid}},
+		{"404 unknown endpoint", answer(404, api.ReasonUnknownEndpoint, "", "no such endpoint"), want{result: cloud.ResultNotImplemented, contains: []string{"older than this provider"}}},
+		{"404 not found", answer(404, api.ReasonNotFound, "", "not found"), want{result: cloud.ResultNotImplemented}},
+		{"405", answer(405, "", "", "method not allowed"), want{result: cloud.ResultNotImplemented}},
+		{"501", answer(501, api.ReasonNotImplemented, "", "not here"), want{result: cloud.ResultNotImplemented}},
+		{"500", answer(500, api.ReasonInternal, "", "injected"), want{result: cloud.ResultError}},
+		{"429", answer(429, api.ReasonThrottled, "", "slow down", "Retry-After", "3"), want{result: cloud.ResultThrottled, retryAfter: 3 * time.Second}},
+	} {
+		t.Run(a.name, func(t *testing.T) { check(t, apply(newStub(t, a.h).provider(t)), a.want) })
+	}
+}

@@ -112,7 +112,8 @@ func (r batchRoutes) MaxRouteChanges() int { return api.MaxRouteChanges }
 // found by one listing for all of them. The cloud's refusal of the request (400) or of
 // a change in it (409: a destination another route holds, a target without an
 // instance) is ErrInvalid, so that the controller splits the call until the change at
-// fault gets its own CreateRoute or DeleteRoute answer.
+// fault gets its own CreateRoute or DeleteRoute answer. A cloud without the endpoint
+// (older than routes.apply) is ErrNotImplemented, and the controller stops batching.
 func (r batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, changes []cloud.RouteChange) error {
 	var req api.RouteChanges
 	var unnamed []cloud.Route
@@ -141,8 +142,16 @@ func (r batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, change
 	}
 	if _, err := r.p.client.ApplyRoutes(ctx, clusterName, req); err != nil {
 		var ce *client.Error
-		if errors.As(err, &ce) && ce.StatusCode == http.StatusConflict {
-			err = fmt.Errorf("%w: %w", err, cloud.ErrInvalid)
+		if errors.As(err, &ce) {
+			switch ce.StatusCode {
+			case http.StatusConflict:
+				err = fmt.Errorf("%w: %w", err, cloud.ErrInvalid)
+			case http.StatusNotFound, http.StatusMethodNotAllowed:
+				// The endpoint itself is missing: a local cloud from before routes.apply.
+				// The controller then makes each change by itself. Not wrapped: a 404
+				// here must never read as a route that is gone.
+				err = fmt.Errorf("the local cloud has no routes.apply (older than this provider): %s: %w", err.Error(), cloud.ErrNotImplemented)
+			}
 		}
 		return wrapf(err, "applying %d route deletions and %d creations in cluster %s", len(req.Delete), len(req.Create), clusterName)
 	}
