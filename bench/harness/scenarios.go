@@ -104,7 +104,23 @@ func (r *rowRun) scenarioFanOut(ctx context.Context) error {
 func (r *rowRun) scenarioFanOutCalm(ctx context.Context) error {
 	r.logf("scenario fan-out after convergence")
 	r.res.FanOutCalm = &results.FanOut{}
-	return r.fanOut(ctx, "fan-out after convergence", r.res.FanOutCalm, r.calmNodes, r.calmCIDRs, &r.calmStart)
+	if err := r.fanOut(ctx, "fan-out after convergence", r.res.FanOutCalm, r.calmNodes, r.calmCIDRs, &r.calmStart); err != nil {
+		return err
+	}
+	// Its routes are in section 6: give them the route wait, as the steady state does.
+	routes := func() bool {
+		have := r.w.tap.Routes()
+		for _, c := range r.calmCIDRs {
+			if _, ok := have[c]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if err := r.waitFor(ctx, r.s.RouteWait, routes); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
 }
 
 // fanOut runs a fan-out of nodes (with their pod CIDRs) into out, recording its start.
@@ -424,6 +440,11 @@ func (r *rowRun) converged() {
 	at("node initialization", r.initStart, in.Seconds, !in.TimedOut && in.Nodes > 0 && in.Initialized == in.Nodes)
 	at("the init burst's routes", r.initStart, in.Routes.Seconds, in.Nodes > 0 && in.Routes.Complete == in.Nodes)
 	at("load balancers", r.servicesStart, sv.Seconds, !sv.TimedOut && sv.Services > 0 && sv.Ready == sv.Services)
+	var fanInit map[string]time.Time
+	if r.trk != nil {
+		fanInit = r.trk.initialized(r.fanNodes)
+	}
+	at("the fan-out's initialization", r.fanStart, last(fanInit).Sub(r.fanStart).Seconds(), len(r.fanNodes) > 0 && len(fanInit) == len(r.fanNodes))
 	at("the fan-out's backends", r.fanStart, fo.Seconds, !fo.TimedOut && fo.LoadBalancers > 0 && fo.Complete == fo.LoadBalancers)
 	at("the fan-out's routes", r.fanStart, fo.Routes.Seconds, fo.Nodes > 0 && fo.Routes.Complete == fo.Nodes)
 	out.Seconds, out.Done = end, len(missing) == 0

@@ -346,7 +346,7 @@ func TestReportBatchedRouteLimit(t *testing.T) {
 		"| every initialized node's route in the cloud after (s) | 9.5 |",
 		"| 8.0 | 1.19x |",
 		"up to 500 route changes in one routes.apply call costing 10 tokens of the quota",
-		"Target: the 5000-node burst's routes within 1.3x of the batched limit. **met** (nephele 9.5 s, limit 8.0 s: 1.19x).",
+		"the 5000-node burst's routes within 1.3x of the batched limit. At this scale: **met** (nephele 9.5 s, limit 8.0 s: 1.19x).",
 		"not in the run (the init burst's routes)",
 		"upstream-tuned did not converge in the run",
 		"### 3b. Fan-out after convergence",

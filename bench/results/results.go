@@ -96,8 +96,9 @@ func (p Params) Limit(calls int, qps float64) float64 {
 	return float64(max(0, calls-p.CloudBurst))/qps + p.CloudLatency.Seconds()
 }
 
-// RouteTokens is the least quota n new routes take: ceil(n/MaxRouteChanges) batches at
-// RouteApplyCost tokens each where the cloud batches (or n single creations, if fewer),
+// RouteTokens is the least quota n new routes take: where the cloud batches, full
+// batches of MaxRouteChanges at RouteApplyCost tokens each and the rest as one more
+// batch or as single calls, whichever is cheaper (and never more than n single calls);
 // else one token per route.
 func (p Params) RouteTokens(n int) int {
 	if n <= 0 {
@@ -106,17 +107,20 @@ func (p Params) RouteTokens(n int) int {
 	if p.MaxRouteChanges <= 0 {
 		return n
 	}
-	batches := (n + p.MaxRouteChanges - 1) / p.MaxRouteChanges
-	return min(n, batches*max(1, p.RouteApplyCost))
+	// Full batches, then the rest as one more batch or as single calls, whichever is
+	// cheaper.
+	cost := max(1, p.RouteApplyCost)
+	full, rest := n/p.MaxRouteChanges, n%p.MaxRouteChanges
+	return min(n, full*cost+min(rest, cost))
 }
 
-// ConvergedTokens is the least quota the whole run's convergence takes (Converged):
-// an instance listing page per 1,000 nodes of each burst, the routes of both bursts
-// (RouteTokens), an ensure per Service and one backend update per load balancer for the
-// fan-out.
+// ConvergedTokens is the least quota the whole run's convergence takes (Converged): a
+// listing of the account's instances for each burst (a page per 1,000), the routes of
+// both bursts (RouteTokens), an ensure per Service and one backend update per load
+// balancer for the fan-out.
 func (p Params) ConvergedTokens() int {
 	pages := func(n int) int { return (n + 999) / 1000 }
-	return pages(p.Nodes) + p.RouteTokens(p.Nodes) + p.Services + pages(p.FanOutNodes) + p.RouteTokens(p.FanOutNodes) + p.Services
+	return pages(p.Nodes) + p.RouteTokens(p.Nodes) + p.Services + pages(p.Nodes+p.FanOutNodes) + p.RouteTokens(p.FanOutNodes) + p.Services
 }
 
 // Machine describes the machine and its load.

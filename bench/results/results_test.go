@@ -216,3 +216,25 @@ func TestParamsLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestRouteTokens(t *testing.T) {
+	batch := Params{MaxRouteChanges: 500, RouteApplyCost: 10}
+	for _, tt := range []struct {
+		p    Params
+		n    int
+		want int
+	}{
+		{Params{}, 5000, 5000},                  // no batch: a token a route
+		{batch, 0, 0},                           // nothing to do
+		{batch, 3, 3},                           // fewer singles than one batch's cost
+		{batch, 20, 10},                         // one batch
+		{batch, 5000, 100},                      // ten full batches
+		{batch, 501, 11},                        // a full batch and one single
+		{batch, 519, 20},                        // a full batch and the rest as a batch
+		{Params{MaxRouteChanges: 500}, 1000, 2}, // cost 0 counts as 1
+	} {
+		if got := tt.p.RouteTokens(tt.n); got != tt.want {
+			t.Errorf("%+v.RouteTokens(%d) = %d, want %d", tt.p, tt.n, got, tt.want)
+		}
+	}
+}
