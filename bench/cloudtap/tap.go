@@ -230,31 +230,30 @@ func (t *Tap) Routes() map[string]time.Time {
 }
 
 func (t *Tap) serveRouteCreate(w http.ResponseWriter, r *http.Request) {
-	rec := &recorder{ResponseWriter: w}
-	t.proxy.ServeHTTP(rec, r)
-	if rec.status < 200 || rec.status >= 300 {
-		return
-	}
 	var route api.Route
-	if json.Unmarshal(rec.body.Bytes(), &route) != nil {
-		return
+	if t.proxyAndDecode(w, r, &route) {
+		t.routesConfirmed(route)
 	}
-	t.routesConfirmed(route)
 }
 
 // serveRouteApply records the routes a routes.apply call created (or found), as
 // serveRouteCreate does for one.
 func (t *Tap) serveRouteApply(w http.ResponseWriter, r *http.Request) {
+	var list api.RouteList
+	if t.proxyAndDecode(w, r, &list) {
+		t.routesConfirmed(list.Items...)
+	}
+}
+
+// proxyAndDecode passes r to the cloud and its answer back, and decodes a successful
+// answer into out; false when the cloud refused r or the answer is not out's JSON.
+func (t *Tap) proxyAndDecode(w http.ResponseWriter, r *http.Request, out any) bool {
 	rec := &recorder{ResponseWriter: w}
 	t.proxy.ServeHTTP(rec, r)
 	if rec.status < 200 || rec.status >= 300 {
-		return
+		return false
 	}
-	var list api.RouteList
-	if json.Unmarshal(rec.body.Bytes(), &list) != nil {
-		return
-	}
-	t.routesConfirmed(list.Items...)
+	return json.Unmarshal(rec.body.Bytes(), out) == nil
 }
 
 // routesConfirmed records now as the time the cloud confirmed each route's creation,

@@ -59,7 +59,7 @@ func TestReportTablesTargetsAndCharts(t *testing.T) {
 	// nephele at 1, tuned at 5, defaults at 20: every ratio target is met but the
 	// steady-state one (1 call per node per window is far above 0.1 per hour).
 	dir, md := write(t, run("nephele", 1), run("upstream-tuned", 5), run("upstream-defaults", 20))
-	for _, want := range []string{
+	mustContain(t, md,
 		"# Benchmark report: scale small",
 		"| | nephele | upstream-tuned | upstream-defaults | upstream-tuned ÷ nephele | upstream-defaults ÷ nephele |",
 		"## 1. Node initialization", "## 2. Steady state", "## 3. Load balancer fan-out",
@@ -77,11 +77,7 @@ func TestReportTablesTargetsAndCharts(t *testing.T) {
 		"| **everything converged after (s)** | 4.0 | 20.0 | 80.0 | | |",
 		"converged ahead of every row. At this scale: **met** (nephele 4.0 s; upstream-tuned 20.0 s, upstream-defaults 80.0 s)",
 		"| backend updates that changed nothing (all LBs) | 0 | 0 | 0 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "## Analysis") {
 		t.Error("the report has an analysis section without notes")
 	}
@@ -117,17 +113,13 @@ func TestReportMissedTargetsAndNotes(t *testing.T) {
 	}
 	b, _ := os.ReadFile(path)
 	md := string(b)
-	for _, want := range []string{
+	mustContain(t, md,
 		"3x faster than upstream tuned. At this scale: **missed** (1.5x faster than defaults, 1.2x faster than tuned)",
 		"hung call times out, 30s). At this scale: **missed**",
 		"at most half of upstream's peak RSS. At this scale: **missed**",
 		"- nephele: fan-out: 3 of 50 load balancers got every new node: not done within 4m0s\n",
 		"## Analysis\n\nInit is bound by the API client's QPS.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "log lines") {
 		t.Error("a problem's log lines leaked into the report")
 	}
@@ -162,7 +154,7 @@ func crashed(row string, f float64) *results.Run {
 
 func TestReportScenariosNepheleDidNotRun(t *testing.T) {
 	_, md := write(t, crashed("nephele", 1), run("upstream-tuned", 5), run("upstream-defaults", 20))
-	for _, want := range []string{
+	mustContain(t, md,
 		// Headers give the scale's numbers, not the first row's.
 		"20 nodes join in a burst while 50 load balancers exist.",
 		"50 LoadBalancer Services are created at once",
@@ -184,11 +176,7 @@ func TestReportScenariosNepheleDidNotRun(t *testing.T) {
 		"Target (at most 1 backend update per load balancer per burst, none that changes nothing): not judged, nephele did not run the fan-out.",
 		"hung call times out, 30s)): not judged, nephele did not run the head-of-line scenario.",
 		"Target (at most half of upstream's peak RSS): not judged, nephele did not measure its peak RSS.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 	for _, bad := range []string{"\n0 nodes join", "while 0 load balancers", "flight, 0 other Services", "\n0 LoadBalancer Services", "| 0.0x |", "**met**"} {
 		if strings.Contains(md, bad) {
 			t.Errorf("the report has %q", bad)
@@ -201,7 +189,7 @@ func TestReportScenariosNepheleDidNotRun(t *testing.T) {
 
 func TestReportScenariosUpstreamDidNotRun(t *testing.T) {
 	_, md := write(t, run("nephele", 1), crashed("upstream-tuned", 5), run("upstream-defaults", 20))
-	for _, want := range []string{
+	mustContain(t, md,
 		"| time until all initialized (s) | 3.0 | > 15.0 (timed out) | 60.0 | > 5.0x | 20.0x |",
 		"| LBs complete | 50 / 50 | not run | 50 / 50 | | |",
 		"| **backend updates per LB**, mean | 1.0 | not run | 20.0 | | 20.0x |",
@@ -211,11 +199,7 @@ func TestReportScenariosUpstreamDidNotRun(t *testing.T) {
 		"at most 1 backend update per load balancer per burst, none that changes nothing. At this scale: **met**",
 		// Only the upstream row that measured its memory counts.
 		"at most half of upstream's peak RSS. At this scale: **met** (nephele's peak RSS is 5% of upstream's (upstream-defaults's; upstream-tuned did not measure it))",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "Inf") {
 		t.Error("the report divides by a peak RSS that was never measured")
 	}
@@ -243,18 +227,14 @@ func TestReportDoneOfAndTimeouts(t *testing.T) {
 	defaults.HeadOfLine.Ready, defaults.HeadOfLine.TimedOut, defaults.HeadOfLine.Seconds = 7, true, 600
 	defaults.FanOut.Complete, defaults.FanOut.TimedOut, defaults.FanOut.Seconds = 3, true, 600
 	_, md := write(t, run("nephele", 1), tuned, defaults)
-	for _, want := range []string{
+	mustContain(t, md,
 		"| Services with an LB | 50 / 50 | 40 / 50 (timed out) | 50 / 50 | | |",
 		"| time until all have an LB (s) | 1.0 | > 600.0 (timed out) | 20.0 | > 600.0x | 20.0x |",
 		"| others with an LB | 10 / 10 | 10 / 10 | 7 / 10 (timed out) | | |",
 		"| time until all others have an LB (s) | 3.0 | 15.0 | > 600.0 (timed out) | 5.0x | > 200.0x |",
 		"| LBs complete | 50 / 50 | 50 / 50 | 3 / 50 (timed out) | | |",
 		"| time until every LB has every node (s) | 2.0 | 10.0 | > 600.0 (timed out) | 5.0x | > 300.0x |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 }
 
 func TestReportRoutesOnlyInTheirSection(t *testing.T) {
@@ -341,7 +321,7 @@ func TestReportBatchedRouteLimit(t *testing.T) {
 	n.FanOutCalm = &results.FanOut{Nodes: 20, LoadBalancers: 50, Complete: 50, Seconds: 0.8, UpdatesMax: 1, Routes: results.Routes{Complete: 20, Seconds: 0.6}}
 	tuned.FanOutCalm = &results.FanOut{Nodes: 20, LoadBalancers: 50, Complete: 50, Seconds: 3}
 	_, md := write(t, n, tuned, withCloud(run("upstream-defaults", 20)))
-	for _, want := range []string{
+	mustContain(t, md,
 		// 10 batches of 10 tokens: (100-50)/50 + 0.05 = 1.05 s, below 7.9 + 0.05.
 		"| every initialized node's route in the cloud after (s) | 9.5 |",
 		"| 8.0 | 1.19x |",
@@ -353,7 +333,13 @@ func TestReportBatchedRouteLimit(t *testing.T) {
 		"| time until every LB has every node (s) | 0.8 | 3.0 | not run | 3.8x | | 0.2 | 3.20x |",
 		"ahead of upstream tuned and within 2x of the limit. At this scale: **missed** (nephele 0.8 s, upstream tuned 3.0 s, limit 0.2 s (3.20x))",
 		"| every node's route of the fan-out after convergence in the cloud after (s) | 0.6 |",
-	} {
+	)
+}
+
+// mustContain fails t for each of wants that md lacks.
+func mustContain(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q", want)
 		}

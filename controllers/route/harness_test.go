@@ -142,6 +142,19 @@ func (h *harness) createNode(name string, cidrs ...string) *corev1.Node {
 	return n
 }
 
+// createNumbered creates n nodes, "n000" with pod CIDR 10.244.0.0/24 and so on, and
+// returns them with the routes they should get.
+func (h *harness) createNumbered(n int) (nodes []*corev1.Node, routes []string) {
+	h.t.Helper()
+	for i := range n {
+		cidr := fmt.Sprintf("10.244.%d.0/24", i)
+		node := h.createNode(fmt.Sprintf("n%03d", i), cidr)
+		nodes = append(nodes, node)
+		routes = append(routes, routeOf(node, cidr))
+	}
+	return nodes, routes
+}
+
 // createNodeWithAddresses creates a node with the given pod CIDRs and InternalIPs, as a
 // kubelet registers it: status included.
 func (h *harness) createNodeWithAddresses(name string, ips []string, cidrs ...string) *corev1.Node {

@@ -426,13 +426,7 @@ func TestIntegrationPodCIDROutsideClusterCIDR(t *testing.T) {
 func TestIntegrationListRoutesDoesNotGrowWithNodes(t *testing.T) {
 	const nodes = 30
 	h := startHarness(t, controlPlane(t).Client, harnessOptions{period: time.Hour, workers: 5})
-	var created []*corev1.Node
-	var wantRoutes []string
-	for i := range nodes {
-		n := h.createNode(fmt.Sprintf("n%02d", i), fmt.Sprintf("10.244.%d.0/24", i))
-		created = append(created, n)
-		wantRoutes = append(wantRoutes, routeOf(n, fmt.Sprintf("10.244.%d.0/24", i)))
-	}
+	created, wantRoutes := h.createNumbered(nodes)
 	h.waitRoutes(want(wantRoutes...))
 	for _, n := range created {
 		h.waitCondition(n, corev1.ConditionFalse, reasonRouteCreated)
@@ -508,13 +502,7 @@ func TestIntegrationBurstOfNodesIsBatched(t *testing.T) {
 		}
 	}
 
-	var created []*corev1.Node
-	var wantRoutes []string
-	for i := range nodes {
-		n := h.createNode(fmt.Sprintf("n%03d", i), fmt.Sprintf("10.244.%d.0/24", i))
-		created = append(created, n)
-		wantRoutes = append(wantRoutes, routeOf(n, fmt.Sprintf("10.244.%d.0/24", i)))
-	}
+	created, wantRoutes := h.createNumbered(nodes)
 	waitAll("every node's route waits for the cloud")
 	close(release)
 	h.waitRoutes(want(wantRoutes...))
