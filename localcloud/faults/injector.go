@@ -144,7 +144,7 @@ func (in *Injector) Decide(op string) Decision {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var (
-		d                           Decision
+		d                                 Decision
 		latency, errRate, invisible, cost *rule
 		latencyS, errS, invisibleS, costS int
 		limited                           []*rule
