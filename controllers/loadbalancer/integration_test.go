@@ -54,6 +54,20 @@ type realHarness struct {
 	ctrl  *Controller
 }
 
+// idleFor waits until the controller has had nothing queued and the cloud no call in
+// flight for d without a break (sampled every 50ms), within the poll's deadline.
+func (h *realHarness) idleFor(d time.Duration) {
+	h.t.Helper()
+	poll.Eventually(h.t, fmt.Sprintf("the controller to be idle for %s", d), func() error {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if n, inFlight := h.ctrl.worker.Len(), h.cloud.InFlight(); n != 0 || inFlight != 0 {
+				return fmt.Errorf("busy: %d queued, %d cloud calls in flight", n, inFlight)
+			}
+		}
+		return nil
+	})
+}
+
 // newRealHarness starts a controller for one test. Each test gets its own namespace
 // and, unless it tests the default class, its own load balancer class, so that
 // controllers of tests that ran before never see its Services.
@@ -515,7 +529,7 @@ func TestIntegrationNodeBurst(t *testing.T) {
 		lbNames = append(lbNames, LoadBalancerName(svc))
 	}
 	// Let the ensures settle, then count from here.
-	time.Sleep(3 * time.Second)
+	h.idleFor(3 * time.Second)
 	before := map[string]fakecloud.LoadBalancer{}
 	for _, n := range lbNames {
 		before[n], _ = h.cloud.LoadBalancer(n)
@@ -540,8 +554,9 @@ func TestIntegrationNodeBurst(t *testing.T) {
 		}
 		return nil
 	})
-	// Give a straggling batch (and kwok's status updates) time to show up.
-	time.Sleep(5 * time.Second)
+	// Give a straggling batch (and kwok's status updates) time to show up: two batch
+	// windows and more with nothing queued and no call in flight.
+	h.idleFor(5 * time.Second)
 	// kwok ran the nodes (and so updated their status) while the controller watched.
 	ready := 0
 	list, err := h.env.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: testLabel + "=" + h.ns})
