@@ -30,8 +30,10 @@ const maxBatchWorkers = 1000
 // provider's bound. A burst of N new nodes so costs about N/bound calls, and a lone
 // change waits for no timer.
 type batcher struct {
-	routes cloud.Routes
-	batch  cloud.RouteBatcher
+	routes batchingRoutes
+	// max is the provider's bound on the changes of one call, read once: it is the
+	// cloud's, and the node syncs in flight were sized by it.
+	max int
 	// cluster scopes the calls.
 	cluster string
 
@@ -47,7 +49,13 @@ type batcher struct {
 	// unbatched is set once the provider answered that it does not implement the
 	// batch (an older cloud): every change then goes out by itself.
 	unbatched bool
-	now       func() time.Time
+}
+
+// batchingRoutes are Routes that batch: the route calls of a change made by itself, and
+// the batch call.
+type batchingRoutes interface {
+	cloud.Routes
+	cloud.RouteBatcher
 }
 
 // pendingChange is one change waiting for its call.
@@ -58,9 +66,9 @@ type pendingChange struct {
 	done chan error
 }
 
-func newBatcher(routes cloud.Routes, b cloud.RouteBatcher, cluster string) *batcher {
-	return &batcher{routes: routes, batch: b, cluster: cluster, wake: make(chan struct{}, 1),
-		solo: map[netip.Prefix]time.Time{}, now: time.Now}
+func newBatcher(routes batchingRoutes, cluster string) *batcher {
+	return &batcher{routes: routes, max: max(1, routes.MaxRouteChanges()), cluster: cluster,
+		wake: make(chan struct{}, 1), solo: map[netip.Prefix]time.Time{}}
 }
 
 // alone reports whether ch goes out by itself rather than in a batch.
@@ -72,7 +80,7 @@ func (b *batcher) alone(ch cloud.RouteChange) bool {
 	}
 	key := ch.Route.DestinationCIDR.Masked()
 	until, ok := b.solo[key]
-	if ok && b.now().After(until) {
+	if ok && time.Now().After(until) {
 		delete(b.solo, key)
 		return false
 	}
@@ -141,10 +149,9 @@ func (b *batcher) run(ctx context.Context) {
 
 // take removes up to the provider's bound of waiting changes, oldest first.
 func (b *batcher) take() []*pendingChange {
-	limit := max(1, b.batch.MaxRouteChanges())
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := min(limit, len(b.pending))
+	n := min(b.max, len(b.pending))
 	out := slices.Clone(b.pending[:n])
 	b.pending = slices.Delete(b.pending, 0, n)
 	b.taken += n
@@ -178,7 +185,7 @@ func (b *batcher) send(ctx context.Context, ps []*pendingChange) {
 			class = cloud.ClassCritical
 		}
 	}
-	err := b.batch.ApplyRoutes(cloud.WithClass(ctx, class), b.cluster, changes)
+	err := b.routes.ApplyRoutes(cloud.WithClass(ctx, class), b.cluster, changes)
 	switch {
 	case err == nil || cloud.IsThrottled(err) || ctx.Err() != nil:
 	case cloud.IsInvalid(err):
@@ -192,7 +199,7 @@ func (b *batcher) send(ctx context.Context, ps []*pendingChange) {
 		b.unbatched = true
 		b.mu.Unlock()
 		for _, p := range ps {
-			p.done <- applyOne(ctx, b.routes, b.cluster, p.change)
+			p.done <- b.single(ctx, p.change)
 		}
 		return
 	}
@@ -212,7 +219,7 @@ func (b *batcher) single(ctx context.Context, ch cloud.RouteChange) error {
 	case err == nil:
 		delete(b.solo, key)
 	case ctx.Err() == nil && !cloud.IsThrottled(err):
-		now := b.now()
+		now := time.Now()
 		if len(b.solo) >= maxSolo {
 			// Destinations whose node went away are never asked about again.
 			maps.DeleteFunc(b.solo, func(_ netip.Prefix, until time.Time) bool { return now.After(until) })

@@ -17,8 +17,7 @@ import (
 // recordingBatcher passes calls to a fake cloud's batching Routes and records the size
 // of every ApplyRoutes call.
 type recordingBatcher struct {
-	cloud.Routes
-	cloud.RouteBatcher
+	batchingRoutes
 
 	mu    sync.Mutex
 	sizes []int
@@ -28,7 +27,7 @@ func (r *recordingBatcher) ApplyRoutes(ctx context.Context, cluster string, chan
 	r.mu.Lock()
 	r.sizes = append(r.sizes, len(changes))
 	r.mu.Unlock()
-	return r.RouteBatcher.ApplyRoutes(ctx, cluster, changes)
+	return r.batchingRoutes.ApplyRoutes(ctx, cluster, changes)
 }
 
 func (r *recordingBatcher) calls() []int {
@@ -51,12 +50,12 @@ func startBatcher(t *testing.T, maxChanges int) *batchFixture {
 		t.Fatal(err)
 	}
 	rt, _ := fc.Routes()
-	rb, ok := rt.(cloud.RouteBatcher)
+	rb, ok := rt.(batchingRoutes)
 	if !ok {
 		t.Fatal("the fake cloud's Routes do not batch with MaxRouteChanges set")
 	}
-	rec := &recordingBatcher{Routes: rt, RouteBatcher: rb}
-	f := &batchFixture{cloud: fc, rec: rec, b: newBatcher(rec, rec, testCluster)}
+	rec := &recordingBatcher{batchingRoutes: rb}
+	f := &batchFixture{cloud: fc, rec: rec, b: newBatcher(rec, testCluster)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.b.run(ctx) }()

@@ -150,12 +150,12 @@ func New(cfg Config) (*Controller, error) {
 	workers := manager.OrDefault(cfg.ConcurrentRouteSyncs, defaults.ConcurrentRouteSyncs)
 	c.writes = make(chan struct{}, workers)
 	loops := []worker.Loop{c.driftLoop}
-	if b, ok := cfg.Routes.(cloud.RouteBatcher); ok {
+	if b, ok := cfg.Routes.(batchingRoutes); ok {
 		// One batch call is in flight at a time, and it takes the changes of every node
 		// sync waiting for it: enough syncs must run at once to fill it.
-		c.batcher = newBatcher(cfg.Routes, b, c.clusterName)
+		c.batcher = newBatcher(b, c.clusterName)
 		loops = append(loops, c.batcher.run)
-		workers = max(workers, min(b.MaxRouteChanges(), maxBatchWorkers))
+		workers = max(workers, min(c.batcher.max, maxBatchWorkers))
 	}
 	c.worker, err = worker.New(worker.Config{
 		Name:    manager.NodeRouteController,

@@ -44,22 +44,26 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]cloud.Rou
 // success. nameHint names the route when the cloud accepts it as a name; otherwise the
 // cloud derives the name from the destination.
 func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route cloud.Route) error {
-	if !route.DestinationCIDR.IsValid() {
-		return cloud.Invalidf("creating a route to node %s in cluster %s: the destination CIDR is empty", route.TargetNode, clusterName)
+	spec, err := routeSpec(clusterName, nameHint, route)
+	if err != nil {
+		return err
 	}
-	if route.TargetNode == "" {
-		return cloud.Invalidf("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
-	}
-	spec := routeSpec(nameHint, route)
 	if _, err := r.p.client.CreateRoute(ctx, clusterName, spec); err != nil {
 		return wrapf(err, "creating the route for %s to node %s in cluster %s", spec.DestinationCIDR, route.TargetNode, clusterName)
 	}
 	return nil
 }
 
-// routeSpec is the local cloud's spec of a route to create: named nameHint when the
-// cloud accepts it as a name; otherwise the cloud derives the name from the destination.
-func routeSpec(nameHint string, route cloud.Route) api.RouteSpec {
+// routeSpec is the local cloud's spec of a route to create in clusterName: named nameHint
+// when the cloud accepts it as a name; otherwise the cloud derives the name from the
+// destination. A route without a destination or target node is ErrInvalid.
+func routeSpec(clusterName, nameHint string, route cloud.Route) (api.RouteSpec, error) {
+	if !route.DestinationCIDR.IsValid() {
+		return api.RouteSpec{}, cloud.Invalidf("creating a route to node %s in cluster %s: the destination CIDR is empty", route.TargetNode, clusterName)
+	}
+	if route.TargetNode == "" {
+		return api.RouteSpec{}, cloud.Invalidf("creating the route for %s in cluster %s: the target node is empty", route.DestinationCIDR, clusterName)
+	}
 	spec := api.RouteSpec{DestinationCIDR: route.DestinationCIDR.Masked().String(), TargetNode: route.TargetNode}
 	for _, a := range route.TargetNodeAddresses {
 		spec.TargetNodeAddresses = append(spec.TargetNodeAddresses, api.Address{Type: api.AddressType(a.Type), Address: a.Address})
@@ -67,7 +71,7 @@ func routeSpec(nameHint string, route cloud.Route) api.RouteSpec {
 	if nameHint != "" && api.ValidateObjectName("name", nameHint) == nil {
 		spec.Name = nameHint
 	}
-	return spec
+	return spec, nil
 }
 
 // DeleteRoute implements cloud.Routes. A route the cloud says does not exist is
@@ -120,10 +124,11 @@ func (r batchRoutes) ApplyRoutes(ctx context.Context, clusterName string, change
 	for _, ch := range changes {
 		switch {
 		case !ch.Delete:
-			if !ch.Route.DestinationCIDR.IsValid() || ch.Route.TargetNode == "" {
-				return cloud.Invalidf("applying route changes in cluster %s: a route to create needs a destination CIDR and a target node (got %s to %q)", clusterName, ch.Route.DestinationCIDR, ch.Route.TargetNode)
+			spec, err := routeSpec(clusterName, ch.NameHint, ch.Route)
+			if err != nil {
+				return err
 			}
-			req.Create = append(req.Create, routeSpec(ch.NameHint, ch.Route))
+			req.Create = append(req.Create, spec)
 		case ch.Route.Name != "":
 			req.Delete = append(req.Delete, ch.Route.Name)
 		default:
