@@ -108,16 +108,7 @@ func (r *rowRun) scenarioFanOutCalm(ctx context.Context) error {
 		return err
 	}
 	// Its routes are in section 6: give them the route wait, as the steady state does.
-	routes := func() bool {
-		have := r.w.tap.Routes()
-		for _, c := range r.calmCIDRs {
-			if _, ok := have[c]; !ok {
-				return false
-			}
-		}
-		return true
-	}
-	if err := r.waitFor(ctx, r.s.RouteWait, routes); err != nil && ctx.Err() != nil {
+	if err := r.waitFor(ctx, r.s.RouteWait, func() bool { return r.routesMissing(r.calmCIDRs) == 0 }); err != nil && ctx.Err() != nil {
 		return err
 	}
 	return nil
@@ -274,16 +265,7 @@ func (r *rowRun) scenarioSteady(ctx context.Context) error {
 	// creates retried a period later) are the bursts' work, not steady state: give
 	// them a while, then count what is still missing.
 	cidrs := append(append(append([]string{podCIDR(0)}, r.cidrs...), r.fanCIDRs...), r.nbCIDRs...)
-	missing := func() int {
-		routes := r.w.tap.Routes()
-		n := 0
-		for _, c := range cidrs {
-			if _, ok := routes[c]; !ok {
-				n++
-			}
-		}
-		return n
-	}
+	missing := func() int { return r.routesMissing(cidrs) }
 	// So are backend updates still draining: nephele queues them behind new load
 	// balancers, and the last burst's can outlast its scenario. The tap keeps only the
 	// fan-out's nodes of each load balancer's backends (Watch), so it cannot tell
@@ -454,4 +436,16 @@ func (r *rowRun) converged() {
 	} else {
 		r.logf("converged: not by the end of the run (missing %s)", out.Missing)
 	}
+}
+
+// routesMissing counts the pod CIDRs the cloud has confirmed no route for.
+func (r *rowRun) routesMissing(cidrs []string) int {
+	routes := r.w.tap.Routes()
+	n := 0
+	for _, c := range cidrs {
+		if _, ok := routes[c]; !ok {
+			n++
+		}
+	}
+	return n
 }
